@@ -1,0 +1,1 @@
+"""tandem: single-node, all-in-one RL post-training for LLM agents."""

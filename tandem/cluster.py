@@ -1,0 +1,140 @@
+"""Bring the node up: engines, sglang-router in front of them, the trainer.
+
+Order matters: engines first (they are the slow part and gate everything), then the
+router pointed at their URLs, then the trainer. Every child is health-gated by the
+supervisor, and once all are up `endpoints.json` tells outside clients where they live.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from tandem.config import ConfigError, TandemConfig
+from tandem.placement import Placement, plan_placement, visible_gpu_count
+from tandem.supervisor import Child, Supervisor, free_port, port_is_free
+
+
+@dataclass
+class Cluster:
+    router_url: str
+    engines: dict[str, str]
+    """engine name -> base URL"""
+    trainer: Child
+    placement: Placement
+
+
+def _pick_port(configured: int, key: str) -> int:
+    if configured == 0:
+        return free_port()
+    if not port_is_free(configured):
+        raise ConfigError(f"{key} = {configured}: port {configured} on 127.0.0.1 is already in use")
+    return configured
+
+
+def engine_command(cfg: TandemConfig, name: str, port: int, run_config: Path, model_path: str) -> list[str]:
+    if cfg.engine.backend == "sglang":
+        from tandem.engine.sglang_launch import sglang_command
+
+        return sglang_command(cfg, port=port, model_path=model_path)
+    return [sys.executable, "-m", "tandem.engine", "--run-config", str(run_config), "--port", str(port), "--name", name]
+
+
+def trainer_command(cfg: TandemConfig, run_config: Path) -> list[str]:
+    if cfg.trainer.backend == "megatron":
+        from tandem.trainer.megatron_backend import trainer_launch_command
+
+        return trainer_launch_command(cfg, str(run_config))
+    return [sys.executable, "-m", "tandem.trainer", "--run-config", str(run_config)]
+
+
+def router_ready(router_url: str, n_engines: int):
+    """The router is up and has registered every engine."""
+    def probe() -> bool:
+        r = httpx.get(f"{router_url}/workers", timeout=2.0)
+        if r.status_code != 200:
+            return False
+        body = r.json()
+        workers = body.get("workers", body) if isinstance(body, dict) else body
+        return isinstance(workers, list) and len(workers) >= n_engines
+    return probe
+
+
+def start_engines(cfg: TandemConfig, sup: Supervisor, placement: Placement, run_config: Path,
+                  model_path: str) -> dict[str, str]:
+    engines: dict[str, str] = {}
+    children: list[Child] = []
+    for i in range(cfg.engine.count):
+        name = f"engine{i}"
+        port = _pick_port(cfg.engine.base_port + i if cfg.engine.base_port else 0, f"engine.base_port (+{i})")
+        url = f"http://127.0.0.1:{port}"
+        children.append(sup.start(name, engine_command(cfg, name, port, run_config, model_path),
+                                  env=placement.engine_env(i), url=url, role="engine"))
+        engines[name] = url
+    deadline = time.monotonic() + cfg.engine.startup_timeout_s
+    for child in children:  # they boot in parallel; poll each with what is left of the budget
+        sup.wait_ready(child, sup.http_ok(f"{child.url}/health"), max(1.0, deadline - time.monotonic()),
+                       "healthy (GET /health)")
+    return engines
+
+
+def start_router(cfg: TandemConfig, sup: Supervisor, engines: dict[str, str]) -> str:
+    port = _pick_port(cfg.router.port, "router.port")
+    url = f"http://127.0.0.1:{port}"
+    cmd = [
+        sys.executable, "-m", "sglang_router.launch_router",
+        "--host", "127.0.0.1", "--port", str(port),
+        "--worker-urls", *engines.values(),
+        "--policy", cfg.router.policy,
+        "--prometheus-host", "127.0.0.1", "--prometheus-port", str(free_port()),
+        "--health-check-interval-secs", str(cfg.router.health_check_interval_s),
+        "--request-timeout-secs", str(int(cfg.rollout.request_timeout_s)),
+        "--log-level", "warn",
+    ]
+    child = sup.start("router", cmd, url=url, role="router")
+    sup.wait_ready(child, router_ready(url, len(engines)), cfg.router.startup_timeout_s,
+                   f"routing to all {len(engines)} engine(s)")
+    return url
+
+
+def start_trainer(cfg: TandemConfig, sup: Supervisor, placement: Placement, run_config: Path, run_dir: Path) -> Child:
+    child = sup.start("trainer", trainer_command(cfg, run_config), env=placement.trainer_env(), role="trainer")
+    ready = run_dir / "trainer" / "ready.json"
+    sup.wait_ready(child, ready.exists, cfg.engine.startup_timeout_s, "ready (trainer/ready.json)")
+    return child
+
+
+def write_endpoints(run_dir: Path, router_url: str, engines: dict[str, str], placement: Placement) -> Path:
+    payload = {
+        "router": router_url,
+        "engines": [{"name": n, "url": u, "role": "rollout", "device": placement.engine_device(i)}
+                    for i, (n, u) in enumerate(engines.items())],
+        "trainer": {"devices": placement.trainer_devices()},
+    }
+    path = run_dir / "endpoints.json"
+    path.write_text(json.dumps(payload, indent=2))
+    return path
+
+
+def check_configured_ports(cfg: TandemConfig) -> None:
+    """Fail before anything starts when a port the user pinned is taken."""
+    if cfg.router.port:
+        _pick_port(cfg.router.port, "router.port")
+    if cfg.engine.base_port:
+        for i in range(cfg.engine.count):
+            _pick_port(cfg.engine.base_port + i, "engine.base_port")
+
+
+def start_cluster(cfg: TandemConfig, sup: Supervisor, run_dir: Path, run_config: Path, model_path: str) -> Cluster:
+    check_configured_ports(cfg)
+    placement = plan_placement(cfg, visible_gpu_count())
+    engines = start_engines(cfg, sup, placement, run_config, model_path)
+    router_url = start_router(cfg, sup, engines)
+    trainer = start_trainer(cfg, sup, placement, run_config, run_dir)
+    write_endpoints(run_dir, router_url, engines, placement)
+    return Cluster(router_url, engines, trainer, placement)

@@ -1,0 +1,81 @@
+"""The file channel between orchestrator and trainer.
+
+They are separate processes (the trainer may be a torchrun group on other GPUs), so they
+meet on local disk, like prime-rl: the orchestrator writes the samples for training step
+N to `rollouts/step_N.json`; the trainer answers with `trainer/step_N.json` once step N is
+trained and (if due) its weights are published. Every write is atomic (temporary file,
+then rename), so a reader never sees half a file, and a crash leaves either the whole
+file or none. Files are also a durable record of what each step trained on.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from tandem.sample import Sample
+
+POLL_S = 0.02
+
+
+class HandoffTimeout(TimeoutError):
+    """The other side did not produce its file in time."""
+
+
+def _step_file(run_dir: str | os.PathLike, kind: str, step: int) -> Path:
+    return Path(run_dir) / kind / f"step_{step:06d}.json"
+
+
+def batch_path(run_dir: str | os.PathLike, step: int) -> Path:
+    return _step_file(run_dir, "rollouts", step)
+
+
+def result_path(run_dir: str | os.PathLike, step: int) -> Path:
+    return _step_file(run_dir, "trainer", step)
+
+
+def atomic_write_json(path: Path, payload: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    with open(tmp, "w") as f:
+        json.dump(payload, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def _wait_json(path: Path, timeout_s: float, what: str, is_alive: Callable[[], bool] | None) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while not path.exists():
+        if is_alive is not None and not is_alive():
+            raise RuntimeError(f"gave up waiting for {what} ({path}): the producer is gone")
+        if time.monotonic() > deadline:
+            raise HandoffTimeout(f"no {what} after {timeout_s:.0f}s (waiting for {path})")
+        time.sleep(POLL_S)
+    return json.loads(path.read_text())
+
+
+def write_batch(run_dir: str | os.PathLike, step: int, samples: list[Sample], extra: dict | None = None) -> Path:
+    path = batch_path(run_dir, step)
+    atomic_write_json(path, {"step": step, "extra": extra or {}, "samples": [s.to_dict() for s in samples]})
+    return path
+
+
+def wait_batch(run_dir: str | os.PathLike, step: int, timeout_s: float = 3600.0,
+               is_alive: Callable[[], bool] | None = None) -> list[Sample]:
+    payload = _wait_json(batch_path(run_dir, step), timeout_s, f"rollout batch for step {step}", is_alive)
+    return [Sample.from_dict(d) for d in payload["samples"]]
+
+
+def write_train_result(run_dir: str | os.PathLike, step: int, result: dict) -> Path:
+    path = result_path(run_dir, step)
+    atomic_write_json(path, {"step": step, **result})
+    return path
+
+
+def wait_train_result(run_dir: str | os.PathLike, step: int, timeout_s: float = 3600.0,
+                      is_alive: Callable[[], bool] | None = None) -> dict:
+    return _wait_json(result_path(run_dir, step), timeout_s, f"trainer result for step {step}", is_alive)

@@ -1,0 +1,120 @@
+"""Per-step metrics: metrics.jsonl (one object per step), TensorBoard, and the engine queue monitor."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import statistics
+import time
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from tandem.sample import Sample
+
+REQUIRED_KEYS = (
+    "step", "weight_version", "samples", "reward_mean", "reward_std", "response_len_mean",
+    "step_time", "rollout_time", "train_time", "sync_time", "trainer_wait_time", "trainer_idle_ratio",
+    "gen_tokens_per_s", "staleness_mean", "staleness_max", "dropped_stale", "logprob_mismatch",
+    "loss", "kl", "entropy", "clip_frac", "grad_norm",
+)
+
+
+def rollout_metrics(samples: list[Sample], step: int) -> dict[str, float]:
+    rewards = [s.reward for s in samples]
+    staleness = [step - s.weight_version for s in samples]
+    lens = [s.num_model_tokens for s in samples]
+    groups: dict[int, list[float]] = {}
+    for s in samples:
+        groups.setdefault(s.group_id, []).append(s.reward)
+    return {
+        "samples": len(samples),
+        "reward_mean": statistics.fmean(rewards),
+        "reward_std": statistics.pstdev(rewards) if len(rewards) > 1 else 0.0,
+        "response_len_mean": statistics.fmean(lens),
+        "staleness_mean": statistics.fmean(staleness),
+        "staleness_max": max(staleness),
+        "truncated_ratio": sum(s.finish_reason == "length" for s in samples) / len(samples),
+        "zero_std_groups": sum(1 for g in groups.values() if len(set(g)) == 1),
+        "reward_errors": sum(1 for s in samples if str(s.reward_info.get("reason", "")).startswith(("error", "timeout"))),
+    }
+
+
+class MetricsLog:
+    """Appends one JSON object per step; mirrors scalars to TensorBoard when enabled."""
+
+    def __init__(self, run_dir: Path, tensorboard: bool):
+        self.path = run_dir / "metrics.jsonl"
+        self.rows: list[dict[str, Any]] = []
+        self._tb = None
+        if tensorboard:
+            from torch.utils.tensorboard import SummaryWriter
+
+            self._tb = SummaryWriter(str(run_dir / "tensorboard"))
+
+    def log(self, row: dict[str, Any]) -> None:
+        missing = [k for k in REQUIRED_KEYS if k not in row]
+        if missing:
+            raise KeyError(f"metrics row for step {row.get('step')} lacks {missing}")
+        self.rows.append(row)
+        with open(self.path, "a") as f:
+            f.write(json.dumps(row) + "\n")
+        if self._tb is not None:
+            for key, value in row.items():
+                if isinstance(value, (int, float)) and not isinstance(value, bool) and key != "step":
+                    self._tb.add_scalar(key, value, row["step"])
+            self._tb.flush()
+
+    def close(self) -> None:
+        if self._tb is not None:
+            self._tb.close()
+
+
+def parse_load(payload: Any) -> tuple[int, int]:
+    """(waiting, running) from SGLang's /get_load answer (a list per DP rank, or one dict)."""
+    entries = payload if isinstance(payload, list) else [payload]
+    waiting = running = 0
+    for e in entries:
+        if isinstance(e, dict):
+            # SGLang's num_reqs counts running and waiting requests together.
+            w = int(e.get("num_waiting_reqs", 0) or 0)
+            waiting += w
+            running += max(0, int(e.get("num_reqs", 0) or 0) - w)
+    return waiting, running
+
+
+class QueueMonitor:
+    """Samples every engine's queue depth into queue.jsonl and keeps a window for sparklines."""
+
+    def __init__(self, engines: dict[str, str], path: Path, interval_s: float, window: int = 60):
+        self.engines, self.path, self.interval_s = engines, path, interval_s
+        self.history: dict[str, deque] = {name: deque(maxlen=window) for name in engines}
+        self.peak_waiting: dict[str, int] = {name: 0 for name in engines}
+        self._t0 = time.monotonic()
+
+    async def run(self) -> None:
+        async with httpx.AsyncClient(timeout=max(1.0, self.interval_s * 4)) as client:
+            with open(self.path, "a") as f:
+                while True:
+                    await self._sample(client, f)
+                    await asyncio.sleep(self.interval_s)
+
+    async def _sample(self, client: httpx.AsyncClient, f) -> None:
+        async def one(name: str, url: str):
+            try:
+                r = await client.get(f"{url}/get_load")
+                return name, parse_load(r.json()) if r.status_code == 200 else None
+            except (httpx.HTTPError, ValueError):
+                return name, None
+
+        now = time.time()
+        for name, load in await asyncio.gather(*(one(n, u) for n, u in self.engines.items())):
+            if load is None:
+                continue  # an engine being restarted has no queue to report
+            waiting, running = load
+            self.history[name].append(waiting + running)
+            self.peak_waiting[name] = max(self.peak_waiting[name], waiting)
+            f.write(json.dumps({"t": now, "engine": name, "waiting": waiting, "running": running}) + "\n")
+        f.flush()

@@ -1,0 +1,120 @@
+"""Where the policy weights come from: a tiny model built locally, or an HF model.
+
+`model.path = "tiny"` builds a Qwen3-architecture model with random weights and a
+byte-level BPE tokenizer (256 byte symbols, no merges, Qwen-style chat template) using
+only `transformers` and `tokenizers`, so a laptop with no network can run the whole
+loop. Anything else is handed to transformers as a hub id or local directory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+from tandem.config import ModelConfig, TandemConfig
+
+SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+CHAT_TEMPLATE = (
+    "{% for message in messages %}"
+    "<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+def build_byte_tokenizer():
+    """A byte-level tokenizer: every UTF-8 byte is one token, plus chat specials."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    alphabet = pre_tokenizers.ByteLevel.alphabet()
+    vocab = {ch: i for i, ch in enumerate(sorted(alphabet))}
+    core = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+    core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    core.decoder = decoders.ByteLevel()
+    core.add_special_tokens(SPECIAL_TOKENS)
+    tok = PreTrainedTokenizerFast(
+        tokenizer_object=core,
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
+        bos_token=None,
+        unk_token=None,
+        clean_up_tokenization_spaces=False,
+    )
+    tok.chat_template = CHAT_TEMPLATE
+    return tok
+
+
+def _tiny_key(cfg: ModelConfig, seed: int) -> str:
+    blob = json.dumps({"tiny": cfg.tiny.model_dump(), "dtype": cfg.dtype, "seed": seed, "v": 1}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
+def build_tiny_model(cfg: ModelConfig, out_dir: Path, seed: int) -> Path:
+    """Write a tiny Qwen3 model + tokenizer to out_dir (atomically) and return it."""
+    import torch
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    tok = build_byte_tokenizer()
+    t = cfg.tiny
+    hf_cfg = Qwen3Config(
+        vocab_size=len(tok),
+        hidden_size=t.hidden_size,
+        intermediate_size=t.intermediate_size,
+        num_hidden_layers=t.num_layers,
+        num_attention_heads=t.num_heads,
+        num_key_value_heads=t.num_kv_heads,
+        head_dim=t.head_dim,
+        max_position_embeddings=t.max_position_embeddings,
+        tie_word_embeddings=True,
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
+        bos_token_id=None,
+        torch_dtype=cfg.dtype,
+    )
+    torch.manual_seed(seed)
+    model = Qwen3ForCausalLM(hf_cfg).to(getattr(torch, cfg.dtype))
+    model.generation_config.eos_token_id = tok.eos_token_id
+    model.generation_config.pad_token_id = tok.pad_token_id
+    tmp = out_dir.with_name(out_dir.name + f".tmp{os.getpid()}")
+    model.save_pretrained(tmp, safe_serialization=True)
+    tok.save_pretrained(tmp)
+    os.replace(tmp, out_dir) if not out_dir.exists() else None
+    return out_dir
+
+
+def resolve_model_path(cfg: TandemConfig) -> str:
+    """The directory or hub id that engines and trainers load; builds the tiny model on first use."""
+    if cfg.model.path != "tiny":
+        return cfg.model.path
+    out = Path(cfg.run.cache_dir).resolve() / "models" / f"tiny-qwen3-{_tiny_key(cfg.model, cfg.run.seed)}"
+    if not (out / "config.json").exists():
+        out.parent.mkdir(parents=True, exist_ok=True)
+        build_tiny_model(cfg.model, out, cfg.run.seed)
+    return str(out)
+
+
+def load_tokenizer(path: str, trust_remote_code: bool = False):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
+
+
+def load_causal_lm(path: str, dtype: str = "float32", device: str = "cpu", trust_remote_code: bool = False):
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(
+        path, dtype=getattr(torch, dtype), trust_remote_code=trust_remote_code
+    )
+    return model.to(device)
+
+
+def pick_device(setting: str) -> str:
+    import torch
+
+    if setting == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return setting

@@ -1,0 +1,91 @@
+"""Which device each child gets.
+
+On a GPU node the trainer takes GPUs 0..trainer.gpus-1 and each engine one GPU after
+them: `--engines 3` on 8 GPUs puts the trainer on 0-3 and engines on 4, 5 and 6. Pinning
+is explicit: every child gets its own CUDA_VISIBLE_DEVICES. With no GPU (or backends that
+need none) everything runs on the CPU, and each child gets a fair share of threads.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from dataclasses import dataclass, field
+
+from tandem.config import ConfigError, TandemConfig
+
+
+def visible_gpu_count() -> int:
+    """GPUs this launcher may hand out (honours CUDA_VISIBLE_DEVICES), without initialising CUDA."""
+    env = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if env is not None:
+        return len([d for d in env.split(",") if d.strip() and d.strip() != "-1"])
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return 0
+    return sum(1 for line in out.stdout.splitlines() if line.startswith("GPU "))
+
+
+def _physical_ids(count: int) -> list[str]:
+    env = os.environ.get("CUDA_VISIBLE_DEVICES")
+    ids = [d.strip() for d in env.split(",") if d.strip()] if env else [str(i) for i in range(count)]
+    return ids[:count]
+
+
+@dataclass
+class Placement:
+    trainer_gpus: list[str] = field(default_factory=list)
+    engine_gpus: list[str | None] = field(default_factory=list)
+    cpu_threads: int = 1
+    """Torch threads per child when running on CPU (cores shared fairly between children)."""
+
+    def _cpu_env(self) -> dict[str, str]:
+        n = str(self.cpu_threads)
+        return {"CUDA_VISIBLE_DEVICES": "", "TANDEM_TORCH_THREADS": n, "OMP_NUM_THREADS": n, "MKL_NUM_THREADS": n}
+
+    def trainer_env(self) -> dict[str, str]:
+        if not self.trainer_gpus:
+            return self._cpu_env()
+        return {"CUDA_VISIBLE_DEVICES": ",".join(self.trainer_gpus)}
+
+    def engine_env(self, index: int) -> dict[str, str]:
+        gpu = self.engine_gpus[index]
+        return self._cpu_env() if gpu is None else {"CUDA_VISIBLE_DEVICES": gpu}
+
+    def engine_device(self, index: int) -> str:
+        gpu = self.engine_gpus[index]
+        return "cpu" if gpu is None else f"cuda:{gpu}"
+
+    def trainer_devices(self) -> list[str]:
+        return [f"cuda:{g}" for g in self.trainer_gpus] or ["cpu"]
+
+
+def _needs_gpus(cfg: TandemConfig) -> tuple[bool, bool]:
+    """(trainer needs GPUs, engines need GPUs) for this config."""
+    trainer = cfg.trainer.backend == "megatron" or (cfg.trainer.backend == "torch" and cfg.trainer.device == "cuda")
+    engines = cfg.engine.backend == "sglang" or (cfg.engine.backend == "embedded" and cfg.engine.device == "cuda")
+    return trainer, engines
+
+
+def plan_placement(cfg: TandemConfig, visible_gpus: int) -> Placement:
+    n = cfg.engine.count
+    trainer_needs, engines_need = _needs_gpus(cfg)
+    auto_gpu = visible_gpus > 0
+    use_trainer_gpu = trainer_needs or (auto_gpu and cfg.trainer.backend == "torch" and cfg.trainer.device == "auto")
+    use_engine_gpu = engines_need or (auto_gpu and cfg.engine.backend == "embedded" and cfg.engine.device == "auto")
+    trainer_count = (cfg.trainer.gpus if cfg.trainer.backend == "megatron" else 1) if use_trainer_gpu else 0
+    engine_count = n if use_engine_gpu else 0
+    wanted = trainer_count + engine_count
+    if wanted > visible_gpus:
+        if trainer_needs or engines_need:
+            raise ConfigError(
+                f"engine.count={n} and trainer.gpus={trainer_count} need {wanted} GPU(s) "
+                f"(trainer {trainer_count} + one per engine), but {visible_gpus} are visible")
+        # 'auto' devices degrade to the CPU rather than fail.
+        trainer_count, engine_count = (trainer_count, 0) if trainer_count <= visible_gpus else (0, 0)
+    ids = _physical_ids(trainer_count + engine_count)
+    engine_gpus: list[str | None] = list(ids[trainer_count:trainer_count + engine_count]) or [None] * n
+    cpus = os.cpu_count() or 1
+    return Placement(trainer_gpus=ids[:trainer_count], engine_gpus=engine_gpus,
+                     cpu_threads=max(1, cpus // (n + 1)))

@@ -1,0 +1,111 @@
+"""After a sync, every engine scores a fixed prompt exactly like the trainer.
+
+Real engine subprocesses and the real router (started through the launcher's own
+cluster code), the real torch trainer in this process, the real disk publish and
+/update_weights_from_disk. Tolerance: 1e-4 absolute on fp32 CPU logprobs (observed
+differences are ~1e-6, from different batch shapes in the two forwards).
+"""
+
+import asyncio
+import json
+from pathlib import Path
+
+import httpx
+import pytest
+import torch
+
+from sync import SyncError, publish_weights, published_versions, reload_engines, version_dir
+from tandem import losses
+from tandem.cluster import start_engines, start_router
+from tandem.config import TandemConfig
+from tandem.model_source import resolve_model_path
+from tandem.placement import plan_placement
+from tandem.sample import Sample
+from tandem.supervisor import Supervisor
+from tandem.trainer.torch_backend import TorchTrainer
+
+REPO = Path(__file__).resolve().parents[1]
+TOL = 1e-4
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    run_dir = tmp_path_factory.mktemp("sync")
+    cfg = TandemConfig.model_validate({"run": {"run_dir": str(run_dir), "cache_dir": str(REPO / ".cache/tandem")},
+                                       "engine": {"count": 2}, "trainer": {"lr": 0.05}})
+    (run_dir / "config.json").write_text(cfg.model_dump_json())
+    model_path = resolve_model_path(cfg)
+    sup = Supervisor(run_dir, REPO)
+    try:
+        engines = start_engines(cfg, sup, plan_placement(cfg, 0), run_dir / "config.json", model_path)
+        router = start_router(cfg, sup, engines)
+        yield cfg, run_dir, model_path, engines, router
+    finally:
+        sup.shutdown()
+
+
+def trainer_logprobs(trainer: TorchTrainer, prompt: list[int], output: list[int]) -> list[float]:
+    ids = torch.tensor([prompt + output])
+    with torch.no_grad():
+        logits = trainer.model(input_ids=ids).logits[:, :-1]
+    lp = losses.token_logprobs(logits, ids[:, 1:], 1.0)[0, len(prompt) - 1:]
+    return lp.tolist()
+
+
+def engine_answer(url: str, prompt: list[int]) -> dict:
+    body = {"input_ids": prompt, "return_logprob": True,
+            "sampling_params": {"max_new_tokens": 12, "temperature": 1.0, "ignore_eos": True}}
+    return httpx.post(f"{url}/generate", json=body, timeout=60).json()
+
+
+def test_engines_equal_trainer_after_sync(cluster):
+    cfg, run_dir, model_path, engines, router = cluster
+    trainer = TorchTrainer(cfg)
+    prompt = [22, 28]  # "7="
+    # One real training step on a batch with non-zero advantages so the weights move.
+    batch = []
+    for i, adv in enumerate([1.0, -1.0]):
+        s = Sample(prompt_ids=prompt, group_id=0)
+        s.append_model_tokens([22 + i] * 4, [0.0] * 4)
+        s.advantage = adv
+        batch.append(s)
+    before = engine_answer(engines["engine0"], prompt)
+    trainer.train_step(batch)
+    path = publish_weights(trainer.export_hf_state_dict(), model_path, run_dir, 1, keep_last=3)
+    report = asyncio.run(reload_engines(list(engines.values()), path, 1))
+    assert report.version == 1
+    for url in [*engines.values(), router]:
+        out = engine_answer(url, prompt)
+        assert out["meta_info"]["weight_version"] == "1"
+        engine_lp = [t[0] for t in out["meta_info"]["output_token_logprobs"]]
+        diff = max(abs(a - b) for a, b in zip(engine_lp, trainer_logprobs(trainer, prompt, out["output_ids"])))
+        assert diff < TOL, f"{url}: engine vs trainer logprob diff {diff}"
+    # ...and the old weights really are gone from the engines.
+    old_lp = [t[0] for t in before["meta_info"]["output_token_logprobs"]]
+    assert max(abs(a - b) for a, b in zip(old_lp, trainer_logprobs(trainer, prompt, before["output_ids"]))) > TOL
+
+
+def test_failed_load_keeps_previous_version(cluster):
+    cfg, run_dir, model_path, engines, router = cluster
+    broken = run_dir / "weights" / "step_000099"
+    broken.mkdir(parents=True)
+    (broken / "config.json").write_text((Path(model_path) / "config.json").read_text())
+    (broken / "model.safetensors").write_bytes(b"half a file")
+    current = httpx.get(f"{engines['engine0']}/get_model_info", timeout=10).json().get("weight_version")
+    with pytest.raises(SyncError, match="engine0|127.0.0.1"):
+        asyncio.run(reload_engines(list(engines.values()), broken, 99))
+    for url in engines.values():
+        out = engine_answer(url, [22, 28])
+        assert out["meta_info"]["weight_version"] != "99"
+    assert httpx.get(f"{engines['engine0']}/get_model_info", timeout=10).json().get("weight_version") == current
+
+
+def test_publish_is_atomic_and_prunes(tmp_path):
+    cfg = TandemConfig.model_validate({"run": {"cache_dir": str(REPO / ".cache/tandem")}})
+    model_path = resolve_model_path(cfg)
+    state = {"model.embed_tokens.weight": torch.zeros(4, 4)}
+    for v in range(1, 6):
+        publish_weights(state, model_path, tmp_path, v, keep_last=2)
+    assert published_versions(tmp_path) == [4, 5]
+    assert not [p for p in (tmp_path / "weights").iterdir() if p.name.startswith(".")], "temp dirs left behind"
+    assert json.loads((version_dir(tmp_path, 5) / "config.json").read_text())["model_type"] == "qwen3"

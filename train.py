@@ -1,0 +1,201 @@
+"""tandem's launcher and training loop.
+
+    python train.py                          # the default CPU job (tiny model, echo task)
+    python train.py --engines 3 --mode async # an 8-GPU node: trainer on 0-3, engines on 4-6
+    python train.py --help                   # every config key
+
+The launcher validates the config and data, starts the engines, sglang-router and the
+trainer as supervised children, then runs the loop below. Sync and async are the same
+loop: the producer may run `staleness` weight versions ahead of the trainer (0 = sync).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent
+sys.path.insert(0, str(REPO))
+
+from rollout import (DataError, EngineClient, PluginError, PromptCursor, RolloutContext,  # noqa: E402
+                     load_dataset_rows, load_plugin, sampling_params_from_config)
+from sync import PublishError, SyncError, sync_engines, version_dir  # noqa: E402
+from tandem.cluster import Cluster, start_cluster  # noqa: E402
+from tandem.config import ConfigError, TandemConfig, load_config  # noqa: E402
+from tandem.handoff import HandoffTimeout, wait_train_result, write_batch  # noqa: E402
+from tandem.live_view import LiveView  # noqa: E402
+from tandem.metrics import MetricsLog, QueueMonitor, rollout_metrics  # noqa: E402
+from tandem.model_source import load_tokenizer, resolve_model_path  # noqa: E402
+from tandem.producer import RolloutProducer  # noqa: E402
+from tandem.supervisor import ChildFailed, Supervisor  # noqa: E402
+
+TRAIN_KEYS = ("loss", "kl", "entropy", "clip_frac", "grad_norm", "logprob_mismatch", "train_time")
+
+
+async def run_loop(cfg: TandemConfig, run_dir: Path, producer: RolloutProducer, ctx: RolloutContext,
+                   cluster: Cluster, metrics: MetricsLog, view: LiveView, start_step: int) -> None:
+    """The whole RL loop. Rollout for step k+staleness overlaps training on step k."""
+    from tandem.losses import assign_advantages  # torch: imported only once a run starts
+
+    engine_urls = list(cluster.engines.values())
+    # Steps are timed at the trainer's cadence: from one trained step to the next, so
+    # step_time = trainer_wait_time (rollout tail + weight sync) + train time.
+    last_result = time.monotonic()
+    for step in range(start_step, cfg.run.steps):
+        view.set_status(f"step {step}: rolling out")
+        batch = await producer.take(step)                                  # 1. rollout
+        assign_advantages(batch.samples, cfg.trainer.loss.use_std_norm)
+        write_batch(run_dir, step, batch.samples)
+        batch_written = time.monotonic()
+        view.set_status(f"step {step}: training")
+        result = await asyncio.to_thread(wait_train_result, run_dir, step,           # 2. train
+                                         cfg.sync.trainer_timeout_s, lambda: cluster.trainer.alive)
+        result_at = time.monotonic()
+        reload_s = 0.0
+        if result.get("weight_version") is not None:                        # 3. sync
+            view.set_status(f"step {step}: syncing weights v{result['weight_version']}")
+            reload_s = await sync_engines(ctx.engine, engine_urls, result["weights_path"], result["weight_version"],
+                                          cfg.rollout.partial_rollout, cfg.sync.reload_timeout_s)
+            await producer.set_version(result["weight_version"])
+        row = {"step": step, "weight_version": producer.version, **rollout_metrics(batch.samples, step),
+               **{k: result.get(k, 0.0) for k in TRAIN_KEYS},
+               "step_time": result_at - last_result, "rollout_time": batch.rollout_time,
+               "sync_time": reload_s + result.get("publish_time", 0.0), "reload_time": reload_s,
+               "trainer_wait_time": batch_written - last_result,
+               "gen_tokens_per_s": sum(s.num_model_tokens for s in batch.samples) / max(batch.rollout_time, 1e-9),
+               "dropped_stale": batch.dropped_stale, "recycled_groups": batch.recycled,
+               "oversample_discarded": batch.discarded, "longest_group_s": batch.longest_group_s,
+               **step_plugin_metrics(producer.rollout_fn, batch.samples)}
+        row["trainer_idle_ratio"] = row["trainer_wait_time"] / max(row["step_time"], 1e-9)
+        metrics.log(row)
+        view.step_done(row)
+        last_result = result_at
+
+
+def step_plugin_metrics(rollout_fn, samples) -> dict:
+    """A rollout plug-in may report its own per-step metrics (e.g. the coding agent's pass@1)."""
+    fn = getattr(rollout_fn, "step_metrics", None)
+    return dict(fn(samples)) if fn else {}
+
+
+async def watch_children(sup: Supervisor, interval_s: float = 0.5) -> None:
+    while True:
+        sup.check()  # raises ChildFailed with the dead child's log tail
+        await asyncio.sleep(interval_s)
+
+
+async def orchestrate(cfg: TandemConfig, run_dir: Path, sup: Supervisor, cluster: Cluster, model_path: str,
+                      dataset, rollout_fn, reward_fn) -> None:
+    client = EngineClient(cluster.router_url, cfg.rollout.concurrency, cfg.rollout.request_timeout_s)
+    # Sandboxes and graders block; size their pool to the rollouts in flight, not asyncio's default.
+    executor = ThreadPoolExecutor(max_workers=cfg.rollout.concurrency + 16, thread_name_prefix="rollout")
+    ctx = RolloutContext(cfg, load_tokenizer(model_path, cfg.model.trust_remote_code), client, executor, reward_fn,
+                         sampling_params_from_config(cfg))
+    cursor = PromptCursor(len(dataset.rows), cfg.run.seed, cfg.rollout.shuffle)
+    producer = RolloutProducer(ctx, dataset.rows, cursor, rollout_fn, start_step=0, total_steps=cfg.run.steps,
+                               staleness=cfg.effective_staleness, engine_version=0)
+    monitor = QueueMonitor(cluster.engines, run_dir / "queue.jsonl", cfg.logging.queue_sample_interval_s)
+    metrics = MetricsLog(run_dir, cfg.logging.tensorboard)
+    view = LiveView(cfg.run.steps, 0, monitor, cfg.logging.live)
+    background = [asyncio.create_task(monitor.run(), name="queue-monitor")]
+    producer.start()
+    loop_task = asyncio.create_task(run_loop(cfg, run_dir, producer, ctx, cluster, metrics, view, 0))
+    watchdog = asyncio.create_task(watch_children(sup))
+    try:
+        done, _ = await asyncio.wait({loop_task, watchdog}, return_when=asyncio.FIRST_COMPLETED)
+        for task in done:
+            task.result()  # re-raise whatever stopped us
+    finally:
+        for task in (loop_task, watchdog, *background):
+            task.cancel()
+        await producer.stop()
+        await asyncio.gather(loop_task, watchdog, *background, return_exceptions=True)
+        view.close()
+        metrics.close()
+        await client.close()
+        executor.shutdown(wait=False, cancel_futures=True)
+
+
+def absolutize_paths(cfg: TandemConfig) -> None:
+    """Children may run elsewhere (torchrun, other cwd): hand them absolute paths.
+
+    A relative path means the caller's directory; shipped defaults (data/, profiles/)
+    fall back to the repository when they are not found there.
+    """
+    def resolve(path: str) -> str:
+        p = Path(path).expanduser()
+        if p.is_absolute():
+            return str(p)
+        here = Path.cwd() / p
+        return str(here if here.exists() or not (REPO / p).exists() else REPO / p)
+
+    cfg.run.run_dir = str(Path(cfg.run.run_dir).expanduser().resolve())
+    cfg.run.cache_dir = str(Path(cfg.run.cache_dir).expanduser().resolve())
+    cfg.rollout.data_path = resolve(cfg.rollout.data_path)
+    cfg.engine.sim.profile = resolve(cfg.engine.sim.profile)
+    if cfg.model.path != "tiny" and (Path.cwd() / cfg.model.path).exists():
+        cfg.model.path = str((Path.cwd() / cfg.model.path).resolve())
+
+
+def prepare_run_dir(cfg: TandemConfig) -> Path:
+    run_dir = Path(cfg.run.run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    for stale in ("metrics.jsonl", "queue.jsonl", "endpoints.json"):
+        (run_dir / stale).unlink(missing_ok=True)
+    for sub in ("rollouts", "trainer"):
+        for f in (run_dir / sub).glob("*.json") if (run_dir / sub).exists() else []:
+            f.unlink()
+    (run_dir / "config.json").write_text(cfg.model_dump_json(indent=2))
+    return run_dir
+
+
+def _raise_interrupt(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    signal.signal(signal.SIGTERM, _raise_interrupt)
+    sup = None
+    try:
+        cfg = load_config(argv)
+        absolutize_paths(cfg)
+        # Fail on bad data or plug-ins before any child is started.
+        dataset = load_dataset_rows(cfg.rollout.data_path, cfg.rollout.prompt_key)
+        if dataset.skipped:
+            print(f"warning: skipped {dataset.skipped} malformed row(s) of {cfg.rollout.data_path}: "
+                  f"{'; '.join(dataset.skipped_examples[:3])}", file=sys.stderr)
+        rollout_fn = load_plugin(cfg.rollout.function, "rollout.function")
+        reward_fn = load_plugin(cfg.rollout.reward, "rollout.reward")
+        run_dir = prepare_run_dir(cfg)
+        (run_dir / "data_report.json").write_text(json.dumps(
+            {"rows": len(dataset.rows), "skipped": dataset.skipped, "examples": dataset.skipped_examples}))
+        model_path = resolve_model_path(cfg)
+        sup = Supervisor(run_dir, REPO)
+        print(f"tandem: run dir {run_dir}; {cfg.engine.count} {cfg.engine.backend} engine(s), "
+              f"{cfg.trainer.backend} trainer, mode {cfg.run.mode} (staleness {cfg.effective_staleness})", flush=True)
+        cluster = start_cluster(cfg, sup, run_dir, run_dir / "config.json", model_path)
+        print(f"tandem: router {cluster.router_url}; endpoints in {run_dir / 'endpoints.json'}", flush=True)
+        asyncio.run(orchestrate(cfg, run_dir, sup, cluster, model_path, dataset, rollout_fn, reward_fn))
+        print(f"tandem: finished {cfg.run.steps} steps; metrics in {run_dir / 'metrics.jsonl'}", flush=True)
+        return 0
+    except (ConfigError, DataError, PluginError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except (ChildFailed, SyncError, PublishError, HandoffTimeout, RuntimeError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("tandem: interrupted; stopping all processes", file=sys.stderr)
+        return 130
+    finally:
+        if sup is not None:
+            sup.shutdown()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
