@@ -178,7 +178,7 @@ class EngineClient:
     flight and close a gate in front of new ones: that is how 'drain, then sync' works.
     """
 
-    def __init__(self, base_url: str, concurrency: int, timeout_s: float, retries: int = 3):
+    def __init__(self, base_url: str, concurrency: int, timeout_s: float, retries: int = 8):
         self.base_url = base_url
         self.timeout_s = timeout_s
         self.retries = retries
@@ -188,6 +188,8 @@ class EngineClient:
         self._idle = asyncio.Event()
         self._idle.set()
         self.in_flight = 0
+        self.retried = 0
+        """Requests that failed once (e.g. their engine died) and were sent again."""
         self.generated_tokens = 0
         self.weight_version = 0
         """Version every engine is known to serve; set by weight sync before the gate reopens."""
@@ -245,7 +247,9 @@ class EngineClient:
                     break
             except httpx.TransportError as err:
                 last = GenerationError(f"/generate transport error: {err!r}")
-            await asyncio.sleep(min(2.0, 0.2 * 2**attempt))
+            if attempt < self.retries:
+                self.retried += 1
+                await asyncio.sleep(min(2.0, 0.2 * 2**attempt))
         raise last  # type: ignore[misc]
 
 

@@ -41,6 +41,10 @@ class PublishError(RuntimeError):
 class SyncError(RuntimeError):
     """An engine did not take the new weights; it stays on its previous version."""
 
+    def __init__(self, message: str, failed_urls: list[str] | None = None):
+        super().__init__(message)
+        self.failed_urls = failed_urls or []
+
 
 def version_dir(run_dir: str | os.PathLike, version: int) -> Path:
     return Path(run_dir) / WEIGHTS_DIR / f"step_{version:06d}"
@@ -204,9 +208,11 @@ async def reload_engines(engine_urls: list[str], path: str | os.PathLike, versio
             *(reload_engine(client, url, path, version, policy, timeout_s) for url in engine_urls),
             return_exceptions=True,
         )
-    failures = [f"{url}: {r}" for url, r in zip(engine_urls, results) if isinstance(r, BaseException)]
-    if failures:
-        raise SyncError(f"weight sync to version {version} failed on {len(failures)} engine(s): " + "; ".join(failures))
+    failed = [(url, r) for url, r in zip(engine_urls, results) if isinstance(r, BaseException)]
+    if failed:
+        raise SyncError(f"weight sync to version {version} failed on {len(failed)} engine(s): "
+                        + "; ".join(f"{url}: {r!r}" if not isinstance(r, SyncError) else f"{url}: {r}" for url, r in failed),
+                        [url for url, _ in failed])
     return ReloadReport(version, time.monotonic() - start, sum(results))
 
 

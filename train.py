@@ -24,8 +24,10 @@ sys.path.insert(0, str(REPO))
 
 from rollout import (DataError, EngineClient, PluginError, PromptCursor, RolloutContext,  # noqa: E402
                      load_dataset_rows, load_plugin, sampling_params_from_config)
-from sync import PublishError, SyncError, sync_engines, version_dir  # noqa: E402
+from sync import PublishError, SyncError  # noqa: E402
+from tandem import checkpoint, run_state  # noqa: E402
 from tandem.cluster import Cluster, start_cluster  # noqa: E402
+from tandem.fleet import EngineCrashLoop, Fleet  # noqa: E402
 from tandem.config import ConfigError, TandemConfig, load_config  # noqa: E402
 from tandem.handoff import HandoffTimeout, wait_train_result, write_batch  # noqa: E402
 from tandem.live_view import LiveView  # noqa: E402
@@ -38,29 +40,31 @@ TRAIN_KEYS = ("loss", "kl", "entropy", "clip_frac", "grad_norm", "logprob_mismat
 
 
 async def run_loop(cfg: TandemConfig, run_dir: Path, producer: RolloutProducer, ctx: RolloutContext,
-                   cluster: Cluster, metrics: MetricsLog, view: LiveView, start_step: int) -> None:
+                   cluster: Cluster, fleet: Fleet, metrics: MetricsLog, view: LiveView, start_step: int) -> None:
     """The whole RL loop. Rollout for step k+staleness overlaps training on step k."""
     from tandem.losses import assign_advantages  # torch: imported only once a run starts
 
-    engine_urls = list(cluster.engines.values())
     # Steps are timed at the trainer's cadence: from one trained step to the next, so
     # step_time = trainer_wait_time (rollout tail + weight sync) + train time.
     last_result = time.monotonic()
     for step in range(start_step, cfg.run.steps):
-        view.set_status(f"step {step}: rolling out")
+        view.set_status(f"step {step}: rolling out (waiting on engines)")
         batch = await producer.take(step)                                  # 1. rollout
         assign_advantages(batch.samples, cfg.trainer.loss.use_std_norm)
         write_batch(run_dir, step, batch.samples)
         batch_written = time.monotonic()
-        view.set_status(f"step {step}: training")
+        view.set_status(f"step {step}: training (waiting on trainer)")
         result = await asyncio.to_thread(wait_train_result, run_dir, step,           # 2. train
                                          cfg.sync.trainer_timeout_s, lambda: cluster.trainer.alive)
         result_at = time.monotonic()
+        if result.get("checkpoint_tmp"):                                     # checkpoint (atomic)
+            view.set_status(f"step {step}: checkpointing")
+            finalize_checkpoint(run_dir, step + 1, producer, cfg)
         reload_s = 0.0
         if result.get("weight_version") is not None:                        # 3. sync
-            view.set_status(f"step {step}: syncing weights v{result['weight_version']}")
-            reload_s = await sync_engines(ctx.engine, engine_urls, result["weights_path"], result["weight_version"],
-                                          cfg.rollout.partial_rollout, cfg.sync.reload_timeout_s)
+            view.set_status(f"step {step}: syncing weights v{result['weight_version']} (waiting on engines)")
+            reload_s = await fleet.sync(ctx.engine, result["weights_path"], result["weight_version"],
+                                        cfg.rollout.partial_rollout, cfg.sync.reload_timeout_s)
             await producer.set_version(result["weight_version"])
         row = {"step": step, "weight_version": producer.version, **rollout_metrics(batch.samples, step),
                **{k: result.get(k, 0.0) for k in TRAIN_KEYS},
@@ -70,11 +74,17 @@ async def run_loop(cfg: TandemConfig, run_dir: Path, producer: RolloutProducer, 
                "gen_tokens_per_s": sum(s.num_model_tokens for s in batch.samples) / max(batch.rollout_time, 1e-9),
                "dropped_stale": batch.dropped_stale, "recycled_groups": batch.recycled,
                "oversample_discarded": batch.discarded, "longest_group_s": batch.longest_group_s,
+               "requests_retried": ctx.engine.retried, **fleet.metrics(),
                **step_plugin_metrics(producer.rollout_fn, batch.samples)}
         row["trainer_idle_ratio"] = row["trainer_wait_time"] / max(row["step_time"], 1e-9)
         metrics.log(row)
         view.step_done(row)
         last_result = result_at
+
+
+def finalize_checkpoint(run_dir: Path, next_step: int, producer: RolloutProducer, cfg: TandemConfig) -> None:
+    state = run_state.orchestrator_state(next_step, next_step, producer.cursor_state_for(next_step))
+    checkpoint.finalize(run_dir, next_step, state, cfg.checkpoint.keep_last)
 
 
 def step_plugin_metrics(rollout_fn, samples) -> dict:
@@ -83,42 +93,61 @@ def step_plugin_metrics(rollout_fn, samples) -> dict:
     return dict(fn(samples)) if fn else {}
 
 
-async def watch_children(sup: Supervisor, interval_s: float = 0.5) -> None:
+async def watch_children(sup: Supervisor, metrics: MetricsLog, view: LiveView, stall_s: float,
+                         interval_s: float = 0.5) -> None:
+    """Stop on a dead critical child; report (never silently sit in) a stall."""
+    last_rows, last_progress, warned = 0, time.monotonic(), False
     while True:
         sup.check()  # raises ChildFailed with the dead child's log tail
+        if len(metrics.rows) != last_rows:
+            last_rows, last_progress, warned = len(metrics.rows), time.monotonic(), False
+        elif not warned and time.monotonic() - last_progress > stall_s:
+            warned = True
+            print(f"tandem: watchdog: no step finished for {time.monotonic() - last_progress:.0f}s; "
+                  f"now {view.status}", file=sys.stderr, flush=True)
         await asyncio.sleep(interval_s)
 
 
 async def orchestrate(cfg: TandemConfig, run_dir: Path, sup: Supervisor, cluster: Cluster, model_path: str,
-                      dataset, rollout_fn, reward_fn) -> None:
+                      dataset, rollout_fn, reward_fn, start: run_state.StartPoint) -> None:
     client = EngineClient(cluster.router_url, cfg.rollout.concurrency, cfg.rollout.request_timeout_s)
     # Sandboxes and graders block; size their pool to the rollouts in flight, not asyncio's default.
     executor = ThreadPoolExecutor(max_workers=cfg.rollout.concurrency + 16, thread_name_prefix="rollout")
     ctx = RolloutContext(cfg, load_tokenizer(model_path, cfg.model.trust_remote_code), client, executor, reward_fn,
                          sampling_params_from_config(cfg))
-    cursor = PromptCursor(len(dataset.rows), cfg.run.seed, cfg.rollout.shuffle)
-    producer = RolloutProducer(ctx, dataset.rows, cursor, rollout_fn, start_step=0, total_steps=cfg.run.steps,
-                               staleness=cfg.effective_staleness, engine_version=0)
+    fleet = Fleet(cfg, sup, cluster.engines, cluster.router_url)
+    if start.checkpoint_dir is not None:  # engines come back on the checkpoint's weights
+        await fleet.sync(client, str(start.checkpoint_dir / "hf"), start.weight_version, "drain",
+                         cfg.sync.reload_timeout_s)
+    cursor = PromptCursor(len(dataset.rows), cfg.run.seed, cfg.rollout.shuffle,
+                          **({k: start.cursor[k] for k in ("epoch", "position")} if start.cursor else {}))
+    producer = RolloutProducer(ctx, dataset.rows, cursor, rollout_fn, start_step=start.step,
+                               total_steps=cfg.run.steps, staleness=cfg.effective_staleness,
+                               engine_version=start.weight_version)
     monitor = QueueMonitor(cluster.engines, run_dir / "queue.jsonl", cfg.logging.queue_sample_interval_s)
     metrics = MetricsLog(run_dir, cfg.logging.tensorboard)
-    view = LiveView(cfg.run.steps, 0, monitor, cfg.logging.live)
-    background = [asyncio.create_task(monitor.run(), name="queue-monitor")]
+    view = LiveView(cfg.run.steps, start.step, monitor, cfg.logging.live)
     producer.start()
-    loop_task = asyncio.create_task(run_loop(cfg, run_dir, producer, ctx, cluster, metrics, view, 0))
-    watchdog = asyncio.create_task(watch_children(sup))
+    tasks = [asyncio.create_task(run_loop(cfg, run_dir, producer, ctx, cluster, fleet, metrics, view, start.step)),
+             asyncio.create_task(watch_children(sup, metrics, view, cfg.faults.stall_warning_s)),
+             asyncio.create_task(monitor.run(), name="queue-monitor")]
+    if cfg.faults.max_engine_restarts > 0:
+        tasks.append(asyncio.create_task(fleet.run_doctor(), name="engine-doctor"))
     try:
-        done, _ = await asyncio.wait({loop_task, watchdog}, return_when=asyncio.FIRST_COMPLETED)
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
         for task in done:
             task.result()  # re-raise whatever stopped us
     finally:
-        for task in (loop_task, watchdog, *background):
+        for task in tasks:
             task.cancel()
         await producer.stop()
-        await asyncio.gather(loop_task, watchdog, *background, return_exceptions=True)
+        await asyncio.gather(*tasks, return_exceptions=True)
         view.close()
         metrics.close()
         await client.close()
         executor.shutdown(wait=False, cancel_futures=True)
+        if fleet.recoveries:
+            (run_dir / "recoveries.json").write_text(json.dumps([r.__dict__ for r in fleet.recoveries], indent=1))
 
 
 def absolutize_paths(cfg: TandemConfig) -> None:
@@ -142,27 +171,34 @@ def absolutize_paths(cfg: TandemConfig) -> None:
         cfg.model.path = str((Path.cwd() / cfg.model.path).resolve())
 
 
-def prepare_run_dir(cfg: TandemConfig) -> Path:
-    run_dir = Path(cfg.run.run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    for stale in ("metrics.jsonl", "queue.jsonl", "endpoints.json"):
-        (run_dir / stale).unlink(missing_ok=True)
-    for sub in ("rollouts", "trainer"):
-        for f in (run_dir / sub).glob("*.json") if (run_dir / sub).exists() else []:
-            f.unlink()
-    (run_dir / "config.json").write_text(cfg.model_dump_json(indent=2))
-    return run_dir
-
-
 def _raise_interrupt(signum, frame):
     raise KeyboardInterrupt(f"signal {signum}")
+
+
+def split_resume(argv: list[str]) -> tuple[str | None, list[str]]:
+    """`--resume R` continues the run in R from its latest complete checkpoint."""
+    rest, resume = [], None
+    i = 0
+    while i < len(argv):
+        if argv[i] == "--resume" and i + 1 < len(argv):
+            resume, i = argv[i + 1], i + 2
+        elif argv[i].startswith("--resume="):
+            resume, i = argv[i].split("=", 1)[1], i + 1
+        else:
+            rest, i = rest + [argv[i]], i + 1
+    return resume, rest
 
 
 def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _raise_interrupt)
     sup = None
     try:
-        cfg = load_config(argv)
+        resume_dir, argv = split_resume(list(sys.argv[1:] if argv is None else argv))
+        if resume_dir:
+            cfg = load_config(argv, base_tree=run_state.resume_base_tree(resume_dir))
+            cfg.run.run_dir = resume_dir
+        else:
+            cfg = load_config(argv)
         absolutize_paths(cfg)
         # Fail on bad data or plug-ins before any child is started.
         dataset = load_dataset_rows(cfg.rollout.data_path, cfg.rollout.prompt_key)
@@ -171,22 +207,28 @@ def main(argv: list[str] | None = None) -> int:
                   f"{'; '.join(dataset.skipped_examples[:3])}", file=sys.stderr)
         rollout_fn = load_plugin(cfg.rollout.function, "rollout.function")
         reward_fn = load_plugin(cfg.rollout.reward, "rollout.reward")
-        run_dir = prepare_run_dir(cfg)
+        run_dir = Path(cfg.run.run_dir)
+        start = run_state.resume(run_dir, cfg) if resume_dir else run_state.fresh(run_dir, cfg)
         (run_dir / "data_report.json").write_text(json.dumps(
             {"rows": len(dataset.rows), "skipped": dataset.skipped, "examples": dataset.skipped_examples}))
         model_path = resolve_model_path(cfg)
         sup = Supervisor(run_dir, REPO)
         print(f"tandem: run dir {run_dir}; {cfg.engine.count} {cfg.engine.backend} engine(s), "
-              f"{cfg.trainer.backend} trainer, mode {cfg.run.mode} (staleness {cfg.effective_staleness})", flush=True)
-        cluster = start_cluster(cfg, sup, run_dir, run_dir / "config.json", model_path)
+              f"{cfg.trainer.backend} trainer, mode {cfg.run.mode} (staleness {cfg.effective_staleness})"
+              + (f"; resuming at step {start.step} from {start.checkpoint_dir}" if start.checkpoint_dir else ""),
+              flush=True)
+        trainer_args = (["--start-step", str(start.step), "--resume-from", str(start.checkpoint_dir)]
+                        if start.checkpoint_dir else [])
+        cluster = start_cluster(cfg, sup, run_dir, run_dir / "config.json", model_path, trainer_args)
         print(f"tandem: router {cluster.router_url}; endpoints in {run_dir / 'endpoints.json'}", flush=True)
-        asyncio.run(orchestrate(cfg, run_dir, sup, cluster, model_path, dataset, rollout_fn, reward_fn))
+        asyncio.run(orchestrate(cfg, run_dir, sup, cluster, model_path, dataset, rollout_fn, reward_fn, start))
         print(f"tandem: finished {cfg.run.steps} steps; metrics in {run_dir / 'metrics.jsonl'}", flush=True)
         return 0
     except (ConfigError, DataError, PluginError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    except (ChildFailed, SyncError, PublishError, HandoffTimeout, RuntimeError) as err:
+    except (ChildFailed, SyncError, PublishError, HandoffTimeout, EngineCrashLoop, checkpoint.CheckpointError,
+            RuntimeError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

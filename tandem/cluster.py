@@ -74,7 +74,9 @@ def start_engines(cfg: TandemConfig, sup: Supervisor, placement: Placement, run_
         port = _pick_port(cfg.engine.base_port + i if cfg.engine.base_port else 0, f"engine.base_port (+{i})")
         url = f"http://127.0.0.1:{port}"
         children.append(sup.start(name, engine_command(cfg, name, port, run_config, model_path),
-                                  env=placement.engine_env(i), url=url, role="engine"))
+                                  env=placement.engine_env(i), url=url, role="engine",
+                                  # With restarts allowed, the engine doctor handles a dead engine.
+                                  critical=cfg.faults.max_engine_restarts == 0))
         engines[name] = url
     deadline = time.monotonic() + cfg.engine.startup_timeout_s
     for child in children:  # they boot in parallel; poll each with what is left of the budget
@@ -102,8 +104,10 @@ def start_router(cfg: TandemConfig, sup: Supervisor, engines: dict[str, str]) ->
     return url
 
 
-def start_trainer(cfg: TandemConfig, sup: Supervisor, placement: Placement, run_config: Path, run_dir: Path) -> Child:
-    child = sup.start("trainer", trainer_command(cfg, run_config), env=placement.trainer_env(), role="trainer")
+def start_trainer(cfg: TandemConfig, sup: Supervisor, placement: Placement, run_config: Path, run_dir: Path,
+                  extra_args: list[str]) -> Child:
+    child = sup.start("trainer", trainer_command(cfg, run_config) + extra_args, env=placement.trainer_env(),
+                      role="trainer")
     ready = run_dir / "trainer" / "ready.json"
     sup.wait_ready(child, ready.exists, cfg.engine.startup_timeout_s, "ready (trainer/ready.json)")
     return child
@@ -130,11 +134,12 @@ def check_configured_ports(cfg: TandemConfig) -> None:
             _pick_port(cfg.engine.base_port + i, "engine.base_port")
 
 
-def start_cluster(cfg: TandemConfig, sup: Supervisor, run_dir: Path, run_config: Path, model_path: str) -> Cluster:
+def start_cluster(cfg: TandemConfig, sup: Supervisor, run_dir: Path, run_config: Path, model_path: str,
+                  trainer_args: list[str] | None = None) -> Cluster:
     check_configured_ports(cfg)
     placement = plan_placement(cfg, visible_gpu_count())
     engines = start_engines(cfg, sup, placement, run_config, model_path)
     router_url = start_router(cfg, sup, engines)
-    trainer = start_trainer(cfg, sup, placement, run_config, run_dir)
+    trainer = start_trainer(cfg, sup, placement, run_config, run_dir, trainer_args or [])
     write_endpoints(run_dir, router_url, engines, placement)
     return Cluster(router_url, engines, trainer, placement)

@@ -306,6 +306,25 @@ class SandboxConfig(Section):
     """Additional host paths bound read-only at the same place inside the sandbox (e.g. a conda env with a task's dependencies)."""
 
 
+# --------------------------------------------------------------------------- faults
+class CheckpointConfig(Section):
+    interval: int = 10
+    """Save a checkpoint every this many steps (and after the last); 0 disables checkpoints."""
+    keep_last: int = 2
+    """Complete checkpoints kept on disk; older ones are removed."""
+
+
+class FaultsConfig(Section):
+    max_engine_restarts: int = 3
+    """Engine crashes (or hangs) the run survives by restarting the engine; one more stops the run. 0: any engine death stops the run."""
+    engine_check_interval_s: float = 1.0
+    """How often the engine doctor checks each engine's process and /health."""
+    engine_unresponsive_s: float = 10.0
+    """An engine whose /health has not answered for this long is declared hung, killed and replaced."""
+    stall_warning_s: float = 600.0
+    """The watchdog reports (with what is waiting on what) when no step has finished for this long."""
+
+
 # --------------------------------------------------------------------------- root
 class TandemConfig(Section):
     run: RunConfig = RunConfig()
@@ -324,6 +343,10 @@ class TandemConfig(Section):
     """Weight sync through local disk."""
     logging: LoggingConfig = LoggingConfig()
     """Metrics and the live view."""
+    checkpoint: CheckpointConfig = CheckpointConfig()
+    """Checkpoints for `--resume`."""
+    faults: FaultsConfig = FaultsConfig()
+    """Engine crash recovery and the stall watchdog."""
     agent: AgentConfig = AgentConfig()
     """The multi-turn coding agent (rollout function tandem.agent:swe_agent_rollout)."""
     sandbox: SandboxConfig = SandboxConfig()
@@ -343,6 +366,9 @@ class TandemConfig(Section):
             ("trainer.minibatches", self.trainer.minibatches >= 1, "must be at least 1"),
             ("sync.every_k_steps", self.sync.every_k_steps >= 1, "must be at least 1"),
             ("sync.keep_last", self.sync.keep_last >= 1, "must be at least 1"),
+            ("checkpoint.interval", self.checkpoint.interval >= 0, "must be >= 0"),
+            ("checkpoint.keep_last", self.checkpoint.keep_last >= 1, "must be at least 1"),
+            ("faults.max_engine_restarts", self.faults.max_engine_restarts >= 0, "must be >= 0"),
             ("trainer.loss.dual_clip_c", self.trainer.loss.dual_clip_c is None or self.trainer.loss.dual_clip_c > 1,
              "must be > 1 (or unset)"),
             # Engines can only serve versions that were published; a staleness bound tighter
@@ -372,6 +398,8 @@ SHORTHANDS = {
     "--seed": "run.seed",
     "--model": "model.path",
 }
+# Options handled by train.py itself, listed here so --help shows them.
+LAUNCHER_OPTIONS = {"--resume DIR": "continue the run in DIR from its latest complete checkpoint"}
 DEFAULT_CONFIG_FILE = "config.toml"
 
 
@@ -463,16 +491,21 @@ def parse_cli(argv: list[str]) -> tuple[str | None, dict[str, Any], bool]:
     return config_file, overrides, want_help
 
 
-def load_config(argv: list[str] | None = None, *, config_file: str | None = None) -> TandemConfig:
-    """Load config.toml (or --config FILE), apply CLI overrides, validate."""
+def load_config(argv: list[str] | None = None, *, config_file: str | None = None,
+                base_tree: dict | None = None) -> TandemConfig:
+    """Load config.toml (or --config FILE, or a given base tree), apply CLI overrides, validate."""
     argv = list(sys.argv[1:] if argv is None else argv)
     cli_file, overrides, want_help = parse_cli(argv)
     if want_help:
         print(help_text())
         raise SystemExit(0)
     path = cli_file or config_file
-    tree: dict[str, Any] = {}
-    if path is None and Path(DEFAULT_CONFIG_FILE).exists():
+    tree: dict[str, Any] = dict(base_tree or {})
+    if base_tree is not None and cli_file:
+        raise ConfigError("--config cannot be combined with --resume (the run's own config.json is used)")
+    if base_tree is not None:
+        path = None
+    elif path is None and Path(DEFAULT_CONFIG_FILE).exists():
         path = DEFAULT_CONFIG_FILE
     if path is not None:
         if not Path(path).exists():
@@ -523,6 +556,7 @@ def help_text() -> str:
         "  --config FILE        config file to load (default: ./config.toml when present)",
     ]
     lines += [f"  {flag:<20} = --{key}" for flag, key in SHORTHANDS.items()]
+    lines += [f"  {flag:<20} {doc}" for flag, doc in LAUNCHER_OPTIONS.items()]
     lines += ["", "config keys:"]
     for flag, typ, default, doc in _help_rows(TandemConfig):
         lines.append(f"  {flag} ({typ}, default {default})")

@@ -65,6 +65,7 @@ class RolloutProducer:
         self._done: dict[int, list[Group]] = defaultdict(list)
         self._tasks: dict[int, dict[int, asyncio.Task]] = defaultdict(dict)
         self._first_launch: dict[int, float] = {}
+        self._cursor_at: dict[int, dict] = {}
         self._seq = 0
         self._recycled: dict[int, int] = defaultdict(int)
         self._error: BaseException | None = None
@@ -95,6 +96,7 @@ class RolloutProducer:
     async def _run(self) -> None:
         for step in range(self.start_step, self.total_steps):
             await self._admitted(step)
+            self._cursor_at[step] = self.cursor.state()
             self._first_launch.setdefault(step, time.monotonic())
             for _ in range(self.launch_per_step):
                 self._launch(step)
@@ -130,6 +132,10 @@ class RolloutProducer:
             self._tasks[step].pop(seq, None)
             self._cond.notify_all()
 
+    def cursor_state_for(self, step: int) -> dict:
+        """The data cursor as it stood before `step` drew its prompts (what a resume restarts from)."""
+        return self._cursor_at.get(step) or self.cursor.state()
+
     # ------------------------------------------------------------------ taking
     def _fresh(self, step: int, group: Group) -> bool:
         return step - group.oldest_version <= self.staleness
@@ -157,6 +163,7 @@ class RolloutProducer:
         await asyncio.gather(*pending, return_exceptions=True)
         taken.sort(key=lambda g: g.seq)
         start = self._first_launch.pop(step, taken[0].started)
+        self._cursor_at.pop(step - 1, None)
         return StepBatch(
             step=step,
             samples=[s for g in taken for s in g.samples],

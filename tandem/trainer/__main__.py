@@ -1,0 +1,170 @@
+"""The trainer process: `python -m tandem.trainer --run-config R/config.json`.
+
+It trains step N on the batch the orchestrator wrote to R/rollouts/step_N.json, publishes
+weights version N+1 when a sync is due (every sync.every_k_steps, and always after the
+last step), and answers with R/trainer/step_N.json. The orchestrator reads that answer
+to reload engines; it owns every timeout, so the trainer waits for batches as long as the
+process that started it is alive.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import sys
+import time
+from typing import Any, Callable
+
+from tandem import handoff
+from tandem.config import TandemConfig, config_from_json
+from tandem.trainer.backend import TrainerBackend
+
+BACKENDS = {
+    "torch": "tandem.trainer.torch_backend:TorchTrainer",
+    "megatron": "tandem.trainer.megatron_backend:MegatronTrainer",
+    "sim": "tandem.trainer.sim_backend:SimTrainer",
+}
+# Upper bound only for a parent that is alive but never writes a batch; the real limit is
+# the orchestrator's own timeouts, which stop the whole run.
+BATCH_WAIT_S = 24 * 3600.0
+
+Publish = Callable[..., Any]
+
+
+def make_backend(cfg: TandemConfig) -> TrainerBackend:
+    """Import the configured backend lazily: megatron and its CUDA deps load only when asked for."""
+    module_name, _, cls_name = BACKENDS[cfg.trainer.backend].partition(":")
+    return getattr(importlib.import_module(module_name), cls_name)(cfg)
+
+
+def parent_watch() -> Callable[[], bool]:
+    """True while the launching process lives (an orphaned trainer must not wait for a day)."""
+    ppid = os.getppid()
+    return lambda: os.getppid() == ppid
+
+
+def checkpoint_due(cfg: TandemConfig, step: int) -> bool:
+    version = step + 1
+    every = cfg.checkpoint.interval
+    return every > 0 and (version % every == 0 or step == cfg.run.steps - 1)
+
+
+def sync_due(cfg: TandemConfig, step: int) -> bool:
+    # A checkpoint carries the HF weights engines resume from, so it implies a publish.
+    version = step + 1
+    return version % cfg.sync.every_k_steps == 0 or step == cfg.run.steps - 1 or checkpoint_due(cfg, step)
+
+
+def save_checkpoint_part(backend: TrainerBackend, run_dir: str, version: int, weights_path: str | None) -> str:
+    """The trainer's half of checkpoint `version`: its state per rank, plus the HF weights.
+
+    It goes into the checkpoint's temporary directory; the orchestrator adds its own state
+    and publishes the whole with one rename (tandem/checkpoint.py).
+    """
+    import shutil
+
+    import torch
+
+    from tandem import checkpoint
+
+    tmp = checkpoint.tmp_dir(run_dir, version)
+    rank = getattr(backend, "rank", 0)
+    tmp.mkdir(parents=True, exist_ok=True)
+    state = {"backend": backend.state_dict_for_checkpoint(), "torch_rng": torch.get_rng_state(), "version": version}
+    part = tmp / f"trainer_rank{rank:03d}.pt"
+    torch.save(state, part.with_suffix(".partial"))
+    os.replace(part.with_suffix(".partial"), part)
+    if backend.is_main_process and weights_path:
+        # Hard links: the published version is immutable, so sharing its files is free and safe.
+        shutil.rmtree(tmp / "hf", ignore_errors=True)
+        shutil.copytree(weights_path, tmp / "hf", copy_function=_link_or_copy)
+    getattr(backend, "barrier", lambda: None)()  # every rank's part is on disk before rank 0 reports
+    return str(tmp)
+
+
+def _link_or_copy(src: str, dst: str) -> None:
+    import shutil
+
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+
+
+def load_checkpoint_part(backend: TrainerBackend, ckpt_dir: str) -> None:
+    import torch
+
+    rank = getattr(backend, "rank", 0)
+    state = torch.load(os.path.join(ckpt_dir, f"trainer_rank{rank:03d}.pt"), weights_only=False)
+    backend.load_checkpoint_state(state["backend"])
+    torch.set_rng_state(state["torch_rng"])
+
+
+def run_loop(
+    cfg: TandemConfig,
+    backend: TrainerBackend,
+    run_dir: str,
+    source_model_dir: str,
+    publish: Publish,
+    start_step: int = 0,
+    is_alive: Callable[[], bool] | None = None,
+    log: Callable[[str], None] = print,
+) -> None:
+    for step in range(start_step, cfg.run.steps):
+        t_wait = time.perf_counter()
+        samples = handoff.wait_batch(run_dir, step, timeout_s=BATCH_WAIT_S, is_alive=is_alive)
+        wait_time = time.perf_counter() - t_wait
+        metrics = backend.train_step(samples)
+        result: dict[str, Any] = {**metrics, "wait_time": wait_time,
+                                  "weight_version": None, "weights_path": None, "publish_time": 0.0}
+        if sync_due(cfg, step):
+            version = step + 1
+            t_pub = time.perf_counter()
+            state_dict = backend.export_hf_state_dict()  # every rank: may be a collective gather
+            if backend.is_main_process:
+                path = publish(state_dict, source_model_dir, run_dir, version, cfg.sync.keep_last)
+                result.update(weight_version=version, weights_path=str(path),
+                              publish_time=time.perf_counter() - t_pub)
+            del state_dict
+        if checkpoint_due(cfg, step):
+            t_ckpt = time.perf_counter()
+            tmp = save_checkpoint_part(backend, run_dir, step + 1, result["weights_path"])
+            result.update(checkpoint_tmp=tmp, checkpoint_time=time.perf_counter() - t_ckpt)
+        if not backend.is_main_process:
+            continue
+        handoff.write_train_result(run_dir, step, result)
+        log(json.dumps({"trainer_step": step, **{k: (round(v, 5) if isinstance(v, float) else v)
+                                                   for k, v in result.items()}}))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m tandem.trainer", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--run-config", required=True, help="resolved config.json written by the launcher")
+    ap.add_argument("--start-step", type=int, default=0, help="first training step to wait for")
+    ap.add_argument("--resume-from", default=None, help="checkpoint directory to restore the trainer from")
+    args = ap.parse_args(argv)
+
+    cfg = config_from_json(args.run_config)
+    from tandem.model_source import resolve_model_path
+    from sync import publish_weights  # repo-root module (the supervisor puts the root on PYTHONPATH);
+    # imported here so a broken install fails at start-up, not after the first step
+
+    backend = make_backend(cfg)
+    if args.resume_from:
+        load_checkpoint_part(backend, args.resume_from)
+    # The launcher gates start-up on this file: the model is loaded and the loop is about to wait.
+    handoff.atomic_write_json(handoff.Path(cfg.run.run_dir) / "trainer" / "ready.json",
+                              {"pid": os.getpid(), "backend": cfg.trainer.backend, "start_step": args.start_step})
+    try:
+        run_loop(cfg, backend, cfg.run.run_dir, resolve_model_path(cfg), publish_weights,
+                 start_step=args.start_step, is_alive=parent_watch(),
+                 log=lambda line: print(line, flush=True))
+    finally:
+        backend.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
