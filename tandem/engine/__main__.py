@@ -1,0 +1,127 @@
+"""`python -m tandem.engine --run-config R/config.json --port P --name engine0`
+
+Starts one SGLang-API engine process on 127.0.0.1:P with the backend named by
+engine.backend ("embedded": tandem's HF-model engine; "sim": the latency-model engine).
+engine.backend = "sglang" runs real SGLang servers, which the launcher starts itself.
+
+Torch intra-op threads: --torch-threads, else $TANDEM_TORCH_THREADS, else
+cpu_count // (engine.count + 1) (at least 1), so N engines plus a trainer on a small box do
+not oversubscribe the cores (oversubscribed OpenMP spinning costs 10-50x on a busy CPU).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import ipaddress
+import logging
+import logging.config
+import os
+import sys
+import time
+from typing import Any
+
+BACKENDS = {"embedded": "tandem.engine.embedded:EmbeddedCore", "sim": "tandem.engine.sim:SimEngineCore"}
+
+
+def _log_config(level: str) -> dict[str, Any]:
+    """uvicorn and tandem loggers, all to stdout (the launcher captures stdout per child)."""
+    fmt = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+    return {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "formatters": {"plain": {"format": fmt}},
+        "handlers": {"stdout": {"class": "logging.StreamHandler", "formatter": "plain", "stream": "ext://sys.stdout"}},
+        "loggers": {
+            "uvicorn": {"handlers": ["stdout"], "level": level.upper(), "propagate": False},
+            "uvicorn.error": {"handlers": ["stdout"], "level": level.upper(), "propagate": False},
+            "uvicorn.access": {"handlers": ["stdout"], "level": "WARNING", "propagate": False},
+            "tandem": {"handlers": ["stdout"], "level": level.upper(), "propagate": False},
+        },
+    }
+
+
+def default_torch_threads(engine_count: int) -> int:
+    return max(1, (os.cpu_count() or 1) // (engine_count + 1))
+
+
+def _fail(name: str, message: str, code: int = 2) -> None:
+    print(f"tandem.engine[{name}]: error: {message}", file=sys.stderr, flush=True)
+    raise SystemExit(code)
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m tandem.engine", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--run-config", required=True, help="the run's resolved config.json")
+    ap.add_argument("--port", type=int, required=True)
+    ap.add_argument("--name", default="engine0", help="engine name (logs, server_info, sampling seed)")
+    ap.add_argument("--host", default="127.0.0.1", help="loopback address to bind (non-loopback is refused)")
+    ap.add_argument("--torch-threads", type=int, default=None)
+    ap.add_argument("--log-level", default="info")
+    args = ap.parse_args(argv)
+    name = args.name
+
+    try:
+        if not ipaddress.ip_address(args.host).is_loopback:
+            _fail(name, f"--host {args.host} is not a loopback address; engines bind to 127.0.0.1 only")
+    except ValueError:
+        _fail(name, f"--host {args.host!r} is not an IP address")
+
+    # No downloads at run time: hub ids resolve from the local cache or fail at once.
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    logging.config.dictConfig(_log_config(args.log_level))
+    log = logging.getLogger("tandem.engine")
+
+    from tandem.config import config_from_json
+
+    try:
+        cfg = config_from_json(args.run_config)
+    except Exception as err:  # missing file, bad JSON, invalid values
+        _fail(name, f"cannot read run config {args.run_config!r}: {err}")
+
+    backend = cfg.engine.backend
+    if backend not in BACKENDS:
+        _fail(name, f"engine.backend = {backend!r} is not served by `python -m tandem.engine` "
+                    f"(choose one of {sorted(BACKENDS)}; 'sglang' servers are launched directly)")
+
+    # A local path that does not exist fails here, before torch/transformers are imported.
+    mp = cfg.model.path
+    if mp != "tiny" and (os.path.isabs(mp) or mp.startswith((".", "~"))) and not os.path.isdir(os.path.expanduser(mp)):
+        _fail(name, f"cannot load model from {mp!r}: no such directory")
+
+    threads = args.torch_threads or int(os.environ.get("TANDEM_TORCH_THREADS", "0")) or \
+        default_torch_threads(cfg.engine.count)
+    import torch
+
+    torch.set_num_threads(threads)
+
+    from tandem.model_source import resolve_model_path
+
+    t0 = time.perf_counter()
+    try:
+        model_path = resolve_model_path(cfg)
+    except Exception as err:
+        _fail(name, f"cannot build/resolve model {cfg.model.path!r}: {err}")
+    module_name, cls_name = BACKENDS[backend].split(":")
+    core_cls = getattr(importlib.import_module(module_name), cls_name)
+    try:
+        core = core_cls.from_config(cfg, model_path=model_path, name=name)
+    except Exception as err:
+        reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        _fail(name, f"cannot load model from {model_path!r}: {type(err).__name__}: {reason}")
+
+    from tandem.engine.api import build_app
+
+    app = build_app(core, name=name)
+    log.info("%s: %s backend, model %s loaded in %.1fs, torch threads %d; serving on http://%s:%d",
+             name, backend, model_path, time.perf_counter() - t0, threads, args.host, args.port)
+
+    import uvicorn
+
+    uvicorn.run(app, host=args.host, port=args.port, log_config=_log_config(args.log_level),
+                access_log=False, timeout_keep_alive=60, lifespan="on")
+
+if __name__ == "__main__":
+    main()
