@@ -1,0 +1,208 @@
+"""The RL math every trainer backend shares: advantages, policy loss, KL, TIS, aggregation.
+
+Pure tensor functions (no model, no HF, no config objects) so the torch backend, a
+Megatron backend and the tests all compute exactly the same numbers. Definitions follow
+slime's (see notes in LANDSCAPE.md, "math used by the peers"):
+
+- GRPO advantage: r' = r - mean_g(r); r'' = r' / (std_g(r') + eps), unbiased std; the std
+  step is skipped when disabled or when a group has a single sample.
+- PPO clip: L = max(-rho*A, -clip(rho, 1-eps, 1+eps_high)*A); dual clip for A < 0 caps L at -c*A.
+- KL with x = logp - logp_ref: k1 = x, k2 = x^2/2, k3 = exp(-x) - 1 + x clamped to [-10, 10].
+- TIS: w = clamp(exp(logp_old - logp_rollout), low, high) multiplies the token loss.
+
+All per-token tensors share one shape (usually [batch, seq]); `mask` is 1.0 where a token
+is trained on and 0.0 elsewhere (prompt, padding, tool/observation tokens).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Iterable, Literal
+
+import torch
+from torch import Tensor
+
+if TYPE_CHECKING:  # only for typing; keeps this module free of runtime deps besides torch
+    from tandem.sample import Sample
+
+Aggregation = Literal["seq_mean_token_mean", "token_mean"]
+KLEstimator = Literal["k1", "k2", "k3"]
+
+
+# --------------------------------------------------------------------------- advantages
+def _normalize_group(r: Tensor, use_std_norm: bool, eps: float) -> Tensor:
+    centred = r - r.mean()
+    # A single-sample group has no spread to estimate (unbiased std is NaN), so only centre it.
+    if use_std_norm and r.numel() > 1:
+        centred = centred / (centred.std(unbiased=True) + eps)
+    return centred
+
+
+def grpo_advantages(
+    rewards: Tensor,
+    use_std_norm: bool = True,
+    eps: float = 1e-6,
+    group_ids: Tensor | None = None,
+) -> Tensor:
+    """Group-normalized rewards.
+
+    `rewards` is either [num_groups, G] (one row per prompt), or flat [N] together with
+    `group_ids` [N] (groups may then differ in size, e.g. after dropped samples).
+    Returns a float tensor of the same shape as `rewards`.
+    """
+    r = rewards.to(torch.float64)  # small groups of near-equal rewards: keep the std step exact
+    if group_ids is None:
+        if r.dim() != 2:
+            raise ValueError(f"rewards must be [num_groups, G] without group_ids; got shape {tuple(r.shape)}")
+        out = torch.stack([_normalize_group(row, use_std_norm, eps) for row in r]) if r.shape[0] else r.clone()
+    else:
+        if r.dim() != 1 or group_ids.shape != r.shape:
+            raise ValueError("flat rewards and group_ids must both be 1-D and of equal length")
+        out = torch.empty_like(r)
+        for gid in torch.unique(group_ids):
+            sel = group_ids == gid
+            out[sel] = _normalize_group(r[sel], use_std_norm, eps)
+    return out.to(torch.float32)
+
+
+def assign_advantages(samples: "Iterable[Sample]", use_std_norm: bool = True, eps: float = 1e-6) -> None:
+    """Fill `sample.advantage` in place, grouping samples by `sample.group_id`."""
+    samples = list(samples)
+    if not samples:
+        return
+    rewards = torch.tensor([float(s.reward) for s in samples], dtype=torch.float64)
+    groups = torch.tensor([int(s.group_id) for s in samples], dtype=torch.long)
+    adv = grpo_advantages(rewards, use_std_norm=use_std_norm, eps=eps, group_ids=groups)
+    for s, a in zip(samples, adv.tolist()):
+        s.advantage = float(a)
+
+
+# --------------------------------------------------------------------------- log-probs
+def token_logprobs(logits: Tensor, targets: Tensor, temperature: float = 1.0) -> Tensor:
+    """log_softmax(logits / T) at `targets`: [..., V] x [...] -> [...].
+
+    Engines report logprobs of the *tempered* distribution they sampled from, so the
+    trainer must use the same temperature or rho and the mismatch metric are biased.
+    Computed as x - logsumexp(x) to avoid materializing a second [..., V] tensor.
+    """
+    x = logits.float()
+    if temperature != 1.0:
+        x = x / temperature
+    picked = torch.gather(x, -1, targets.unsqueeze(-1)).squeeze(-1)
+    return picked - torch.logsumexp(x, dim=-1)
+
+
+def entropy_from_logits(logits: Tensor) -> Tensor:
+    """Entropy (nats) of softmax(logits) over the last dim: [..., V] -> [...]."""
+    x = logits.float()
+    logp = torch.log_softmax(x, dim=-1)
+    return -(logp.exp() * logp).sum(-1)
+
+
+# --------------------------------------------------------------------------- losses
+def policy_loss(
+    logp: Tensor,
+    old_logp: Tensor,
+    advantages: Tensor,
+    mask: Tensor,
+    eps_clip: float = 0.2,
+    eps_clip_high: float | None = None,
+    dual_clip_c: float | None = None,
+    tis_weights: Tensor | None = None,
+) -> tuple[Tensor, Tensor]:
+    """PPO-clip token loss. Returns (loss per token, clipped indicator per token), both zero where mask is 0.
+
+    `advantages` has the shape of `logp` (broadcast a per-sample advantage before calling).
+    The clip indicator is 1 where the clipped term was the larger one, i.e. where the
+    gradient was cut by the trust region (dual-clipped tokens count as clipped as well).
+    """
+    eps_high = eps_clip if eps_clip_high is None else eps_clip_high
+    ratio = torch.exp(logp - old_logp)
+    unclipped = -ratio * advantages
+    clipped = -ratio.clamp(1.0 - eps_clip, 1.0 + eps_high) * advantages
+    loss = torch.maximum(unclipped, clipped)
+    clip_flag = (clipped > unclipped).float()
+    if dual_clip_c is not None:
+        if dual_clip_c <= 1.0:
+            raise ValueError(f"dual_clip_c must be > 1, got {dual_clip_c}")
+        # For A < 0 a huge ratio makes -rho*A unbounded; cap it at -c*A (Ye et al. 2020).
+        cap = -dual_clip_c * advantages
+        capped = torch.minimum(loss, cap)
+        neg = advantages < 0
+        clip_flag = torch.where(neg & (cap < loss), torch.ones_like(clip_flag), clip_flag)
+        loss = torch.where(neg, capped, loss)
+    if tis_weights is not None:
+        loss = loss * tis_weights.detach()
+    mask = mask.to(loss.dtype)
+    return loss * mask, clip_flag * mask
+
+
+def kl_penalty(logp: Tensor, ref_logp: Tensor, estimator: KLEstimator = "k3") -> Tensor:
+    """Per-token KL(pi || pi_ref) estimate from sampled-token logprobs."""
+    x = logp - ref_logp
+    if estimator == "k1":
+        return x
+    if estimator == "k2":
+        return 0.5 * x.square()
+    if estimator == "k3":
+        # Schulman's low-variance estimator; the clamp keeps one wild token from dominating.
+        return (torch.exp(-x) - 1.0 + x).clamp(-10.0, 10.0)
+    raise ValueError(f"unknown KL estimator {estimator!r} (k1, k2, k3)")
+
+
+def tis_weights(
+    old_logp: Tensor,
+    rollout_logp: Tensor,
+    high: float = 2.0,
+    low: float = 0.0,
+    mode: Literal["truncate", "icepop"] = "truncate",
+) -> Tensor:
+    """Importance weight pi_old / pi_rollout correcting engine-vs-trainer mismatch.
+
+    truncate: clamp into [low, high]. icepop: keep weights inside [low, high], zero the rest.
+    """
+    w = torch.exp(old_logp - rollout_logp).detach()
+    if mode == "truncate":
+        return w.clamp(low, high)
+    if mode == "icepop":
+        return torch.where((w >= low) & (w <= high), w, torch.zeros_like(w))
+    raise ValueError(f"unknown TIS mode {mode!r}")
+
+
+# --------------------------------------------------------------------------- reductions
+def aggregate(
+    per_token: Tensor,
+    mask: Tensor,
+    mode: Aggregation = "seq_mean_token_mean",
+    num_samples: int | None = None,
+    num_tokens: float | None = None,
+) -> Tensor:
+    """Reduce a [batch, seq] per-token quantity to a scalar.
+
+    seq_mean_token_mean: mean over samples of each sample's masked token mean (a sample
+    with no trained tokens contributes 0 but still counts). token_mean: one mean over all
+    masked tokens. `num_samples` / `num_tokens` override the denominators so a micro-batch
+    can contribute its exact share of a larger batch: summing the micro-batch results then
+    equals the full-batch value, which is what gradient accumulation needs.
+    """
+    mask = mask.to(per_token.dtype)
+    masked = per_token * mask
+    if mode == "seq_mean_token_mean":
+        per_seq = masked.sum(-1) / mask.sum(-1).clamp_min(1.0)
+        denom = per_seq.shape[0] if num_samples is None else num_samples
+        return per_seq.sum() / max(denom, 1)
+    if mode == "token_mean":
+        denom = float(mask.sum()) if num_tokens is None else float(num_tokens)
+        return masked.sum() / max(denom, 1.0)
+    raise ValueError(f"unknown aggregation {mode!r} (seq_mean_token_mean, token_mean)")
+
+
+def masked_mean(x: Tensor, mask: Tensor) -> Tensor:
+    """Mean of x over mask==1 entries (0 when the mask is empty)."""
+    mask = mask.to(x.dtype)
+    return (x * mask).sum() / mask.sum().clamp_min(1.0)
+
+
+def logprob_mismatch(old_logp: Tensor, rollout_logp: Tensor, mask: Tensor) -> Tensor:
+    """Mean |logp_old - logp_rollout| over trained tokens (slime's train_rollout_logprob_abs_diff)."""
+    return masked_mean((old_logp - rollout_logp).abs(), mask)
+

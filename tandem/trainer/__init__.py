@@ -1,0 +1,1 @@
+"""The trainer process (`python -m tandem.trainer`) and its backends (torch, megatron, sim)."""

@@ -1,0 +1,235 @@
+"""Hand-derived checks of the shared RL math (tandem/losses.py).
+
+Every expected number below is worked out in the comment next to it, not produced by
+running the code under test.
+"""
+
+import math
+
+import pytest
+import torch
+
+from tandem.losses import (
+    aggregate,
+    assign_advantages,
+    entropy_from_logits,
+    grpo_advantages,
+    kl_penalty,
+    logprob_mismatch,
+    policy_loss,
+    tis_weights,
+    token_logprobs,
+)
+from tandem.sample import Sample
+
+EPS = 1e-6
+
+
+def close(actual, expected, tol=1e-5):
+    torch.testing.assert_close(torch.as_tensor(actual, dtype=torch.float32),
+                               torch.tensor(expected, dtype=torch.float32), atol=tol, rtol=0)
+
+
+# --------------------------------------------------------------------------- advantages
+def test_grpo_advantages_with_std():
+    rewards = torch.tensor([[1.0, 2.0, 3.0, 2.0], [0.0, 0.0, 4.0, 4.0]])
+    # group 0: mean 2 -> centred [-1, 0, 1, 0]; unbiased var = (1+0+1+0)/3 = 2/3,
+    #   std = sqrt(2/3) = 0.816497 -> [-1.224745, 0, 1.224745, 0]
+    # group 1: mean 2 -> centred [-2, -2, 2, 2]; var = (4*4)/3 = 16/3, std = 2.309401
+    #   -> 2 / 2.309401 = sqrt(3)/2 = 0.866025
+    adv = grpo_advantages(rewards, use_std_norm=True)
+    close(adv, [[-1.224745, 0.0, 1.224745, 0.0], [-0.866025, -0.866025, 0.866025, 0.866025]])
+    # The eps sits in the denominator: 1 / (sqrt(2/3) + 1e-6) differs from 1/sqrt(2/3) in the 6th digit.
+    assert adv[0, 2].item() == pytest.approx(1.0 / (math.sqrt(2 / 3) + EPS), rel=1e-6)
+
+
+def test_grpo_advantages_without_std_is_just_centred():
+    rewards = torch.tensor([[1.0, 2.0, 3.0, 2.0], [0.0, 0.0, 4.0, 4.0]])
+    # mean 2 in both groups -> r - 2
+    close(grpo_advantages(rewards, use_std_norm=False), [[-1.0, 0.0, 1.0, 0.0], [-2.0, -2.0, 2.0, 2.0]])
+
+
+def test_grpo_advantages_group_of_one_skips_std():
+    # G = 1: centred reward is r - r = 0; the (N-1) std would be NaN, so the std step is off.
+    adv = grpo_advantages(torch.tensor([[5.0], [3.0]]), use_std_norm=True)
+    close(adv, [[0.0], [0.0]])
+    assert not torch.isnan(adv).any()
+
+
+def test_grpo_advantages_all_equal_group_is_zero():
+    # centred = [0, 0, 0]; std = 0 -> 0 / (0 + 1e-6) = 0, not NaN.
+    close(grpo_advantages(torch.tensor([[0.7, 0.7, 0.7]]), use_std_norm=True), [[0.0, 0.0, 0.0]])
+
+
+def test_grpo_advantages_flat_with_unequal_groups():
+    rewards = torch.tensor([1.0, 7.0, 3.0, 10.0])
+    ids = torch.tensor([0, 1, 0, 2])
+    # group 0 = rewards {1, 3}: mean 2 -> [-1, +1]; unbiased std = sqrt((1+1)/1) = 1.414214
+    #   -> -/+ 0.707107 at positions 0 and 2.
+    # group 1 = {7} and group 2 = {10}: single samples -> 0.
+    close(grpo_advantages(rewards, True, group_ids=ids), [-0.707107, 0.0, 0.707107, 0.0])
+
+
+def test_assign_advantages_groups_samples_by_group_id():
+    samples = [Sample(prompt_ids=[1], reward=r, group_id=g) for r, g in [(1.0, 3), (0.0, 5), (0.0, 3), (1.0, 5)]]
+    assign_advantages(samples, use_std_norm=False)
+    # group 3 = {1, 0}: mean 0.5 -> [+0.5, -0.5]; group 5 = {0, 1}: -> [-0.5, +0.5]
+    assert [s.advantage for s in samples] == pytest.approx([0.5, -0.5, -0.5, 0.5])
+    assign_advantages(samples, use_std_norm=True)
+    # centred +-0.5, unbiased std = sqrt((0.25+0.25)/1) = 0.707107 -> +-0.707107
+    assert [s.advantage for s in samples] == pytest.approx([0.707107, -0.707107, -0.707107, 0.707107], abs=1e-5)
+
+
+# --------------------------------------------------------------------------- policy loss
+def _logratio(rhos):
+    return torch.log(torch.tensor(rhos))
+
+
+def test_policy_loss_clips_both_sides_asymmetric():
+    # eps_clip = 0.2, eps_clip_high = 0.28 -> rho is clipped into [0.8, 1.28].
+    rho = [1.5, 1.5, 0.5, 0.5, 1.1, 1.25]
+    adv = torch.tensor([1.0, -1.0, 1.0, -1.0, 2.0, 1.0])
+    logp = _logratio(rho)
+    old = torch.zeros(6)
+    loss, clipped = policy_loss(logp, old, adv, torch.ones(6), eps_clip=0.2, eps_clip_high=0.28)
+    # a) rho 1.5, A +1: max(-1.5, -1.28) = -1.28, clipped term larger -> clipped
+    # b) rho 1.5, A -1: max(+1.5, +1.28) = 1.5                           -> not clipped
+    # c) rho 0.5, A +1: max(-0.5, -0.8) = -0.5                           -> not clipped
+    # d) rho 0.5, A -1: max(+0.5, +0.8) = 0.8                            -> clipped
+    # e) rho 1.1, A +2: inside the range, max(-2.2, -2.2) = -2.2         -> not clipped
+    # f) rho 1.25, A +1: inside [0.8, 1.28]: -1.25                       -> not clipped
+    close(loss, [-1.28, 1.5, -0.5, 0.8, -2.2, -1.25])
+    close(clipped, [1.0, 0.0, 0.0, 1.0, 0.0, 0.0])
+
+    # Symmetric eps (eps_clip_high None -> 0.2): token f now hits 1.2: max(-1.25, -1.2) = -1.2, clipped.
+    loss_sym, clipped_sym = policy_loss(logp, old, adv, torch.ones(6), eps_clip=0.2)
+    assert loss_sym[5].item() == pytest.approx(-1.2, abs=1e-6)
+    assert clipped_sym[5].item() == 1.0
+    # token a is now clipped at 1.2 instead of 1.28: -1.2
+    assert loss_sym[0].item() == pytest.approx(-1.2, abs=1e-6)
+
+
+def test_policy_loss_gradient_is_cut_where_clipped():
+    # d loss / d logp = -rho * A for an unclipped token, 0 for a clipped one.
+    logp = _logratio([1.5, 1.1]).requires_grad_()
+    loss, _ = policy_loss(logp, torch.zeros(2), torch.tensor([1.0, 2.0]), torch.ones(2), 0.2, 0.28)
+    loss.sum().backward()
+    # token 0: clipped (rho 1.5 > 1.28, A > 0) -> 0; token 1: -1.1 * 2 = -2.2
+    close(logp.grad, [0.0, -2.2])
+
+
+def test_policy_loss_dual_clip_caps_negative_advantages():
+    rho = [5.0, 1.5, 5.0]
+    adv = torch.tensor([-1.0, -1.0, 1.0])
+    loss, clipped = policy_loss(_logratio(rho), torch.zeros(3), adv, torch.ones(3), 0.2, 0.28, dual_clip_c=3.0)
+    # a) rho 5, A -1: PPO gives max(5, 1.28) = 5; dual clip min(5, -3*-1 = 3) = 3 -> clipped
+    # b) rho 1.5, A -1: PPO gives 1.5 < 3, unchanged                               -> not clipped
+    # c) rho 5, A +1: dual clip only applies to A < 0: max(-5, -1.28) = -1.28     -> clipped (PPO)
+    close(loss, [3.0, 1.5, -1.28])
+    close(clipped, [1.0, 0.0, 1.0])
+
+
+def test_policy_loss_masks_and_tis_weights():
+    logp = _logratio([1.1, 1.1, 1.1])
+    adv = torch.tensor([1.0, 1.0, 1.0])
+    mask = torch.tensor([1.0, 0.0, 1.0])
+    w = torch.tensor([0.5, 2.0, 2.0])
+    loss, clipped = policy_loss(logp, torch.zeros(3), adv, mask, 0.2, 0.28, tis_weights=w)
+    # unweighted each token is -1.1; times w -> [-0.55, -2.2, -2.2]; the masked token -> 0
+    close(loss, [-0.55, 0.0, -2.2])
+    close(clipped, [0.0, 0.0, 0.0])
+
+
+def test_policy_loss_is_minus_advantage_on_policy():
+    # rho == 1 exactly when logp == old_logp: loss = -A, nothing clipped.
+    logp = torch.tensor([-0.3, -2.0])
+    loss, clipped = policy_loss(logp, logp.clone(), torch.tensor([0.7, -1.3]), torch.ones(2), 0.2, 0.28)
+    close(loss, [-0.7, 1.3])
+    close(clipped, [0.0, 0.0])
+
+
+# --------------------------------------------------------------------------- KL / TIS
+def test_kl_estimators():
+    ln2 = math.log(2.0)
+    logp = torch.tensor([ln2, -1.0, 0.5])
+    ref = torch.tensor([0.0, 0.0, 0.5])
+    # x = [ln2, -1, 0]
+    # k1 = x                      -> [0.693147, -1, 0]
+    # k2 = x^2 / 2                -> [0.480453/2 = 0.240227, 0.5, 0]
+    # k3 = exp(-x) - 1 + x        -> [0.5 - 1 + 0.693147 = 0.193147, e - 1 - 1 = 0.718282, 1 - 1 + 0 = 0]
+    close(kl_penalty(logp, ref, "k1"), [0.693147, -1.0, 0.0])
+    close(kl_penalty(logp, ref, "k2"), [0.240227, 0.5, 0.0])
+    close(kl_penalty(logp, ref, "k3"), [0.193147, 0.718282, 0.0])
+
+
+def test_kl_k3_is_clamped_to_ten():
+    # x = -20: exp(20) - 1 - 20 = 4.85e8 -> clamped to 10. k1 is not clamped: -20.
+    # x = +20: exp(-20) - 1 + 20 = 19.000000002 -> clamped to 10.
+    logp = torch.tensor([-20.0, 20.0])
+    ref = torch.zeros(2)
+    close(kl_penalty(logp, ref, "k3"), [10.0, 10.0])
+    close(kl_penalty(logp, ref, "k1"), [-20.0, 20.0])
+    with pytest.raises(ValueError):
+        kl_penalty(logp, ref, "k4")
+
+
+def test_tis_weights_truncate_and_icepop():
+    old = torch.log(torch.tensor([0.5, 3.0, 1.2]))
+    rollout = torch.zeros(3)
+    # w = old/rollout probability ratio = [0.5, 3.0, 1.2]
+    # truncate into [0, 2]   -> [0.5, 2.0, 1.2]
+    close(tis_weights(old, rollout), [0.5, 2.0, 1.2])
+    # truncate into [0.8, 2] -> [0.8, 2.0, 1.2]
+    close(tis_weights(old, rollout, high=2.0, low=0.8), [0.8, 2.0, 1.2])
+    # icepop with [0.8, 2]: out-of-range weights become 0 -> [0, 0, 1.2]
+    close(tis_weights(old, rollout, high=2.0, low=0.8, mode="icepop"), [0.0, 0.0, 1.2])
+
+
+# --------------------------------------------------------------------------- reductions
+def test_aggregate_modes():
+    x = torch.tensor([[1.0, 2.0, 3.0, 4.0], [10.0, 20.0, 0.0, 0.0]])
+    m = torch.tensor([[1.0, 1.0, 1.0, 0.0], [1.0, 0.0, 0.0, 0.0]])
+    # per sample: (1+2+3)/3 = 2 and 10/1 = 10 -> mean over samples (2+10)/2 = 6
+    close(aggregate(x, m, "seq_mean_token_mean"), 6.0)
+    # all masked tokens: (1+2+3+10)/4 = 4
+    close(aggregate(x, m, "token_mean"), 4.0)
+    # A third sample with no trained tokens contributes 0 and still counts: (2+10+0)/3 = 4
+    x3 = torch.cat([x, torch.tensor([[5.0, 5.0, 5.0, 5.0]])])
+    m3 = torch.cat([m, torch.zeros(1, 4)])
+    close(aggregate(x3, m3, "seq_mean_token_mean"), 4.0)
+
+
+def test_aggregate_micro_batches_sum_to_the_full_batch():
+    x = torch.tensor([[1.0, 2.0, 3.0, 4.0], [10.0, 20.0, 0.0, 0.0]])
+    m = torch.tensor([[1.0, 1.0, 1.0, 0.0], [1.0, 0.0, 0.0, 0.0]])
+    # seq mean with global num_samples = 2: 2/2 + 10/2 = 6 (the full-batch value)
+    parts = [aggregate(x[i:i + 1], m[i:i + 1], "seq_mean_token_mean", num_samples=2) for i in range(2)]
+    close(sum(parts), 6.0)
+    # token mean with global num_tokens = 4: 6/4 + 10/4 = 4
+    parts = [aggregate(x[i:i + 1], m[i:i + 1], "token_mean", num_tokens=4) for i in range(2)]
+    close(sum(parts), 4.0)
+
+
+def test_logprob_mismatch():
+    old = torch.tensor([[-1.0, -2.0, -3.0]])
+    rollout = torch.tensor([[-1.5, -2.0, -2.0]])
+    mask = torch.tensor([[1.0, 1.0, 0.0]])
+    # |diff| = [0.5, 0, 1]; masked mean over the first two = 0.25 (the masked 1.0 is ignored)
+    close(logprob_mismatch(old, rollout, mask), 0.25)
+
+
+def test_entropy_of_known_distributions():
+    # uniform over 4: ln 4 = 1.386294
+    # p = [0.25, 0.75] (logits ln1, ln3): -(0.25 ln 0.25 + 0.75 ln 0.75) = 0.346574 + 0.215762 = 0.562335
+    # one-hot-ish (logits 0, -1000): entropy 0 and no NaN from 0 * log 0
+    close(entropy_from_logits(torch.zeros(4)), 1.386294)
+    close(entropy_from_logits(torch.log(torch.tensor([1.0, 3.0]))), 0.562335)
+    close(entropy_from_logits(torch.tensor([0.0, -1000.0])), 0.0)
+
+
+def test_token_logprobs_uses_temperature():
+    logits = torch.log(torch.tensor([[1.0, 3.0]]))
+    # T = 1: p(1) = 3/4 -> ln 0.75 = -0.287682
+    close(token_logprobs(logits, torch.tensor([1]), 1.0), [-0.287682])
+    # T = 2: logits/2 = [0, ln3/2] -> p(1) = sqrt3 / (1 + sqrt3) = 0.633975 -> ln = -0.455746
+    close(token_logprobs(logits, torch.tensor([1]), 2.0), [-0.455746])
