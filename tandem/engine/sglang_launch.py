@@ -1,0 +1,134 @@
+"""`engine.backend = "sglang"`: the `python -m sglang.launch_server` command for one engine.
+
+Every flag emitted here - tandem's own and each `engine.sglang_args` entry - is checked
+against SGLang's real argument list (sglang_server_args.txt beside this file, extracted from
+the pinned SGLang wheel by scripts/extract_sglang_server_args.py), so a typo or a flag that
+SGLang dropped fails before any process starts, with the config key named, not as a dead
+engine on the GPU node.
+
+Placement (tandem.placement) pins each engine to one GPU through CUDA_VISIBLE_DEVICES, so
+the engine always runs `--tp-size 1` and sees its GPU as device 0. Weight sync goes through
+SGLang's own `/update_weights_from_disk` with `weight_version`; `--weight-version` sets the
+version a fresh engine reports before the first sync (0 = the base model, or the version it
+was restarted on).
+
+The interpreter: SGLang pins its own torch / transformers / openai versions, which differ
+from requirements.txt, so on a GPU node it usually lives in its own virtualenv. Set
+TANDEM_SGLANG_PYTHON to that interpreter (default: the current one).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from tandem.config import ConfigError, TandemConfig
+
+ARGS_FILE = Path(__file__).with_name("sglang_server_args.txt")
+PYTHON_ENV = "TANDEM_SGLANG_PYTHON"
+
+# Flags tandem sets itself, and the config key to change instead (None: fixed by placement).
+RESERVED: dict[str, str | None] = {
+    "--model-path": "model.path", "--model": "model.path", "--host": None, "--port": "engine.base_port",
+    "--tp-size": None, "--tensor-parallel-size": None, "--pp-size": None, "--pipeline-parallel-size": None,
+    "--dp-size": None, "--data-parallel-size": None, "--nnodes": None, "--node-rank": None,
+    "--base-gpu-id": None, "--mem-fraction-static": "engine.mem_fraction_static",
+    "--weight-version": None, "--dtype": "model.dtype", "--trust-remote-code": "model.trust_remote_code",
+    "--max-running-requests": "engine.max_running_requests", "--random-seed": "run.seed",
+}
+
+
+@lru_cache(maxsize=4)
+def load_server_args(path: str | os.PathLike = ARGS_FILE) -> tuple[str, dict[str, str]]:
+    """(SGLang version the list came from, {flag: kind}) with kind value|flag|bool_optional|list."""
+    version, flags = "unknown", {}
+    for line in Path(path).read_text().splitlines():
+        if line.startswith("#"):
+            m = re.search(r"sglang-([0-9][^-]*)-", line)
+            version = m.group(1) if m else version
+            continue
+        if line.strip():
+            name, kind = line.split("\t")
+            flags[name] = kind
+    return version, flags
+
+
+def _flag_name(key: str) -> str:
+    return "--" + key.lstrip("-").replace("_", "-")
+
+
+def _value_text(value: Any) -> str:
+    if isinstance(value, (dict, list)):
+        return json.dumps(value)  # SGLang's JSON-typed flags (e.g. --json-model-override-args)
+    return str(value)
+
+
+def extra_args(sglang_args: dict[str, Any]) -> list[str]:
+    """`engine.sglang_args` as validated command-line arguments (see the module docstring)."""
+    version, flags = load_server_args()
+    out: list[str] = []
+    for key, value in sglang_args.items():
+        flag = _flag_name(key)
+        where = f"engine.sglang_args.{key}"
+        if flag in RESERVED:
+            instead = RESERVED[flag]
+            hint = f"set {instead} instead" if instead else "tandem sets it (one GPU per engine, loopback host)"
+            raise ConfigError(f"config key '{where}': {flag} is managed by tandem; {hint}")
+        kind = flags.get(flag)
+        if kind is None:
+            raise ConfigError(f"config key '{where}': SGLang {version} has no server argument {flag}")
+        if value is None:
+            raise ConfigError(f"config key '{where}': a value is required (omit the key for SGLang's default)")
+        if kind in ("flag", "bool_optional"):
+            if not isinstance(value, bool):
+                raise ConfigError(f"config key '{where}': {flag} is an on/off flag; use true or false (got {value!r})")
+            if value:
+                out.append(flag)
+            elif kind == "bool_optional":
+                out.append("--no-" + flag[2:])
+            # a plain store_true flag set to false is SGLang's default: nothing to pass
+        elif kind == "list":
+            items = value if isinstance(value, list) else [value]
+            out += [flag, *(_value_text(v) for v in items)]
+        else:
+            if isinstance(value, bool):
+                raise ConfigError(f"config key '{where}': {flag} takes a value, not true/false")
+            out += [flag, _value_text(value)]
+    return out
+
+
+def sglang_python() -> str:
+    return os.environ.get(PYTHON_ENV) or sys.executable
+
+
+def sglang_command(cfg: TandemConfig, port: int, model_path: str, weight_version: int = 0,
+                   seed_offset: int = 0) -> list[str]:
+    """The full launch command of one SGLang engine (run it with `Placement.engine_env(i)`)."""
+    e = cfg.engine
+    if not 0.0 < e.mem_fraction_static < 1.0:
+        raise ConfigError(f"config key 'engine.mem_fraction_static': must be in (0, 1) (got {e.mem_fraction_static})")
+    cmd = [
+        sglang_python(), "-m", "sglang.launch_server",
+        "--model-path", str(model_path),
+        "--host", "127.0.0.1", "--port", str(port),
+        "--tp-size", "1",  # placement gives each engine exactly one GPU
+        "--mem-fraction-static", str(e.mem_fraction_static),
+        "--weight-version", str(weight_version),
+        "--dtype", cfg.model.dtype,
+        "--max-running-requests", str(e.max_running_requests),
+        "--random-seed", str(cfg.run.seed + seed_offset),
+    ]
+    if cfg.model.trust_remote_code:
+        cmd.append("--trust-remote-code")
+    return cmd + extra_args(e.sglang_args)
+
+
+def emitted_flags(cmd: list[str]) -> list[str]:
+    """The `--flags` of a launch command (what tests check against SGLang's list)."""
+    start = cmd.index("sglang.launch_server") + 1
+    return [a for a in cmd[start:] if a.startswith("--")]

@@ -1,0 +1,313 @@
+"""The Megatron backend on CPU (gloo), against the torch backend on the same tiny Qwen3.
+
+What is real: megatron-core's GPTModel, its TP layers and process groups, our converter,
+the vocab-parallel loss, torchrun and the trainer loop. What is adapted: the CPU shim
+(tandem/trainer/megatron_cpu_shim.py) - CUDA device redirect, inference RNG tracker and
+plain AdamW in place of Megatron's CUDA-only optimizer. bf16, DDP buffers, the
+distributed optimizer, activation recompute and pipeline parallelism are GPU-only and not
+exercised here (scripts/gpu_check.sh covers the single-GPU path).
+
+Tolerances (fp32 on both sides; measured figures in the comments were observed on this
+CPU with torch 2.13.0 / megatron-core 0.16.1):
+- converter round trip HF -> Megatron shards -> HF: bitwise;
+- logits: TP=1 bitwise (0.0 observed), TP=2 atol 1e-5 (row-parallel all-reduce reorders sums);
+- loss and per-token metrics: atol 1e-5;
+- gradient of one mini-batch: max |diff| / max |grad| per tensor < 1e-5 (TP=1: 6.9e-7 seen);
+- one train step (2 AdamW steps, lr 3e-3): per tensor, |update difference|_2 / |update|_2
+  < 1e-3 (seen: 3.0e-5 TP=1, 5.8e-5 TP=2) and no element off by more than 5% of lr (seen:
+  1.7e-5 = 0.6% of lr at TP=1, 3.4e-5 = 1.1% at TP=2). The element bound is loose because
+  Adam's first steps divide by |g| + eps: elements whose gradient is at the eps scale
+  (~1e-8) turn fp32 summation-order noise into visible update differences; the gradient
+  check is the tight one. grad_norm rtol 1e-4 (seen 1e-6);
+- export -> HF load: logits identical to the Megatron model's (bitwise at TP=1, atol 1e-5 at TP=2).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from tandem.config import build_config
+from tandem.model_source import load_causal_lm, resolve_model_path
+from tandem.sample import Sample
+from tandem.trainer import megatron_convert as conv
+
+ROOT = Path(__file__).resolve().parents[1]
+pytest.importorskip("megatron.core")
+
+
+# --------------------------------------------------------------------------- converter
+def _tiny_hf(arch: str, tie: bool, heads=4, kv=2, layers=2):
+    from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM
+
+    cls_cfg, cls = {"qwen3": (Qwen3Config, Qwen3ForCausalLM), "qwen2": (Qwen2Config, Qwen2ForCausalLM),
+                    "llama": (LlamaConfig, LlamaForCausalLM)}[arch]
+    cfg = cls_cfg(vocab_size=259, hidden_size=64, intermediate_size=96, num_hidden_layers=layers,
+                  num_attention_heads=heads, num_key_value_heads=kv, head_dim=16, tie_word_embeddings=tie,
+                  max_position_embeddings=128)
+    torch.manual_seed(0)
+    model = cls(cfg)
+    with torch.no_grad():  # random non-trivial norms/biases so a swapped tensor cannot hide
+        for n, p in model.named_parameters():
+            if p.dim() == 1:
+                p.normal_()
+    return model
+
+
+@pytest.mark.parametrize("arch,tie,heads,kv,tp,pp", [
+    ("qwen3", True, 4, 2, 1, 1), ("qwen3", True, 4, 2, 2, 1), ("qwen3", True, 4, 2, 2, 2),
+    ("qwen2", False, 4, 2, 2, 1), ("llama", False, 4, 4, 4, 2), ("llama", True, 8, 2, 2, 1),
+])
+def test_converter_round_trip_is_bitwise(arch, tie, heads, kv, tp, pp):
+    model = _tiny_hf(arch, tie, heads, kv)
+    hf_sd = {k: v for k, v in model.state_dict().items() if not (tie and k == "lm_head.weight")}
+    shape = conv.shape_from_hf_config(model.config.to_dict() | {"architectures": [type(model).__name__]}, tp)
+    per = shape.num_layers // pp
+    stages = [range(s * per, (s + 1) * per) for s in range(pp)]
+    shards = conv.hf_to_megatron_state_dicts(hf_sd, shape, tp, stages)
+    back = conv.megatron_state_dicts_to_hf(shards, shape, stages)
+    assert set(back) == set(hf_sd)
+    for k, v in hf_sd.items():
+        assert torch.equal(back[k], v), k
+    # Shards really are partitions (no rank holds the whole QKV / fc1 / proj).
+    qkv = shards[0][0]["decoder.layers.0.self_attention.linear_qkv.weight"]
+    assert qkv.shape[0] == (heads + 2 * kv) * 16 // tp
+    assert shards[-1][0]["decoder.final_layernorm.weight"].shape == (64,)
+
+
+def test_qkv_fusion_is_megatrons_per_group_layout():
+    """Megatron splits each group's rows as [q heads of the group, k, v]: check against HF head order."""
+    model = _tiny_hf("qwen3", True)
+    sd = model.state_dict()
+    shape = conv.shape_from_hf_config(model.config.to_dict() | {"architectures": ["Qwen3ForCausalLM"]}, 1)
+    fused = conv.hf_to_megatron_full("decoder.layers.1.self_attention.linear_qkv.weight", sd.__getitem__, shape)
+    q, k, v = (sd[f"model.layers.1.self_attn.{n}_proj.weight"] for n in "qkv")
+    group1 = fused.reshape(2, 4 * 16, 64)[1]  # 2 query heads + k + v, 16 rows each
+    assert torch.equal(group1[:32], q[32:64]) and torch.equal(group1[32:48], k[16:32])
+    assert torch.equal(group1[48:], v[16:32])
+    fc1 = conv.hf_to_megatron_shard("decoder.layers.0.mlp.linear_fc1.weight", sd.__getitem__, shape, 1, 2)
+    assert torch.equal(fc1[:48], sd["model.layers.0.mlp.gate_proj.weight"][48:])  # rank 1: [gate_1; up_1]
+    assert torch.equal(fc1[48:], sd["model.layers.0.mlp.up_proj.weight"][48:])
+
+
+def test_converter_refuses_what_it_does_not_map():
+    base = {"architectures": ["Qwen3ForCausalLM"], "num_attention_heads": 4, "num_key_value_heads": 2,
+            "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2, "vocab_size": 259,
+            "rope_theta": 10000.0}
+    with pytest.raises(conv.ConversionError, match="does not divide num_key_value_heads"):
+        conv.shape_from_hf_config(base, tp=4)
+    with pytest.raises(conv.ConversionError, match="architecture"):
+        conv.shape_from_hf_config(base | {"architectures": ["GPT2LMHeadModel"]})
+    with pytest.raises(conv.ConversionError, match="rope type 'yarn'"):
+        conv.shape_from_hf_config(base | {"rope_scaling": {"rope_type": "yarn", "factor": 4.0}})
+    assert conv.shape_from_hf_config(base, tp=2).padded_vocab_size == 512
+
+
+# --------------------------------------------------------------------------- backend vs torch backend
+TRAINER = {"micro_batch_size": 3, "minibatches": 2, "lr": 3e-3, "grad_clip": 1.0,
+           "loss": {"kl_coef": 0.1, "entropy_coef": 0.01, "tis": True}}
+
+
+def make_cfg(cache_dir: str, backend: str, tp: int = 1):
+    return build_config({
+        "run": {"cache_dir": cache_dir, "seed": 0},
+        "trainer": {"backend": backend, "device": "cpu", **json.loads(json.dumps(TRAINER)),
+                    "megatron": {"tensor_parallel": tp}},
+        "rollout": {"temperature": 0.9},  # tempered log-probs on both sides
+    })
+
+
+def make_batch() -> list[Sample]:
+    """8 samples in 4 groups: varied lengths (padding), a multi-turn mask, engine logprobs."""
+    g = torch.Generator().manual_seed(3)
+    out = []
+    for i in range(8):
+        p = torch.randint(0, 256, (2 + i % 3,), generator=g).tolist()
+        r = torch.randint(0, 259, (3 + (i * 3) % 6,), generator=g).tolist()
+        mask = [0 if i % 3 == 1 and 1 <= j <= 2 else 1 for j in range(len(r))]
+        lp = [(-1.0 - 4.0 * torch.rand((), generator=g).item()) * m for m in mask]
+        out.append(Sample(prompt_ids=p, response_ids=r, loss_mask=mask, rollout_logprobs=lp,
+                          advantage=float(i % 4 - 1.5), group_id=i // 2))
+    return out
+
+
+PROBE = torch.tensor([[256, 257, 72, 105, 258, 10, 200, 3, 33], [1, 2, 3, 4, 5, 6, 7, 8, 9]])
+
+
+def _worker(rank: int, world: int, port: int, cache_dir: str, tp: int, out_dir: str) -> None:
+    """One rank of the Megatron backend: scores, one train step, export; rank 0 saves results."""
+    os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1",
+                      MASTER_PORT=str(port), TANDEM_TORCH_THREADS="1")
+    import warnings
+
+    warnings.filterwarnings("ignore")
+    from tandem import losses
+    from tandem.trainer.megatron_backend import MegatronTrainer, vocab_parallel_logprobs
+    from tandem.trainer.torch_backend import MicroBatch
+
+    trainer = MegatronTrainer(make_cfg(cache_dir, "megatron", tp))
+    res: dict = {"logits_before": trainer.full_logits(PROBE)}
+    if tp > 1:  # the vocab-parallel scores against tandem.losses on the gathered logits
+        local = trainer._forward(trainer.train_model, MicroBatch(PROBE, None, None, None, None))
+        logp, ent = vocab_parallel_logprobs(local[:, :-1], PROBE[:, 1:], 0.9, trainer.shape.vocab_size, True)
+        full = res["logits_before"][:, :-1]
+        res["vp_logp_err"] = (logp - losses.token_logprobs(full, PROBE[:, 1:], 0.9)).abs().max().item()
+        res["vp_ent_err"] = (ent - losses.entropy_from_logits(full)).abs().max().item()
+    res["acc"] = trainer.accumulate_gradients(make_batch())
+    res["grads"] = trainer.export_hf_grads()
+    res["metrics"] = trainer.train_step(make_batch())
+    res["logits_after"] = trainer.full_logits(PROBE)
+    res["export"] = trainer.export_hf_state_dict()
+    # Checkpoint round trip: save, step, restore, step again -> the same weights, bitwise.
+    state = trainer.state_dict_for_checkpoint()
+    later = make_batch()[::-1]
+    trainer.train_step(later)
+    first = trainer.export_hf_state_dict()
+    trainer.load_checkpoint_state(state)
+    trainer.train_step(later)
+    second = trainer.export_hf_state_dict()
+    res["resume_bitwise"] = all(torch.equal(first[k], second[k]) for k in first) and set(first) == set(second)
+    if rank == 0:
+        torch.save(res, Path(out_dir) / "result.pt")
+    else:
+        assert res["export"] == {}
+    trainer.close()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory):
+    return str(tmp_path_factory.mktemp("cache"))
+
+
+@pytest.fixture(scope="module")
+def torch_reference(cache_dir):
+    """The torch backend on the same config and batch: logits, metrics, weights before/after."""
+    from tandem.trainer.torch_backend import TorchTrainer
+
+    os.environ["TANDEM_TORCH_THREADS"] = "1"
+    trainer = TorchTrainer(make_cfg(cache_dir, "torch"))
+    with torch.no_grad():
+        before_logits = trainer.model(input_ids=PROBE).logits
+    before = trainer.export_hf_state_dict()
+    acc = trainer.accumulate_gradients(make_batch())
+    grads = {n: p.grad.detach().clone() for n, p in trainer.model.named_parameters()}
+    trainer.optimizer.zero_grad(set_to_none=True)  # TorchTrainer.train_step adds onto existing .grad
+    metrics = trainer.train_step(make_batch())
+    return {"logits_before": before_logits, "before": before, "acc": acc, "grads": grads, "metrics": metrics,
+            "after": trainer.export_hf_state_dict()}
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("world,tp", [(1, 1), (2, 2)], ids=["world1", "world2-tp2"])
+def test_megatron_backend_matches_torch_backend(tmp_path, cache_dir, torch_reference, world, tp):
+    import torch.multiprocessing as mp
+
+    resolve_model_path(make_cfg(cache_dir, "torch"))  # build the tiny model once, before the ranks race
+    t0 = time.perf_counter()
+    mp.spawn(_worker, args=(world, _free_port(), cache_dir, tp, str(tmp_path)), nprocs=world, join=True)
+    res = torch.load(tmp_path / "result.pt")
+    ref = torch_reference
+    exact = tp == 1
+    logit_tol = dict(atol=0.0, rtol=0.0) if exact else dict(atol=1e-5, rtol=0.0)
+
+    assert res["resume_bitwise"], "restoring state_dict_for_checkpoint() did not reproduce the next step"
+
+    # 1. logits of the loaded model, and the vocab-parallel scores
+    torch.testing.assert_close(res["logits_before"], ref["logits_before"], **logit_tol)
+    if tp > 1:
+        assert res["vp_logp_err"] < 1e-5 and res["vp_ent_err"] < 1e-5
+
+    # 2. the same loss and gradient (one on-policy mini-batch, all loss terms on)
+    assert res["acc"]["loss"] == pytest.approx(ref["acc"]["loss"], abs=1e-5)
+    assert set(res["grads"]) == set(ref["grads"])
+    grad_err = max(((res["grads"][k] - g).abs().max() / g.abs().max()).item() for k, g in ref["grads"].items())
+    assert grad_err < 1e-5, grad_err
+
+    # 3. metrics of one train step (two mini-batches)
+    m, r = res["metrics"], ref["metrics"]
+    for key in ("loss", "pg_loss", "kl", "entropy", "clip_frac", "ppo_kl", "logprob_mismatch"):
+        assert m[key] == pytest.approx(r[key], abs=1e-5), (key, m[key], r[key])
+    assert m["grad_norm"] == pytest.approx(r["grad_norm"], rel=1e-4)
+    assert (m["tokens"], m["samples"], m["optimizer_steps"]) == (r["tokens"], r["samples"], r["optimizer_steps"])
+
+    # 4. the weights moved the same way (two AdamW steps of lr 3e-3: updates of ~6e-3)
+    export = res["export"]
+    assert set(export) == set(ref["after"])
+    worst, rel = 0.0, 0.0
+    for k in export:
+        delta_mg, delta_torch = export[k] - ref["before"][k], ref["after"][k] - ref["before"][k]
+        worst = max(worst, (delta_mg - delta_torch).abs().max().item())
+        rel = max(rel, ((delta_mg - delta_torch).norm() / delta_torch.norm()).item())
+    assert rel < 1e-3, rel  # per tensor, relative L2 norm of the update difference
+    assert worst < 0.05 * TRAINER["lr"], worst  # no element off by a sizeable part of a step
+    assert max((export[k] - ref["before"][k]).abs().max().item() for k in export) > 1e-3  # it did train
+
+    # 5. export -> HF safetensors (the real publish path) -> from_pretrained: same logits
+    sys.path.insert(0, str(ROOT))
+    from sync import publish_weights
+
+    src = resolve_model_path(make_cfg(cache_dir, "torch"))
+    path = publish_weights(export, src, tmp_path / "run", version=1, keep_last=2)
+    hf = load_causal_lm(str(path))
+    with torch.no_grad():
+        reloaded = hf(input_ids=PROBE).logits
+    torch.testing.assert_close(reloaded, res["logits_after"], **logit_tol)
+    logit_err = (res["logits_before"] - ref["logits_before"]).abs().max().item()
+    reload_err = (reloaded - res["logits_after"]).abs().max().item()
+    print(f"\n[{world=} {tp=}] logits err {logit_err:.1e}, export->HF logits err {reload_err:.1e}, "
+          f"vp logp/entropy err {res.get('vp_logp_err', 0):.1e}/{res.get('vp_ent_err', 0):.1e}, grad err {grad_err:.1e}, update diff max {worst:.2e} rel-L2 {rel:.1e}, loss {m['loss']:.6f} vs {r['loss']:.6f}, "
+          f"grad_norm {m['grad_norm']:.6f} vs {r['grad_norm']:.6f}, {time.perf_counter() - t0:.1f}s")
+
+
+# --------------------------------------------------------------------------- the real launch path
+@pytest.mark.timeout(240)
+def test_torchrun_trainer_loop_with_data_parallel(tmp_path, cache_dir, torch_reference):
+    """`trainer_launch_command` -> torchrun -> `python -m tandem.trainer` on 2 ranks (DP=2, TP=1):
+    one step from a real rollouts file, weights published by rank 0 through sync.publish_weights,
+    and they equal the torch backend's after the same step (DP averaging + loss scaling)."""
+    from tandem import handoff
+    from tandem.trainer.megatron_backend import trainer_launch_command
+
+    cfg = make_cfg(cache_dir, "megatron", tp=1)
+    cfg.run.steps = 1
+    cfg.run.run_dir = str(tmp_path / "run")
+    cfg_path = tmp_path / "config.json"
+    cfg_path.write_text(cfg.model_dump_json())
+    handoff.write_batch(cfg.run.run_dir, 0, make_batch())
+    cmd = trainer_launch_command(cfg, cfg_path, nproc=2)
+    assert cmd[1:3] == ["-m", "torch.distributed.run"] and "--master-addr" in cmd
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TANDEM_TORCH_THREADS": "1", "OMP_NUM_THREADS": "1",
+           "PYTHONWARNINGS": "ignore"}
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=220)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+
+    result = json.loads(handoff.result_path(cfg.run.run_dir, 0).read_text())
+    assert result["weight_version"] == 1
+    for key in ("loss", "kl", "entropy", "logprob_mismatch"):
+        assert result[key] == pytest.approx(torch_reference["metrics"][key], abs=1e-5), key
+    assert result["grad_norm"] == pytest.approx(torch_reference["metrics"]["grad_norm"], rel=1e-4)
+    from safetensors.torch import load_file
+
+    published = load_file(str(Path(result["weights_path"]) / "model.safetensors"))
+    ref = torch_reference
+    for k, after in ref["after"].items():
+        delta_mg, delta_torch = published[k] - ref["before"][k], after - ref["before"][k]
+        assert ((delta_mg - delta_torch).norm() / delta_torch.norm()).item() < 1e-3, k
+    assert proc.stdout.count('"trainer_step": 0') == 1  # only rank 0 reports
+    # The last step also saved the trainer's checkpoint part: one state file per rank.
+    parts = sorted(p.name for p in Path(result["checkpoint_tmp"]).glob("trainer_rank*.pt"))
+    assert parts == ["trainer_rank000.pt", "trainer_rank001.pt"]
