@@ -236,6 +236,7 @@ class TorchTrainer(TrainerBackend):
 
         totals: dict[str, float] = {}
         norms, skipped = [], 0
+        self.optimizer.zero_grad(set_to_none=True)  # nothing accumulated elsewhere may leak into this step
         for micro in prepared:
             sums = self._accumulate(micro)
             for k, v in sums.items():
