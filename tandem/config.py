@@ -29,7 +29,7 @@ class Section(BaseModel):
 class RunConfig(Section):
     mode: Literal["sync", "async"] = "async"
     """sync: rollout, then train, then sync weights. async: the rollout of step k+1 overlaps training on step k, bounded by rollout.max_staleness."""
-    steps: int = 120
+    steps: int = 200
     """Number of optimizer steps (trainer steps) to run."""
     run_dir: str = "runs/default"
     """Directory for logs, weights, metrics and endpoints.json of this run."""
@@ -76,6 +76,8 @@ class SimEngineConfig(Section):
     """How many times faster than real time the sim runs: sim engines, the sim trainer's train time and the sim workload's tool time all divide by it."""
     workload: str = "profiles/workload/reference_agentic.toml"
     """Workload profile (TOML) read by the sim rollout plug-in tandem.sim.workload:agentic_rollout (turns, tokens and tool time per rollout)."""
+    token_scale: int = 1
+    """Each token on the wire stands for this many modelled tokens (sim engines and the sim workload agree on it): long agent contexts cost k times less HTTP/JSON work on a small machine, while the modelled GPU timing is unchanged."""
 
 
 class EngineConfig(Section):
@@ -128,7 +130,7 @@ class RolloutConfig(Section):
     """Wrap string prompts as a user message and apply the tokenizer's chat template."""
     prompts_per_step: int = 8
     """Groups (prompts) per training step."""
-    samples_per_prompt: int = 8
+    samples_per_prompt: int = 16
     """G: samples drawn per prompt."""
     oversample: float = 1.0
     """Start ceil(prompts_per_step * oversample) groups per step and train on the first prompts_per_step to finish."""
@@ -207,7 +209,7 @@ class TrainerConfig(Section):
     """Where the torch trainer runs."""
     gpus: int = 4
     """GPUs given to the trainer on a GPU node (engines take the following ones)."""
-    lr: float = 3e-3
+    lr: float = 2e-3
     """AdamW learning rate."""
     weight_decay: float = 0.0
     """AdamW weight decay."""
@@ -282,6 +284,8 @@ class SandboxConfig(Section):
     """Wall-clock limit of one agent command; the whole process tree is killed past it."""
     test_timeout_s: float = 120.0
     """Wall-clock limit of the hidden-test run when grading."""
+    test_plugin_autoload: bool = False
+    """Let pytest auto-load installed plugins when grading (off: faster and deterministic; turn on for repositories whose tests need e.g. pytest-asyncio)."""
     cpu_time_s: int = 60
     """RLIMIT_CPU per process inside the sandbox, in seconds."""
     memory_mb: int = 2048
@@ -362,6 +366,8 @@ class TandemConfig(Section):
             ("rollout.max_staleness", self.rollout.max_staleness >= 0, "must be >= 0"),
             ("rollout.oversample", self.rollout.oversample >= 1.0, "must be >= 1.0"),
             ("rollout.concurrency", self.rollout.concurrency >= 1, "must be at least 1"),
+            ("engine.sim.token_scale", self.engine.sim.token_scale >= 1, "must be at least 1"),
+            ("engine.sim.time_scale", self.engine.sim.time_scale > 0, "must be > 0"),
             ("trainer.micro_batch_size", self.trainer.micro_batch_size >= 1, "must be at least 1"),
             ("trainer.minibatches", self.trainer.minibatches >= 1, "must be at least 1"),
             ("sync.every_k_steps", self.sync.every_k_steps >= 1, "must be at least 1"),
@@ -369,6 +375,9 @@ class TandemConfig(Section):
             ("checkpoint.interval", self.checkpoint.interval >= 0, "must be >= 0"),
             ("checkpoint.keep_last", self.checkpoint.keep_last >= 1, "must be at least 1"),
             ("faults.max_engine_restarts", self.faults.max_engine_restarts >= 0, "must be >= 0"),
+            ("trainer.gpus", self.trainer.backend != "megatron" or self.trainer.gpus % (
+                self.trainer.megatron.tensor_parallel * self.trainer.megatron.pipeline_parallel) == 0,
+             f"({self.trainer.gpus}) must be a multiple of trainer.megatron.tensor_parallel x pipeline_parallel"),
             ("trainer.loss.dual_clip_c", self.trainer.loss.dual_clip_c is None or self.trainer.loss.dual_clip_c > 1,
              "must be > 1 (or unset)"),
             # Engines can only serve versions that were published; a staleness bound tighter

@@ -70,7 +70,8 @@ def test_two_engines_two_steps(tmp_path, mode):
         assert row["samples"] == 8
         assert row["staleness_max"] <= (0 if mode == "sync" else 1)
         assert row["step_time"] > 0 and 0 <= row["trainer_idle_ratio"] <= 1
-        assert row["logprob_mismatch"] < 1e-3, "engine and trainer disagree on the sampled tokens"
+        if row["staleness_max"] == 0:  # on-policy: only numerics separate engine and trainer
+            assert row["logprob_mismatch"] < 1e-3, "engine and trainer disagree on the sampled tokens"
     assert rows[-1]["weight_version"] == 2
     endpoints = json.loads((tmp_path / "endpoints.json").read_text())
     assert endpoints["router"].startswith("http://127.0.0.1:") and len(endpoints["engines"]) == 2
