@@ -32,3 +32,8 @@ def echo_reward(sample: Sample, row: dict) -> tuple[float, dict]:
 def exact_match_reward(sample: Sample, row: dict) -> float:
     """1 if the stripped response equals the row's label, else 0 (a common plug-in for QA data)."""
     return float(sample.response_text.strip() == str(row["label"]).strip())
+
+
+# The coding agent's reward (hidden tests in a sandbox) lives beside the sandbox code;
+# re-exported so configs can name it `reward:swe_reward`.
+from tandem.grading import swe_reward  # noqa: E402,F401

@@ -167,6 +167,10 @@ def absolutize_paths(cfg: TandemConfig) -> None:
     cfg.run.cache_dir = str(Path(cfg.run.cache_dir).expanduser().resolve())
     cfg.rollout.data_path = resolve(cfg.rollout.data_path)
     cfg.engine.sim.profile = resolve(cfg.engine.sim.profile)
+    for section, key in (("agent", "prompt_file"), ("sandbox", "root_dir"), ("sandbox", "python")):
+        value = getattr(getattr(cfg, section), key)
+        if value and "/" in value:  # a bare name (e.g. "python3") is looked up on PATH
+            setattr(getattr(cfg, section), key, resolve(value))
     if cfg.model.path != "tiny" and (Path.cwd() / cfg.model.path).exists():
         cfg.model.path = str((Path.cwd() / cfg.model.path).resolve())
 

@@ -1,0 +1,3 @@
+from calcparse.evaluate import evaluate, tokenize
+
+__all__ = ["evaluate", "tokenize"]

@@ -1,0 +1,3 @@
+from ciphers.classic import caesar, vigenere
+
+__all__ = ["caesar", "vigenere"]

@@ -1,0 +1,3 @@
+from depgraph.graph import CycleError, toposort
+
+__all__ = ["toposort", "CycleError"]

@@ -1,0 +1,17 @@
+import pytest
+
+from depgraph import CycleError, toposort
+
+
+def test_cycle():
+    with pytest.raises(CycleError):
+        toposort({"a": ["b"], "b": ["a"]})
+
+
+def test_empty():
+    assert toposort({}) == []
+
+
+def test_cycle_next_to_independent_nodes():
+    with pytest.raises(CycleError, match="a, b"):
+        toposort({"a": ["b"], "b": ["a"], "c": []})

@@ -1,0 +1,3 @@
+from editdist.distance import closest, levenshtein
+
+__all__ = ["levenshtein", "closest"]

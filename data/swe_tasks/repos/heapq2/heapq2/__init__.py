@@ -1,0 +1,3 @@
+from heapq2.pq import PriorityQueue
+
+__all__ = ["PriorityQueue"]

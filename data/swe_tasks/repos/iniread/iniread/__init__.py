@@ -1,0 +1,3 @@
+from iniread.parser import ParseError, parse
+
+__all__ = ["parse", "ParseError"]

@@ -1,0 +1,3 @@
+from ledger.account import Account, InsufficientFunds
+
+__all__ = ["Account", "InsufficientFunds"]

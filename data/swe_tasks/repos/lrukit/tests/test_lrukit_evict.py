@@ -1,0 +1,20 @@
+from lrukit import LRUCache
+
+
+def test_evicts_least_recent():
+    c = LRUCache(2)
+    c.put("a", 1)
+    c.put("b", 2)
+    c.get("a")
+    c.put("c", 3)
+    assert "a" in c and "c" in c and "b" not in c
+
+
+def test_update_refreshes():
+    c = LRUCache(2)
+    c.put("a", 1)
+    c.put("b", 2)
+    c.put("a", 10)
+    c.put("c", 3)
+    assert c.get("a") == 10
+    assert "b" not in c

@@ -1,0 +1,3 @@
+from mdtable.render import render
+
+__all__ = ["render"]

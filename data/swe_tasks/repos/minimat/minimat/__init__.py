@@ -1,0 +1,3 @@
+from minimat.matrix import Matrix
+
+__all__ = ["Matrix"]

@@ -1,0 +1,13 @@
+from minimat import Matrix
+
+
+def test_det_2x2():
+    assert Matrix([[1, 2], [3, 4]]).determinant() == -2
+
+
+def test_det_needs_swap():
+    assert Matrix([[0, 1], [1, 0]]).determinant() == -1
+
+
+def test_det_3x3():
+    assert abs(Matrix([[2, 0, 1], [1, 3, 2], [1, 1, 2]]).determinant() - 6) < 1e-9

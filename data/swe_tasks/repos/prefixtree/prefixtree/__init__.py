@@ -1,0 +1,3 @@
+from prefixtree.trie import Trie
+
+__all__ = ["Trie"]

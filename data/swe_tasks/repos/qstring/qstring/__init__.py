@@ -1,0 +1,3 @@
+from qstring.query import build, parse
+
+__all__ = ["parse", "build"]

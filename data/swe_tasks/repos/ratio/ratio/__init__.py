@@ -1,0 +1,3 @@
+from ratio.frac import Frac
+
+__all__ = ["Frac"]

@@ -1,0 +1,3 @@
+from rlecodec.codec import decode, encode
+
+__all__ = ["encode", "decode"]

@@ -1,0 +1,3 @@
+from routes.shortest import Graph
+
+__all__ = ["Graph"]

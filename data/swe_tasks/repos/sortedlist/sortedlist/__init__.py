@@ -1,0 +1,3 @@
+from sortedlist.core import SortedList, lower_bound
+
+__all__ = ["SortedList", "lower_bound"]

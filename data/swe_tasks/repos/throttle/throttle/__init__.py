@@ -1,0 +1,3 @@
+from throttle.bucket import TokenBucket
+
+__all__ = ["TokenBucket"]

@@ -1,0 +1,3 @@
+from tictac.board import Board, winner
+
+__all__ = ["Board", "winner"]

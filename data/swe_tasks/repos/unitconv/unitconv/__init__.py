@@ -1,0 +1,3 @@
+from unitconv.convert import convert, parse_quantity
+
+__all__ = ["convert", "parse_quantity"]

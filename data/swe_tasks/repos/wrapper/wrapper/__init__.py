@@ -1,0 +1,3 @@
+from wrapper.wrap import justify, wrap
+
+__all__ = ["wrap", "justify"]

@@ -1,0 +1,168 @@
+"""Fakes at the edges for the coding-agent tests: a scripted SGLang engine and the real router.
+
+`ScriptedEngine` is an HTTP server on a real loopback socket that speaks SGLang's API as
+sglang-router 0.3.2 needs it (GET /health, /get_server_info, /get_model_info; POST
+/generate with input_ids) and answers /generate with a scripted reply: a `policy`
+function of (prompt text, turn number) returns the assistant's text, which is encoded with
+the tiny byte tokenizer and returned as output_ids (+ eos when it "stops"), with
+per-token logprobs, finish_reason, weight_version, in SGLang's response format. Replies
+longer than max_new_tokens are cut and finish with "length", as a real engine would.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Callable
+
+import httpx
+
+REPO = Path(__file__).resolve().parents[1]
+
+Policy = Callable[[str, int], str]
+"""(decoded prompt so far, 1-based turn number) -> the assistant's reply text."""
+
+
+def fake_logprob(token_id: int, position: int) -> float:
+    """A deterministic, position-dependent value, so misaligned logprobs are caught."""
+    return -round(0.01 * ((token_id * 7 + position * 13) % 97 + 1), 4)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class ScriptedEngine:
+    def __init__(self, tokenizer, policy: Policy, weight_version: int = 0):
+        self.tok = tokenizer
+        self.policy = policy
+        self.weight_version = weight_version
+        self.requests: list[dict] = []
+        self.lock = threading.Lock()
+        engine = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):  # keep test output quiet
+                pass
+
+            def _send(self, code: int, payload) -> None:
+                body = json.dumps(payload).encode()
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_GET(self):
+                if self.path == "/health":
+                    self._send(200, {})
+                elif self.path == "/get_server_info":
+                    self._send(200, {"model_path": "tiny", "max_total_num_tokens": 65536, "version": "fake"})
+                elif self.path == "/get_model_info":
+                    self._send(200, {"model_path": "tiny", "tokenizer_path": "tiny", "is_generation": True})
+                elif self.path == "/get_load":
+                    self._send(200, [{"num_reqs": 0, "num_waiting_reqs": 0}])
+                else:
+                    self._send(404, {"error": self.path})
+
+            def do_POST(self):
+                length = int(self.headers.get("Content-Length", 0))
+                body = json.loads(self.rfile.read(length) or b"{}")
+                if self.path != "/generate":
+                    self._send(404, {"error": self.path})
+                    return
+                self._send(200, engine.generate(body))
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def generate(self, body: dict) -> dict:
+        ids = [int(i) for i in body["input_ids"]]
+        params = body.get("sampling_params") or {}
+        prompt = self.tok.decode(ids, skip_special_tokens=False)
+        turn = prompt.count("<|im_start|>assistant")
+        reply = self.policy(prompt, turn)
+        out = list(self.tok.encode(reply, add_special_tokens=False)) + [self.tok.eos_token_id]
+        finish = {"type": "stop", "matched": self.tok.eos_token_id}
+        max_new = int(params.get("max_new_tokens", 1 << 30))
+        if len(out) > max_new:
+            out = out[:max_new]
+            finish = {"type": "length", "length": max_new}
+        with self.lock:
+            self.requests.append({"input_ids": ids, "sampling_params": params, "turn": turn})
+        return {
+            "text": self.tok.decode(out, skip_special_tokens=True),
+            "output_ids": out,
+            "meta_info": {
+                "id": f"req-{len(self.requests)}",
+                "finish_reason": finish,
+                "prompt_tokens": len(ids),
+                "completion_tokens": len(out),
+                "cached_tokens": 0,
+                "output_token_logprobs": [[fake_logprob(t, len(ids) + k), t, None] for k, t in enumerate(out)],
+                "weight_version": str(self.weight_version),
+                "e2e_latency": 0.001,
+            },
+        }
+
+    def __enter__(self) -> "ScriptedEngine":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class Router:
+    """A real `sglang_router.launch_router` process in front of one worker."""
+
+    def __init__(self, worker_url: str, log_path: Path):
+        self.port, prom = free_port(), free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log_path = log_path
+        self._log = open(log_path, "wb")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "sglang_router.launch_router", "--host", "127.0.0.1", "--port", str(self.port),
+             "--worker-urls", worker_url, "--policy", "round_robin", "--prometheus-host", "127.0.0.1",
+             "--prometheus-port", str(prom), "--log-level", "warn"],
+            stdout=self._log, stderr=subprocess.STDOUT, cwd=REPO)
+
+    def wait_routing(self, probe_ids: list[int], timeout_s: float = 60) -> None:
+        """The router answers /health before the worker is registered; wait for a routed /generate."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if self.proc.poll() is not None:
+                raise RuntimeError("sglang-router exited:\n" + self.log_path.read_text()[-3000:])
+            try:
+                r = httpx.post(self.url + "/generate", json={"input_ids": probe_ids,
+                                                              "sampling_params": {"max_new_tokens": 1}}, timeout=5)
+                if r.status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError("sglang-router never routed /generate:\n" + self.log_path.read_text()[-3000:])
+            time.sleep(0.2)
+
+    def __enter__(self) -> "Router":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self._log.close()

@@ -1,0 +1,97 @@
+"""Shared set-up for the coding-agent tests: configs, the tiny tokenizer, scripted policies."""
+
+from __future__ import annotations
+
+import functools
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from tandem.config import TandemConfig
+from tandem.swe_data import BUNDLED_TASKS, read_rows, task_from_row
+
+REPO = Path(__file__).resolve().parents[1]
+SENTINEL = "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
+
+
+def make_cfg(tmp_path: Path, **sections: dict) -> TandemConfig:
+    """A small, fast config: bundled tasks, tight sandbox limits, short timeouts."""
+    tree: dict[str, Any] = {
+        "run": {"run_dir": str(tmp_path / "run"), "cache_dir": str(REPO / ".cache" / "tandem")},
+        "rollout": {"data_path": str(BUNDLED_TASKS), "prompts_per_step": 1, "samples_per_prompt": 2,
+                    "max_new_tokens": 4096, "reward_timeout_s": 120, "concurrency": 8},
+        "agent": {"max_turns": 6, "max_context_tokens": 16384, "output_max_chars": 1000, "wall_time_s": 120},
+        "sandbox": {"pool_size": 2, "command_timeout_s": 10, "test_timeout_s": 60, "cpu_time_s": 20,
+                    "memory_mb": 1024, "max_processes": 48, "max_workdir_mb": 64},
+    }
+    for name, values in sections.items():
+        tree.setdefault(name, {}).update(values)
+    return TandemConfig.model_validate(tree)
+
+
+@functools.lru_cache(maxsize=1)
+def tiny_tokenizer():
+    from tandem.model_source import load_tokenizer, resolve_model_path
+
+    return load_tokenizer(resolve_model_path(TandemConfig.model_validate(
+        {"run": {"cache_dir": str(REPO / ".cache" / "tandem")}})))
+
+
+def bundled_rows() -> list[dict]:
+    return [{**r, "_index": i} for i, r in enumerate(read_rows(BUNDLED_TASKS))]
+
+
+def row_named(name: str) -> dict:
+    return next(r for r in bundled_rows() if r["repo"] == f"tandem/{name}")
+
+
+def bash(command: str, thought: str = "Next step.") -> str:
+    """A well-formed agent reply: a thought and exactly one bash block."""
+    return f"THOUGHT: {thought}\n\n```bash\n{command}\n```"
+
+
+def fix_command(row: dict) -> str:
+    """Bash that fixes the task: write the bug patch to a file and apply it in reverse."""
+    patch = task_from_row(row).patch
+    return f"cat > /tmp/bug.diff <<'TANDEM_EOF'\n{patch}TANDEM_EOF\ngit apply -R /tmp/bug.diff && git status --short"
+
+
+def scripted(*replies: str):
+    """A policy that answers turn k with replies[k-1] (and submits when the script runs out)."""
+    def policy(prompt: str, turn: int) -> str:
+        if 1 <= turn <= len(replies):
+            return replies[turn - 1]
+        return bash(f"echo {SENTINEL}")
+    return policy
+
+
+class InProcessEngine:
+    """The ScriptedEngine's /generate without HTTP, for fast loop tests (the e2e test uses HTTP + router)."""
+
+    def __init__(self, tokenizer, policy, delay_s: float = 0.0):
+        from tests._fakes import ScriptedEngine
+
+        self._engine = ScriptedEngine(tokenizer, policy)
+        self.delay_s = delay_s
+        self.calls: list[dict] = []
+
+    @property
+    def requests(self):
+        return self._engine.requests
+
+    async def generate(self, input_ids, sampling_params, return_logprob: bool = True) -> dict:
+        import asyncio
+
+        if self.delay_s:
+            await asyncio.sleep(self.delay_s)
+        return self._engine.generate({"input_ids": list(input_ids), "sampling_params": dict(sampling_params)})
+
+
+def make_ctx(cfg: TandemConfig, engine, reward_fn=None):
+    """The lead's real RolloutContext around a given engine client."""
+    from rollout import RolloutContext, sampling_params_from_config
+    from tandem.grading import swe_reward
+
+    executor = ThreadPoolExecutor(max_workers=cfg.rollout.concurrency + 16, thread_name_prefix="rollout")
+    return RolloutContext(cfg, tiny_tokenizer(), engine, executor, reward_fn or swe_reward,
+                          sampling_params_from_config(cfg))
