@@ -148,7 +148,7 @@ class RolloutConfig(Section):
     """Most generation requests in flight from the orchestrator at once."""
     max_staleness: int = 1
     """Async mode: the most weight versions a trained-on sample may lag the trainer. Sync mode forces 0."""
-    partial_rollout: Literal["drain", "abort", "continue"] = "drain"
+    partial_rollout: Literal["drain", "abort", "continue"] = "continue"
     """What in-flight rollouts do at a weight update: drain (finish, then sync), abort (abort and regenerate the group), continue (keep decoding on the new weights)."""
     request_timeout_s: float = 300.0
     """Timeout of one generation request."""
