@@ -63,5 +63,6 @@ def test_no_gpus_puts_everything_on_cpu():
 
 
 def test_trainer_gpus_must_fit_the_parallel_layout():
-    with pytest.raises(ValueError, match="not a multiple of trainer.megatron.tensor_parallel=4"):
+    # Caught when the config is validated, before any process starts.
+    with pytest.raises(ValueError, match=r"trainer.gpus \(2\) must be a multiple of trainer.megatron.tensor_parallel"):
         trainer_launch_command(gpu_cfg(1, trainer_gpus=2, tensor_parallel=4), "/r/config.json")
