@@ -15,6 +15,7 @@ import asyncio
 import json
 import signal
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -54,12 +55,8 @@ async def run_loop(cfg: TandemConfig, run_dir: Path, producer: RolloutProducer, 
         write_batch(run_dir, step, batch.samples)
         batch_written = time.monotonic()
         view.set_status(f"step {step}: training (waiting on trainer)")
-        result = await asyncio.to_thread(wait_train_result, run_dir, step,           # 2. train
-                                         cfg.sync.trainer_timeout_s, lambda: cluster.trainer.alive)
+        result = await wait_trainer(run_dir, step, cfg, cluster)                     # 2. train
         result_at = time.monotonic()
-        if result.get("checkpoint_tmp"):                                     # checkpoint (atomic)
-            view.set_status(f"step {step}: checkpointing")
-            finalize_checkpoint(run_dir, step + 1, producer, cfg)
         reload_s = 0.0
         if result.get("weight_version") is not None:                        # 3. sync
             view.set_status(f"step {step}: syncing weights v{result['weight_version']} (waiting on engines)")
@@ -79,7 +76,27 @@ async def run_loop(cfg: TandemConfig, run_dir: Path, producer: RolloutProducer, 
         row["trainer_idle_ratio"] = row["trainer_wait_time"] / max(row["step_time"], 1e-9)
         metrics.log(row)
         view.step_done(row)
+        if result.get("checkpoint_tmp"):  # checkpoint (atomic), after the row: checkpoint N => rows 0..N-1
+            view.set_status(f"step {step}: checkpointing")
+            finalize_checkpoint(run_dir, step + 1, producer, cfg)
         last_result = result_at
+
+
+async def wait_trainer(run_dir: Path, step: int, cfg: TandemConfig, cluster: Cluster) -> dict:
+    """The trainer's answer for `step`, polled in a thread that stops as soon as this task is
+    cancelled (Ctrl-C: asyncio.run joins its threads before returning, so a thread that kept
+    polling would hold the launcher, and every child, for as long as the step takes). A dead
+    trainer is reported with its exit and log tail."""
+    cancelled = threading.Event()
+    try:
+        return await asyncio.to_thread(wait_train_result, run_dir, step, cfg.sync.trainer_timeout_s,
+                                       lambda: cluster.trainer.alive and not cancelled.is_set())
+    except RuntimeError:
+        if not cluster.trainer.alive:
+            raise ChildFailed(cluster.trainer.describe_exit()) from None
+        raise
+    finally:
+        cancelled.set()
 
 
 def finalize_checkpoint(run_dir: Path, next_step: int, producer: RolloutProducer, cfg: TandemConfig) -> None:

@@ -25,6 +25,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from tandem.supervisor import fault_hold
+
 CKPT_DIR = "checkpoints"
 
 
@@ -73,6 +75,93 @@ def _fsync_tree(path: Path) -> None:
             os.close(fd)
 
 
+def _tensor_bytes(obj: Any) -> int:
+    """Bytes of every tensor in a nested state (what torch.save will write, give or take pickle)."""
+    if hasattr(obj, "element_size") and hasattr(obj, "numel"):
+        return obj.element_size() * obj.numel()
+    if isinstance(obj, dict):
+        return sum(_tensor_bytes(v) for v in obj.values())
+    if isinstance(obj, (list, tuple)):
+        return sum(_tensor_bytes(v) for v in obj)
+    return 0
+
+
+def _copy_bytes(src: Path, dst_parent: Path) -> int:
+    """Bytes a copy of `src` into dst_parent costs: nothing when hard links work (same filesystem)."""
+    if os.stat(src).st_dev == os.stat(dst_parent).st_dev:
+        return 0
+    return sum(f.stat().st_size for f in src.rglob("*") if f.is_file())
+
+
+def check_free_space(target: Path, needed_bytes: int, what: str, margin: float = 1.1) -> None:
+    """Refuse a checkpoint the disk cannot hold, before writing any of it."""
+    probe = target
+    while not probe.exists():
+        probe = probe.parent
+    free = shutil.disk_usage(probe).free
+    if free < needed_bytes * margin:
+        raise CheckpointError(f"not enough free disk for {what} under {target}: need "
+                              f"{needed_bytes * margin / 1e6:.1f} MB, {free / 1e6:.1f} MB free; "
+                              f"the previous checkpoint is kept")
+
+
+def _os_error(err: BaseException) -> BaseException:
+    """The OSError behind an error, if any: torch.save reports a full disk as an opaque
+    RuntimeError ('unexpected pos ...') whose __context__ holds the real ENOSPC."""
+    seen = err
+    while seen is not None:
+        if isinstance(seen, OSError):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return err
+
+
+def _link_or_copy(src: str, dst: str) -> None:
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+
+
+def save_trainer_part(run_dir: str | os.PathLike, step: int, rank: int, state: dict,
+                      hf_weights: str | os.PathLike | None) -> Path:
+    """One trainer rank's half of checkpoint `step`, into its temporary directory.
+
+    `state` (weights, optimizer, RNG) goes to trainer_rankNNN.pt through a .partial file;
+    the main rank also hard-links the published HF weights of this version into hf/. The
+    free space is checked first; if anything fails, the temporary directory is removed and
+    CheckpointError says why, so the run stops with a clear message, nothing partial stays
+    behind, and the previous checkpoint is untouched.
+    """
+    import torch
+
+    tmp = tmp_dir(run_dir, step)
+    part = tmp / f"trainer_rank{rank:03d}.pt"
+    try:
+        tmp.mkdir(parents=True, exist_ok=True)
+        hf_bytes = _copy_bytes(Path(hf_weights), tmp) if hf_weights else 0
+        check_free_space(tmp, _tensor_bytes(state) + hf_bytes, f"checkpoint {step}")
+        partial = part.with_suffix(".partial")
+        # A Python file object, not a path: then a full disk surfaces as OSError(ENOSPC).
+        with open(partial, "wb") as f:
+            torch.save(state, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(partial, part)
+        if hf_weights:
+            shutil.rmtree(tmp / "hf", ignore_errors=True)
+            # Hard links: the published version is immutable, so sharing its files is free and safe.
+            shutil.copytree(hf_weights, tmp / "hf", copy_function=_link_or_copy)
+    except CheckpointError:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    except (OSError, RuntimeError) as err:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise CheckpointError(f"writing checkpoint {step} (trainer rank {rank}) to {tmp} failed: {_os_error(err)}; "
+                              f"the partial checkpoint was removed, the previous checkpoint is kept") from err
+    return tmp
+
+
 def finalize(run_dir: str | os.PathLike, step: int, orchestrator_state: dict[str, Any], keep_last: int) -> Path:
     """Add the orchestrator's part to the trainer's, fsync, and publish with one rename."""
     tmp, final = tmp_dir(run_dir, step), final_dir(run_dir, step)
@@ -80,6 +169,7 @@ def finalize(run_dir: str | os.PathLike, step: int, orchestrator_state: dict[str
         raise CheckpointError(f"checkpoint {step}: the trainer's part is missing in {tmp}")
     try:
         (tmp / "orchestrator.json").write_text(json.dumps(orchestrator_state, indent=1))
+        fault_hold("checkpoint", step)  # test hook (TANDEM_FAULT_HOLD): every part written, nothing renamed
         _fsync_tree(tmp)
         if final.exists():
             shutil.rmtree(final)
@@ -87,7 +177,7 @@ def finalize(run_dir: str | os.PathLike, step: int, orchestrator_state: dict[str
     except OSError as err:
         shutil.rmtree(tmp, ignore_errors=True)
         raise CheckpointError(f"writing checkpoint {step} to {final} failed: {err}; "
-                              f"the previous checkpoint is kept") from err
+                              f"the partial checkpoint was removed, the previous checkpoint is kept") from err
     prune(run_dir, keep_last)
     return final
 

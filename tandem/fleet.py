@@ -20,7 +20,11 @@ import httpx
 
 from sync import SyncError, reload_engines, sync_engines
 from tandem.config import TandemConfig
-from tandem.supervisor import Child, ChildFailed, Supervisor, tail
+from tandem.supervisor import Child, ChildFailed, Supervisor, fault_hold_async, tail
+
+
+PROBE_FLOOR_S = 0.25
+"""Shortest /health probe timeout: the last probe before a hang is declared still gets this long."""
 
 
 class EngineCrashLoop(RuntimeError):
@@ -46,6 +50,8 @@ class Fleet:
         """(path, version) every engine should serve; None = the base model."""
         self.recovering: set[str] = set()
         self.recoveries: list[Recovery] = []
+        self.restarts = 0
+        """Restarts begun (finished ones are in `recoveries`)."""
 
     # ------------------------------------------------------------------ sync
     async def sync(self, client, path: str, version: int, policy: str, timeout_s: float) -> float:
@@ -53,52 +59,86 @@ class Fleet:
             self.weights = (path, version)
             urls = [u for n, u in self.engines.items() if n not in self.recovering]
             try:
-                return await sync_engines(client, urls, path, version, policy, timeout_s)
+                seconds = await sync_engines(client, urls, path, version, policy, timeout_s)
             except SyncError as err:
                 # An engine that died mid-sync is the doctor's to bring back on this version;
-                # a live engine that refused the weights is a real failure.
+                # a live engine that refused the weights is a real failure. An engine the doctor
+                # is already replacing counts as dead even if its successor answers /health.
                 live_failures = [n for n, u in self.engines.items() if u in err.failed_urls
-                                 and self.sup.children[n].alive and await self._healthy(u)]
+                                 and n not in self.recovering and self.sup.children[n].alive
+                                 and await self._healthy(u)]
                 if live_failures:
                     raise
                 client.weight_version = version
                 client.open_gate()
                 print(f"tandem: weight sync skipped dead engine(s); the doctor restores them: {err}", file=sys.stderr)
-                return 0.0
+                seconds = 0.0
+            await fault_hold_async("sync", version)  # test hook: engines serve `version`, the step is not recorded
+            return seconds
 
     # ------------------------------------------------------------------ doctor
-    async def _healthy(self, url: str) -> bool:
+    async def _healthy(self, url: str, timeout_s: float | None = None) -> bool:
+        timeout = timeout_s if timeout_s is not None else min(2.0, self.cfg.faults.engine_unresponsive_s)
         try:
-            async with httpx.AsyncClient(timeout=min(2.0, self.cfg.faults.engine_unresponsive_s)) as c:
+            async with httpx.AsyncClient(timeout=timeout) as c:
                 return (await c.get(f"{url}/health")).status_code == 200
         except httpx.HTTPError:
             return False
 
     async def run_doctor(self) -> None:
+        """One watcher per engine, so a hung engine's probe or a long restart never delays the others."""
+        await asyncio.gather(*(self._watch(name) for name in self.engines))
+
+    async def _watch(self, name: str) -> None:
         faults = self.cfg.faults
-        last_ok = {name: time.monotonic() for name in self.engines}
+        url = self.engines[name]
+        last_ok = time.monotonic()
+        wait = faults.engine_check_interval_s
         while True:
-            await asyncio.sleep(faults.engine_check_interval_s)
-            for name, url in self.engines.items():
-                child = self.sup.children[name]
-                now = time.monotonic()
-                if not child.alive:
-                    cause = f"exited ({child.describe_exit().splitlines()[0]})"
-                elif await self._healthy(url):
-                    last_ok[name] = time.monotonic()
+            await asyncio.sleep(wait)
+            wait = faults.engine_check_interval_s
+            child = self.sup.children[name]
+            if child.alive:
+                # A probe may wait for what is left of the unresponsive budget (a slow answer
+                # still counts), so a hang is declared when the budget ends, not a probe timeout
+                # later; after a failed probe the next one comes as the budget runs out.
+                left = last_ok + faults.engine_unresponsive_s - time.monotonic()
+                if await self._healthy(url, min(2.0, max(PROBE_FLOOR_S, left))):
+                    last_ok = time.monotonic()
                     continue
-                elif now - last_ok[name] >= faults.engine_unresponsive_s:
-                    cause = f"unresponsive for {now - last_ok[name]:.1f}s"
-                else:
-                    continue
-                await self.recover(name, cause, detect_s=time.monotonic() - last_ok[name])
-                last_ok[name] = time.monotonic()
+            now = time.monotonic()
+            if not child.alive:
+                code = child.proc.returncode if child.proc else None
+                cause = f"exited ({f'signal {-code}' if code is not None and code < 0 else f'exit code {code}'})"
+            elif now - last_ok >= faults.engine_unresponsive_s:
+                cause = f"unresponsive for {now - last_ok:.1f}s"
+            else:
+                wait = min(wait, last_ok + faults.engine_unresponsive_s - now)
+                continue
+            await self.recover(name, cause, detect_s=now - last_ok)
+            last_ok = time.monotonic()
+
+    async def _wait_healthy(self, child: Child, url: str, timeout_s: float) -> None:
+        """Like Supervisor.wait_ready, but on the event loop: a Ctrl-C (task cancel) stops it at
+        once, where a thread blocked in wait_ready would hold the launcher's exit for up to
+        engine.startup_timeout_s (asyncio.run joins its worker threads before returning)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if not child.alive:
+                raise ChildFailed(f"{child.name} exited before it was healthy again. {child.describe_exit()}")
+            if await self._healthy(url, 2.0):
+                return
+            if time.monotonic() > deadline:
+                raise ChildFailed(f"{child.name} was not healthy again (GET /health) after {timeout_s:.0f}s; "
+                                  f"last lines of {child.log_path}:\n{tail(child.log_path)}")
+            await asyncio.sleep(0.2)
 
     async def recover(self, name: str, cause: str, detect_s: float) -> Recovery:
-        if len(self.recoveries) >= self.cfg.faults.max_engine_restarts:
+        self.restarts += 1  # counted at the start: two engines failing at once may not both slip past the limit
+        if self.restarts > self.cfg.faults.max_engine_restarts:
             old = self.sup.children[name]
             raise EngineCrashLoop(
-                f"{name} failed again ({cause}) after {len(self.recoveries)} restart(s) "
+                f"{name} failed again ({cause}) after {self.restarts - 1} restart(s) "
                 f"(faults.max_engine_restarts = {self.cfg.faults.max_engine_restarts}); last lines of "
                 f"{old.log_path}:\n{tail(old.log_path)}")
         print(f"tandem: {name} {cause}; restarting it", file=sys.stderr, flush=True)
@@ -108,16 +148,15 @@ class Fleet:
             url = self.engines[name]
             await self._router_remove(url)
             old = self.sup.children[name]
-            await asyncio.to_thread(self.sup.stop_child, old, 2.0)
+            await asyncio.to_thread(self.sup.stop_child, old, 2.0)  # bounded: SIGTERM, 2 s, SIGKILL
             child = self.sup.start(name, old.cmd, env=old.env, url=url, role=old.role, critical=old.critical)
-            await asyncio.to_thread(self.sup.wait_ready, child, self.sup.http_ok(f"{url}/health"),
-                                    self.cfg.engine.startup_timeout_s, "healthy again (GET /health)")
+            await self._wait_healthy(child, url, self.cfg.engine.startup_timeout_s)
             async with self.lock:  # come back on the version everyone else serves
                 if self.weights is not None:
                     path, version = self.weights
                     await reload_engines([url], path, version, policy="drain", timeout_s=self.cfg.sync.reload_timeout_s)
                 await self._router_add(url)
-        except ChildFailed as err:
+        except (ChildFailed, SyncError) as err:
             raise EngineCrashLoop(f"{name} could not be restarted: {err}") from err
         finally:
             self.recovering.discard(name)

@@ -10,11 +10,13 @@ group, waits, then SIGKILLs whatever is left.
 
 from __future__ import annotations
 
+import asyncio
 import ctypes
 import os
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -38,6 +40,37 @@ def _die_with_parent() -> None:
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     except OSError:
         pass
+
+
+FAULT_HOLD_ENV = "TANDEM_FAULT_HOLD"
+
+
+def _fault_hold_seconds(phase: str, n: int) -> float:
+    """Test hook for the fault-injection tests: with TANDEM_FAULT_HOLD="<phase>:<n>[:<seconds>]"
+    the launcher pauses at that point of that step (default 30 s) and says so on stderr, so a
+    test can press Ctrl-C exactly there. Phases: "checkpoint" (checkpoint n half written:
+    orchestrator part in the .tmp directory, not yet fsynced or renamed) and "sync" (engines
+    already serve weight version n, the step is not yet recorded). Unset: no effect at all.
+    """
+    spec = os.environ.get(FAULT_HOLD_ENV, "")
+    parts = spec.split(":")
+    if len(parts) < 2 or parts[0] != phase or parts[1] != str(n):
+        return 0.0
+    seconds = float(parts[2]) if len(parts) > 2 else 30.0
+    print(f"tandem: fault hold: {phase} {n} for {seconds:g}s ({FAULT_HOLD_ENV})", file=sys.stderr, flush=True)
+    return seconds
+
+
+def fault_hold(phase: str, n: int) -> None:
+    seconds = _fault_hold_seconds(phase, n)
+    if seconds:
+        time.sleep(seconds)
+
+
+async def fault_hold_async(phase: str, n: int) -> None:
+    seconds = _fault_hold_seconds(phase, n)
+    if seconds:
+        await asyncio.sleep(seconds)
 
 
 def free_port() -> int:
@@ -152,7 +185,7 @@ class Supervisor:
 
     # ---------------------------------------------------------------- stop
     def stop_child(self, child: Child, grace_s: float = 5.0) -> None:
-        self._signal_group(child, signal.SIGTERM)
+        self._terminate(child)
         deadline = time.monotonic() + grace_s
         while child.alive and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -162,6 +195,12 @@ class Supervisor:
                 child.proc.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 pass
+
+    def _terminate(self, child: Child) -> None:
+        # SIGCONT after SIGTERM (as systemd does): a stopped process (SIGSTOP, a debugger) only
+        # acts on SIGTERM once continued; otherwise it would sit out the whole grace period.
+        self._signal_group(child, signal.SIGTERM)
+        self._signal_group(child, signal.SIGCONT)
 
     @staticmethod
     def _signal_group(child: Child, sig: int) -> None:
@@ -178,7 +217,7 @@ class Supervisor:
         with self._lock:
             children = list(self.children.values())
         for child in children:
-            self._signal_group(child, signal.SIGTERM)
+            self._terminate(child)
         deadline = time.monotonic() + grace_s
         while any(c.alive for c in children) and time.monotonic() < deadline:
             time.sleep(0.05)

@@ -60,37 +60,19 @@ def sync_due(cfg: TandemConfig, step: int) -> bool:
 def save_checkpoint_part(backend: TrainerBackend, run_dir: str, version: int, weights_path: str | None) -> str:
     """The trainer's half of checkpoint `version`: its state per rank, plus the HF weights.
 
-    It goes into the checkpoint's temporary directory; the orchestrator adds its own state
-    and publishes the whole with one rename (tandem/checkpoint.py).
+    It goes into the checkpoint's temporary directory (free space checked first; a failed
+    write removes it and raises CheckpointError); the orchestrator adds its own state and
+    publishes the whole with one rename (tandem/checkpoint.py).
     """
-    import shutil
-
     import torch
 
     from tandem import checkpoint
 
-    tmp = checkpoint.tmp_dir(run_dir, version)
-    rank = getattr(backend, "rank", 0)
-    tmp.mkdir(parents=True, exist_ok=True)
     state = {"backend": backend.state_dict_for_checkpoint(), "torch_rng": torch.get_rng_state(), "version": version}
-    part = tmp / f"trainer_rank{rank:03d}.pt"
-    torch.save(state, part.with_suffix(".partial"))
-    os.replace(part.with_suffix(".partial"), part)
-    if backend.is_main_process and weights_path:
-        # Hard links: the published version is immutable, so sharing its files is free and safe.
-        shutil.rmtree(tmp / "hf", ignore_errors=True)
-        shutil.copytree(weights_path, tmp / "hf", copy_function=_link_or_copy)
+    tmp = checkpoint.save_trainer_part(run_dir, version, getattr(backend, "rank", 0), state,
+                                       weights_path if backend.is_main_process else None)
     getattr(backend, "barrier", lambda: None)()  # every rank's part is on disk before rank 0 reports
     return str(tmp)
-
-
-def _link_or_copy(src: str, dst: str) -> None:
-    import shutil
-
-    try:
-        os.link(src, dst)
-    except OSError:
-        shutil.copy2(src, dst)
 
 
 def load_checkpoint_part(backend: TrainerBackend, ckpt_dir: str) -> None:
