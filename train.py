@@ -162,6 +162,7 @@ async def orchestrate(cfg: TandemConfig, run_dir: Path, sup: Supervisor, cluster
         view.close()
         metrics.close()
         await client.close()
+        await fleet.close()
         executor.shutdown(wait=False, cancel_futures=True)
         if fleet.recoveries:
             (run_dir / "recoveries.json").write_text(json.dumps([r.__dict__ for r in fleet.recoveries], indent=1))

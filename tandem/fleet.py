@@ -49,6 +49,7 @@ class Fleet:
         self.weights: tuple[str, int] | None = None
         """(path, version) every engine should serve; None = the base model."""
         self.recovering: set[str] = set()
+        self._http: httpx.AsyncClient | None = None
         self.recoveries: list[Recovery] = []
         self.restarts = 0
         """Restarts begun (finished ones are in `recoveries`)."""
@@ -77,11 +78,21 @@ class Fleet:
             return seconds
 
     # ------------------------------------------------------------------ doctor
+    async def close(self) -> None:
+        if self._http is not None:
+            await self._http.aclose()
+
+    def _client(self) -> httpx.AsyncClient:
+        # One client for every probe: building one per call costs ~50 ms of CPU (SSL context),
+        # once a second per engine. Created lazily inside the running loop.
+        if self._http is None:
+            self._http = httpx.AsyncClient()
+        return self._http
+
     async def _healthy(self, url: str, timeout_s: float | None = None) -> bool:
         timeout = timeout_s if timeout_s is not None else min(2.0, self.cfg.faults.engine_unresponsive_s)
         try:
-            async with httpx.AsyncClient(timeout=timeout) as c:
-                return (await c.get(f"{url}/health")).status_code == 200
+            return (await self._client().get(f"{url}/health", timeout=timeout)).status_code == 200
         except httpx.HTTPError:
             return False
 
