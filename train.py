@@ -52,7 +52,7 @@ async def run_loop(cfg: TandemConfig, run_dir: Path, producer: RolloutProducer, 
         view.set_status(f"step {step}: rolling out (waiting on engines)")
         batch = await producer.take(step)                                  # 1. rollout
         assign_advantages(batch.samples, cfg.trainer.loss.use_std_norm)
-        write_batch(run_dir, step, batch.samples)
+        await asyncio.to_thread(write_batch, run_dir, step, batch.samples)  # off the loop: rollouts keep flowing
         batch_written = time.monotonic()
         view.set_status(f"step {step}: training (waiting on trainer)")
         result = await wait_trainer(run_dir, step, cfg, cluster)                     # 2. train
@@ -185,6 +185,7 @@ def absolutize_paths(cfg: TandemConfig) -> None:
     cfg.run.cache_dir = str(Path(cfg.run.cache_dir).expanduser().resolve())
     cfg.rollout.data_path = resolve(cfg.rollout.data_path)
     cfg.engine.sim.profile = resolve(cfg.engine.sim.profile)
+    cfg.engine.sim.workload = resolve(cfg.engine.sim.workload)
     for section, key in (("agent", "prompt_file"), ("sandbox", "root_dir"), ("sandbox", "python")):
         value = getattr(getattr(cfg, section), key)
         if value and "/" in value:  # a bare name (e.g. "python3") is looked up on PATH

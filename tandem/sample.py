@@ -8,7 +8,7 @@ engine's logprob for that token, 0.0 where the mask is 0) are aligned with it.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 
@@ -54,7 +54,9 @@ class Sample:
         return sum(self.loss_mask)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        # Shallow on purpose: dataclasses.asdict deep-copies every token list, which on
+        # agent batches blocked the orchestrator's event loop for seconds per step.
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Sample":
