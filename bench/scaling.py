@@ -1,0 +1,475 @@
+"""Engine-scaling sweep against the ideal: how much faster does a step get per added engine?
+
+    python bench/scaling.py                       # engines 1,2,3 x sync,async + straggler policies
+    python bench/scaling.py --engines 1 3 --modes async --policies staleness2 --cycles 2
+
+Every point runs the REAL launcher (`python train.py`) as a subprocess with sim engines
+(engine.backend = sim: the latency model of one SGLang engine per GPU), the sim trainer
+(400 s per step, real weight publish) and the workload-driven agentic rollout, so the
+router, the rollout producer, the staleness gate, the partial-rollout policy and the weight
+sync all run for real; only GPUs are modelled. Everything runs `--time-scale` times faster
+than the modelled run; all times below are model seconds (wall x time_scale), directly
+comparable with the reference run (1 -> 3 engines: async 1200 -> 661 s, sync 1697 -> 1032 s).
+
+For every measured step (the first step is warm-up and is left out) the lower bound is
+
+    bound = max(train time, total engine busy time / N, (longest single rollout + train time) / W)
+
+from the same run's trace, with W = 1 in sync mode and W = max_staleness + 1 in async mode.
+The third term is the issue's "longest single rollout", made exact for both modes: a rollout
+for step s can start no earlier than the weights it must use (version s - W) exist, i.e. at
+the end of train step s - W, and step s's training can start only after its slowest rollout
+ends, so rollout + train of one step fit in W step windows and no schedule can beat
+(longest + train) / W (in sync mode: rollout, then train). The first W steps of a run are
+warm-up (their rollouts start together at t=0) and are left out; async steps are measured in
+whole cycles of W steps (the producer launches W steps' rollouts close together, so step times
+alternate long/short), and each term is summed over the measured span before taking the max: train time from the trainer, engine busy time from the sim
+engines' busy spans (<run_dir>/sim/engine*.jsonl; prefill + decode + weight reload, i.e.
+the GPU work the step really needed) inside the step's window, the longest rollout from
+the workload plug-in's per-sample timing. Efficiency = bound / measured step time. The
+term that sets the bound is printed ("train", "engines", "longest") so a miss says what
+dominates.
+
+Outputs (default bench/results/): scaling.md (table), scaling.json (every number), and
+scaling.png (step time vs engines for both modes with bounds and the reference run, plus
+queue-depth timelines). Run directories go under runs/bench_scaling/ and keep the full
+traces (metrics.jsonl, queue.jsonl, sim/*.jsonl, logs/).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from tandem.sim.profiles import load_workload_profile  # noqa: E402
+
+REFERENCE = {"async": {1: 1200, 2: 840, 3: 661}, "sync": {1: 1697, 2: 1047, 3: 1032}}
+
+
+def default_policy() -> str:
+    """The grid runs tandem's default partial-rollout policy; the others are the variants."""
+    from tandem.config import TandemConfig
+
+    return TandemConfig().rollout.partial_rollout
+
+
+@dataclass
+class Point:
+    mode: str
+    engines: int
+    policy: str = field(default_factory=default_policy)
+    oversample: float = 1.0
+    staleness: int = 1
+    extra: list[str] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        tag = f"{self.mode}_e{self.engines}_{self.policy}"
+        if self.oversample != 1.0:
+            tag += f"_os{self.oversample:g}"
+        if self.mode == "async" and self.staleness != 1:
+            tag += f"_s{self.staleness}"
+        return tag
+
+    @property
+    def label(self) -> str:
+        parts = [self.policy]
+        if self.oversample != 1.0:
+            parts.append(f"oversample {self.oversample:g}")
+        if self.mode == "async" and self.staleness != 1:
+            parts.append(f"staleness {self.staleness}")
+        return ", ".join(parts)
+
+
+@dataclass
+class Result:
+    point: Point
+    ok: bool
+    wall_s: float
+    error: str = ""
+    steps: list[dict] = field(default_factory=list)
+    step_s: float = 0.0
+    rollout_s: float = 0.0
+    train_s: float = 0.0
+    sync_s: float = 0.0
+    idle_ratio: float = 0.0
+    busy_per_engine_s: float = 0.0
+    reload_per_engine_s: float = 0.0
+    longest_rollout_s: float = 0.0
+    bound_s: float = 0.0
+    efficiency: float = 0.0
+    dominant: str = ""
+    queue_median: float = 0.0
+    queue_peak: int = 0
+    queue_series: list[tuple[float, int]] = field(default_factory=list)
+    dropped_stale: int = 0
+    recycled_groups: int = 0
+    cpu_s: float = 0.0
+    """CPU seconds of the whole process tree (launcher, engines, router, trainer)."""
+    engine_lag_s: float = 0.0
+    """Mean lateness of the sim engines' event timers (wall s): high = the machine is CPU-starved."""
+    loop_lag_s: float = float("nan")
+    """Mean lateness of the orchestrator's event loop waking rollouts from tool sleeps (wall s):
+    high = the orchestrator process (rollout loop) is the bottleneck."""
+
+
+# --------------------------------------------------------------------------- running
+def write_tasks(path: Path, n: int) -> Path:
+    """The sim workload draws everything from the profile; rows only name distinct tasks."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps({"prompt": f"sim task {i}", "label": ""}) + "\n" for i in range(n)))
+    return path
+
+
+def warmup_steps(p: Point) -> int:
+    """Steps whose rollouts started together at t=0 (before any weights were trained)."""
+    return 1 if p.mode == "sync" else p.staleness + 1
+
+
+def cycle_steps(p: Point) -> int:
+    """Async with staleness S launches the rollouts of S + 1 consecutive steps close together and
+    its step times alternate (one long step, S short ones), so it is measured in whole cycles."""
+    return 1 if p.mode == "sync" else p.staleness + 1
+
+
+def steps_for(p: Point, args: argparse.Namespace) -> int:
+    return warmup_steps(p) + args.cycles * cycle_steps(p)
+
+
+def launcher_args(p: Point, args: argparse.Namespace, run_dir: Path, tasks: Path) -> list[str]:
+    wl = load_workload_profile(args.workload)
+    return [
+        sys.executable, str(REPO / "train.py"),
+        "--engines", str(p.engines), "--mode", p.mode, "--steps", str(steps_for(p, args)), "--run-dir", str(run_dir),
+        "--engine.backend", "sim", "--trainer.backend", "sim",
+        "--engine.sim.profile", str(args.engine_profile), "--engine.sim.workload", str(args.workload),
+        "--engine.sim.time_scale", str(args.time_scale), "--engine.sim.token_scale", str(args.token_scale),
+        "--rollout.function", args.rollout_function,
+        "--rollout.reward", "tandem.sim.workload:agentic_reward",
+        "--rollout.data_path", str(tasks),
+        "--rollout.prompts_per_step", str(wl.batch.prompts_per_step),
+        "--rollout.samples_per_prompt", str(wl.batch.samples_per_prompt),
+        "--rollout.partial_rollout", p.policy, "--rollout.oversample", str(p.oversample),
+        "--rollout.max_staleness", str(p.staleness),
+        "--trainer.sim.train_time_s", str(wl.train.time_s),
+        "--trainer.sim.weight_size_gb", str(wl.train.weight_size_gb),
+        "--model.dtype", "bfloat16",
+        "--logging.live", "off", "--logging.tensorboard", "false",
+        *args.extra, *p.extra,
+    ]
+
+
+def run_point(p: Point, args: argparse.Namespace, tasks: Path) -> Result:
+    run_dir = Path(args.runs) / p.name
+    shutil.rmtree(run_dir, ignore_errors=True)
+    run_dir.mkdir(parents=True)
+    cmd = launcher_args(p, args, run_dir, tasks)
+    t0 = time.time()
+    cpu0 = _children_cpu()
+    with open(run_dir / "launcher.log", "w") as log:
+        try:
+            proc = subprocess.run(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, timeout=args.point_timeout)
+            rc = proc.returncode
+        except subprocess.TimeoutExpired:
+            rc = -9
+    wall = time.time() - t0
+    cpu = _children_cpu() - cpu0
+    if rc != 0:
+        text = (run_dir / "launcher.log").read_text(errors="replace")
+        errors = [line for line in text.splitlines() if line.startswith("error:")]
+        why = errors[-1] if errors else "..." + text[-800:]
+        return Result(p, False, wall, error=f"train.py exited {rc}: {why}")
+    try:
+        r = analyse(p, run_dir, args.time_scale, wall)
+        r.cpu_s = cpu
+        return r
+    except Exception as err:  # a broken trace is a finding, not a crash of the sweep
+        return Result(p, False, wall, error=f"analysis failed: {type(err).__name__}: {err}")
+    finally:
+        shutil.rmtree(run_dir / "weights", ignore_errors=True)  # the traces stay, the bytes go
+
+
+# --------------------------------------------------------------------------- analysis
+def _children_cpu() -> float:
+    import resource
+
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def step_end_times(run_dir: Path, rows: list[dict]) -> list[float]:
+    """Unix time at which each step's trainer result arrived (= the end of its step window)."""
+    ends = []
+    for row in rows:
+        if "time" in row:
+            ends.append(float(row["time"]))
+        else:
+            ends.append((run_dir / "trainer" / f"step_{row['step']:06d}.json").stat().st_mtime)
+    return ends
+
+
+def overlap(a0: float, a1: float, b0: float, b1: float) -> float:
+    return max(0.0, min(a1, b1) - max(a0, b0))
+
+
+def analyse(p: Point, run_dir: Path, ts: float, wall: float) -> Result:
+    rows = read_jsonl(run_dir / "metrics.jsonl")
+    ends = step_end_times(run_dir, rows)
+    traces = [read_jsonl(f) for f in sorted((run_dir / "sim").glob("*.jsonl"))]
+    spans = [s for t in traces for s in t if s.get("type") == "span"]
+    finals = [s for t in traces for s in t if s.get("type") == "final"]
+    queue = read_jsonl(run_dir / "queue.jsonl")
+    steps = []
+    warmup = warmup_steps(p)
+    last = warmup + (len(rows) - warmup) // cycle_steps(p) * cycle_steps(p)
+    if last <= warmup:
+        raise ValueError(f"{len(rows)} metrics rows: too few for {warmup} warm-up step(s) and one cycle of "
+                         f"{cycle_steps(p)} measured step(s)")
+    for i in range(warmup, last):
+        row, w0, w1 = rows[i], ends[i - 1], ends[i]
+        # Busy spans are contiguous GPU work, so model busy time = wall overlap x time_scale.
+        busy = sum(overlap(s["start"], s["end"], w0, w1) * ts * s["busy_s"] / max(s["busy_s"] + s["reload_s"], 1e-12)
+                   for s in spans)
+        reload = sum(overlap(s["start"], s["end"], w0, w1) * ts * s["reload_s"] / max(s["busy_s"] + s["reload_s"], 1e-12)
+                     for s in spans)
+        longest = row.get("sim_longest_rollout_s", row.get("longest_group_s", 0.0)) * ts
+        # A rollout of an async step may start up to `staleness` steps early (its version gate
+        # opens then), so it can span staleness + 1 step windows; in sync mode it spans one.
+        windows = 1 if p.mode == "sync" else p.staleness + 1
+        terms = {"train": row["train_time"] * ts, "engines": (busy + reload) / p.engines,
+                 "longest": (longest + row["train_time"] * ts) / windows}
+        dominant = max(terms, key=terms.get)
+        steps.append({
+            "step": row["step"], "step_s": row["step_time"] * ts, "rollout_s": row["rollout_time"] * ts,
+            "train_s": row["train_time"] * ts, "sync_s": row["sync_time"] * ts,
+            "idle_ratio": row["trainer_idle_ratio"], "busy_per_engine_s": busy / p.engines,
+            "reload_per_engine_s": reload / p.engines, "longest_rollout_s": longest,
+            "bound_s": terms[dominant], "dominant": dominant, "longest_term_s": terms["longest"],
+            "dropped_stale": row.get("dropped_stale", 0), "recycled_groups": row.get("recycled_groups", 0),
+            "loop_lag_s": row.get("sim_loop_lag_ms", float("nan")) / 1e3,
+            "window": [w0, w1],
+        })
+    w_start, w_end = ends[warmup - 1], ends[last - 1]
+    waiting = [q["waiting"] for q in queue if w_start <= q["t"] <= w_end]
+    # Queue timeline over the whole run: total waiting across engines per sampling instant.
+    t0 = queue[0]["t"] if queue else 0.0
+    per_t: dict[float, int] = {}
+    for q in queue:
+        per_t[round(q["t"], 2)] = per_t.get(round(q["t"], 2), 0) + q["waiting"]
+    series = [((t - t0) * ts, w) for t, w in sorted(per_t.items())]
+
+    def mean(key: str) -> float:
+        return statistics.fmean(s[key] for s in steps)
+
+    step_sum = sum(s["step_s"] for s in steps)
+    # The bound of the measured span: each term summed over it (the "longest" term bounds the
+    # average over a cycle, not each step of it), then the largest.
+    totals = {"train": sum(s["train_s"] for s in steps),
+              "engines": sum(s["busy_per_engine_s"] + s["reload_per_engine_s"] for s in steps),
+              "longest": sum(s["longest_term_s"] for s in steps)}
+    dominant = max(totals, key=totals.get)
+    bound_sum = totals[dominant]
+    return Result(
+        p, True, wall, steps=steps, step_s=mean("step_s"), rollout_s=mean("rollout_s"), train_s=mean("train_s"),
+        sync_s=mean("sync_s"), idle_ratio=mean("idle_ratio"), busy_per_engine_s=mean("busy_per_engine_s"),
+        reload_per_engine_s=mean("reload_per_engine_s"), longest_rollout_s=mean("longest_rollout_s"),
+        bound_s=bound_sum / len(steps), efficiency=bound_sum / step_sum, dominant=dominant,
+        queue_median=statistics.median(waiting) if waiting else 0.0, queue_peak=max(waiting, default=0),
+        queue_series=series, dropped_stale=sum(s["dropped_stale"] for s in steps),
+        engine_lag_s=statistics.fmean(f.get("lag_mean_s", 0.0) for f in finals) if finals else float("nan"),
+        loop_lag_s=mean("loop_lag_s"),
+        recycled_groups=sum(s["recycled_groups"] for s in steps),
+    )
+
+
+# --------------------------------------------------------------------------- reporting
+def table(results: list[Result]) -> str:
+    head = ("| mode | engines | policy | step s | rollout s | train s | sync s | trainer idle | queue med | "
+            "queue peak | engine busy/N s | longest rollout s | bound s | bound set by | efficiency | wall s | CPU s | engine lag ms | loop lag ms |")
+    ncols = head.count("|") - 1
+    lines = [head, "|" + "|".join("---" for _ in range(ncols)) + "|"]
+    for r in results:
+        p = r.point
+        if not r.ok:
+            lines.append(f"| {p.mode} | {p.engines} | {p.label} | failed: {r.error[:120]!r} |" + " |" * (ncols - 4))
+            continue
+        lines.append(
+            f"| {p.mode} | {p.engines} | {p.label} | {r.step_s:.0f} | {r.rollout_s:.0f} | {r.train_s:.0f} | "
+            f"{r.sync_s:.0f} | {r.idle_ratio:.2f} | {r.queue_median:.0f} | {r.queue_peak} | "
+            f"{r.busy_per_engine_s + r.reload_per_engine_s:.0f} | {r.longest_rollout_s:.0f} | {r.bound_s:.0f} | "
+            f"{r.dominant} | {r.efficiency:.2f} | {r.wall_s:.0f} | {r.cpu_s:.0f} | {1e3 * r.engine_lag_s:.0f} | "
+            f"{1e3 * r.loop_lag_s:.0f} |")
+    return "\n".join(lines)
+
+
+def speedups(results: list[Result]) -> list[str]:
+    out = []
+    for mode in ("async", "sync"):
+        base = {r.point.engines: r for r in results if r.ok and r.point.mode == mode and r.point.policy == default_policy()
+                and r.point.oversample == 1.0 and r.point.staleness == 1}
+        if 1 in base:
+            for n in sorted(base):
+                if n > 1:
+                    ref = REFERENCE[mode].get(1, 0) / REFERENCE[mode].get(n, 1) if n in REFERENCE[mode] else float("nan")
+                    out.append(f"{mode}: 1 -> {n} engines: step {base[1].step_s:.0f} -> {base[n].step_s:.0f} s, "
+                               f"{base[1].step_s / base[n].step_s:.2f}x (reference run: {ref:.2f}x)")
+    return out
+
+
+def plot(results: list[Result], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(17, 4.8))
+    ax = axes[0]
+    colors = {"async": "tab:blue", "sync": "tab:orange"}
+    for mode in ("sync", "async"):
+        pts = sorted((r for r in results if r.ok and r.point.mode == mode and r.point.policy == default_policy()
+                      and r.point.oversample == 1.0 and r.point.staleness == 1), key=lambda r: r.point.engines)
+        if not pts:
+            continue
+        xs = [r.point.engines for r in pts]
+        ax.plot(xs, [r.step_s for r in pts], "o-", color=colors[mode], label=f"{mode}: tandem (sim)")
+        ax.plot(xs, [r.bound_s for r in pts], "--", color=colors[mode], alpha=0.6, label=f"{mode}: lower bound")
+        ref = REFERENCE[mode]
+        ax.plot(sorted(ref), [ref[n] for n in sorted(ref)], "x:", color=colors[mode], alpha=0.5,
+                label=f"{mode}: reference run")
+    ax.set_xlabel("engines (1 GPU each)")
+    ax.set_ylabel("step time (model s)")
+    ax.set_title("Step time vs engines")
+    ax.set_xticks([1, 2, 3])
+    ax.set_ylim(bottom=0)
+    ax.legend(fontsize=7)
+    for ax, mode in zip(axes[1:], ("sync", "async")):
+        for r in sorted((r for r in results if r.ok and r.point.mode == mode and r.point.policy == default_policy()
+                         and r.point.oversample == 1.0 and r.point.staleness == 1), key=lambda r: r.point.engines):
+            if r.queue_series:
+                xs, ys = zip(*r.queue_series)
+                ax.plot(xs, ys, label=f"{r.point.engines} engine(s)", lw=0.9)
+        ax.set_title(f"Queue depth (waiting requests, all engines), {mode}")
+        ax.set_xlabel("model time since start (s)")
+        ax.set_ylabel("#queue-req")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+# --------------------------------------------------------------------------- main
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--engines", type=int, nargs="+", default=[1, 2, 3])
+    ap.add_argument("--modes", nargs="+", choices=["sync", "async"], default=["sync", "async"])
+    ap.add_argument("--policies", nargs="*", default=None,
+                    help="straggler variants run in async mode at the largest engine count, besides the grid's "
+                         "default policy: drain, abort, continue (partial-rollout policies), 'oversample' = the default "
+                         "policy with rollout.oversample = --oversample, 'staleness2' = max_staleness 2")
+    ap.add_argument("--oversample", type=float, default=1.25)
+    ap.add_argument("--cycles", type=int, default=1,
+                    help="measured cycles per point after the warm-up; a cycle is 1 step in sync mode and "
+                         "max_staleness + 1 steps in async mode")
+    ap.add_argument("--time-scale", type=float, default=120.0)
+    ap.add_argument("--engine-profile", default=str(REPO / "profiles/engine/qwen3_14b_h100.toml"))
+    ap.add_argument("--workload", default=str(REPO / "profiles/workload/reference_agentic.toml"))
+    ap.add_argument("--out", default=str(REPO / "bench/results"))
+    ap.add_argument("--runs", default=str(REPO / "runs/bench_scaling"))
+    ap.add_argument("--point-timeout", type=float, default=300.0)
+    ap.add_argument("--token-scale", type=int, default=8,
+                    help="engine.sim.token_scale: wire tokens carry this many modelled tokens (CPU relief, same timing)")
+    ap.add_argument("--rollout-function", default="tandem.sim.workload:agentic_rollout")
+    ap.add_argument("--reanalyse", action="store_true",
+                    help="do not run anything: recompute the tables and plot from the run directories under --runs")
+    ap.add_argument("--extra", default="", help="extra train.py arguments for every point, one string "
+                                                "(e.g. --extra='--router.policy power_of_two')")
+    args = ap.parse_args(argv)
+    args.extra = shlex.split(args.extra)
+    if args.cycles < 1:
+        ap.error("--cycles must be >= 1")
+
+    if args.policies is None:
+        args.policies = [p for p in ("drain", "abort", "continue") if p != default_policy()] + ["oversample"]
+    points = [Point(mode, n) for mode in args.modes for n in args.engines]
+    top = max(args.engines)
+    for pol in args.policies:
+        if pol == default_policy():
+            continue
+        if pol in ("drain", "abort", "continue"):
+            points.append(Point("async", top, policy=pol))
+        elif pol == "oversample":
+            points.append(Point("async", top, oversample=args.oversample))
+        elif pol == "staleness2":
+            points.append(Point("async", top, staleness=2))
+        else:
+            ap.error(f"unknown policy variant {pol!r}")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    tasks = Path(args.runs) / "tasks.jsonl" if args.reanalyse else write_tasks(Path(args.runs) / "tasks.jsonl", 64)
+    t_start = time.time()
+    results = []
+    previous: dict[str, dict] = {}
+    if args.reanalyse and (out / "scaling.json").exists():  # keep the wall / CPU figures of the real runs
+        old = json.loads((out / "scaling.json").read_text())
+        previous = {Point(**r["point"]).name: r for r in old.get("results", [])}
+        total_before = old.get("wall_s", 0.0)
+    for p in points:
+        if args.reanalyse:
+            before = previous.get(p.name, {})
+            try:
+                r = analyse(p, Path(args.runs) / p.name, args.time_scale, before.get("wall_s", 0.0))
+                r.cpu_s = before.get("cpu_s", 0.0)
+            except (OSError, ValueError, KeyError) as err:
+                r = Result(p, False, 0.0, error=f"cannot re-analyse: {err}")
+            results.append(r)
+            continue
+        r = run_point(p, args, tasks)
+        if not r.ok and r.wall_s < 60:
+            # A start-up failure (typically a free port taken by another process between
+            # picking and binding it, on a shared machine) is retried once.
+            print(f"[{time.time() - t_start:5.0f}s] {p.name}: start-up failed, retrying once: {r.error[-200:]}",
+                  flush=True)
+            r = run_point(p, args, tasks)
+        results.append(r)
+        status = (f"step {r.step_s:7.0f} s  bound {r.bound_s:7.0f} s ({r.dominant})  eff {r.efficiency:.2f}  "
+                  f"cpu {r.cpu_s:.0f}s lag engine {1e3 * r.engine_lag_s:.0f}ms loop {1e3 * r.loop_lag_s:.0f}ms"
+                  if r.ok else f"FAILED: {r.error[-300:]}")
+        print(f"[{time.time() - t_start:5.0f}s] {p.name:<28} {status}  (wall {r.wall_s:.0f}s)", flush=True)
+    total = total_before if args.reanalyse and previous else time.time() - t_start
+    md = [f"# Engine-scaling sweep (sim engines, time_scale {args.time_scale:g}, token_scale {args.token_scale}, "
+          f"{args.cycles} measured cycle(s) per point after warm-up)", "",
+          f"Profiles: `{Path(args.engine_profile).relative_to(REPO) if Path(args.engine_profile).is_relative_to(REPO) else args.engine_profile}`, "
+          f"`{Path(args.workload).relative_to(REPO) if Path(args.workload).is_relative_to(REPO) else args.workload}`. "
+          f"All times are model seconds. Sweep wall time: {total:.0f} s.", "", table(results), "",
+          *[f"- {line}" for line in speedups(results)]]
+    (out / "scaling.md").write_text("\n".join(md) + "\n")
+    (out / "scaling.json").write_text(json.dumps({"args": {k: v for k, v in vars(args).items()},
+                                                  "wall_s": total,
+                                                  "results": [{**asdict(r), "point": asdict(r.point)} for r in results]},
+                                                 indent=1))
+    plot(results, out / "scaling.png")
+    print("\n".join(md[4:]))
+    print(f"\nwrote {out / 'scaling.md'}, {out / 'scaling.json'}, {out / 'scaling.png'} in {total:.0f} s")
+    return 0 if all(r.ok for r in results) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,204 @@
+"""A workload-driven agentic rollout for sizing studies (`rollout.function =
+"tandem.sim.workload:agentic_rollout"`, `rollout.reward = "tandem.sim.workload:agentic_reward"`).
+
+It reproduces the *shape* of a multi-turn coding-agent rollout without a sandbox or a real
+model: per rollout it draws the number of turns (long-tailed), and per turn the tokens the
+model generates, the tool's wall time and the observation tokens appended to the context,
+all from a workload profile (`engine.sim.workload`, a TOML file under profiles/workload/).
+Each turn is a real /generate call through the router, with the whole context as
+`input_ids` (token-in, token-out, as the real agent does), `max_new_tokens` set to the drawn
+length and `ignore_eos` so the engine produces exactly that many tokens. The sample is
+built with `Sample.append_model_tokens` (model tokens, trained on, with the engine's
+logprobs) and `Sample.append_context_tokens` (observations, masked), so the trainer and
+the staleness/accounting code see the same structure as with the real agent.
+
+With `engine.sim.token_scale` k > 1 every length is divided by k on the wire (the sim engines
+multiply it back), so a 30k-token context costs 30k/k ids of JSON per turn.
+
+Tool and grading time are slept divided by `engine.sim.time_scale`, the same factor that
+speeds up the sim engines and the sim trainer, so one wall second is `time_scale` seconds of
+the modelled run everywhere.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import itertools
+import random
+import statistics
+import time
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from tandem.sample import Sample
+from tandem.sim.profiles import WorkloadProfile, load_workload_profile
+
+REPO = Path(__file__).resolve().parents[2]
+_calls = itertools.count()
+
+
+def resolve_profile_path(path: str) -> Path:
+    """A relative profile path means the current directory, falling back to the repository."""
+    p = Path(path).expanduser()
+    if p.is_absolute() or p.exists():
+        return p
+    return REPO / p if (REPO / p).exists() else p
+
+
+@lru_cache(maxsize=8)
+def _load(path: str) -> WorkloadProfile:
+    return load_workload_profile(resolve_profile_path(path))
+
+
+def workload_for(cfg: Any) -> WorkloadProfile:
+    return _load(cfg.engine.sim.workload)
+
+
+_pools: dict[int, tuple[int, ...]] = {}
+
+
+def _token_pool(tokenizer: Any) -> tuple[int, ...]:
+    """Ordinary (non-special) token ids to build prompts and observations from."""
+    key = id(tokenizer)
+    if key not in _pools:
+        special = set(getattr(tokenizer, "all_special_ids", []) or [])
+        _pools[key] = tuple(i for i in range(min(len(tokenizer), 4096)) if i not in special)
+    return _pools[key]
+
+
+def _takes_routing_key(engine: Any) -> bool:
+    """Whether the engine client can pin a session to one engine (sglang-router's manual policy
+    routes by the x-smg-routing-key header): then every turn of a rollout goes to the engine that
+    holds its context in the radix cache, instead of re-prefilling it on another one."""
+    try:
+        return "routing_key" in inspect.signature(engine.generate).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def _random_ids(rng: random.Random, pool: tuple[int, ...], n: int) -> list[int]:
+    return rng.choices(pool, k=max(0, n))
+
+
+async def agentic_rollout(ctx: Any, row: dict, group_size: int) -> list[Sample]:
+    """G multi-turn rollouts of one task, shaped by the workload profile."""
+    wl = workload_for(ctx.cfg)
+    agent = wl.agent
+    scale = ctx.cfg.engine.sim.time_scale
+    k = ctx.cfg.engine.sim.token_scale
+
+    def wire(n: int) -> int:
+        """Modelled tokens -> tokens sent (the sim engines multiply them back by k)."""
+        return max(1, -(-n // k))
+
+    max_context = agent.max_context_tokens // k
+    pool = _token_pool(ctx.tokenizer)
+    call = next(_calls)
+    group_rng = random.Random(f"{ctx.cfg.run.seed}:{row.get('_index', -1)}:{call}")
+    # One task: the same prompt for the whole group (so the engines' prefix cache can share it),
+    # and one difficulty, so some groups are all-fail or all-pass as with real tasks.
+    prompt_ids = _random_ids(group_rng, pool, wire(agent.prompt_tokens.sample_int(group_rng)))
+    solve_p = min(1.0, group_rng.uniform(0.0, 2.0 * agent.solve_rate))
+    base = {k: v for k, v in dict(ctx.sampling_params).items() if k in ("temperature", "top_p", "top_k")}
+    sticky = _takes_routing_key(ctx.engine)
+
+    async def one(i: int) -> Sample:
+        rng = random.Random(f"{ctx.cfg.run.seed}:{row.get('_index', -1)}:{call}:{i}")
+        turns = max(1, agent.turns.sample_int(rng))
+        sample = Sample(prompt_ids=list(prompt_ids))
+        context = list(prompt_ids)
+        versions: list[int] = []
+        t_start = time.time()
+        gen_s = tool_s = planned_wait = 0.0
+        sleeps = 0
+        done_turns = 0
+        truncated = False
+        for turn in range(turns):
+            room = max_context - len(context)
+            if room < 1:
+                truncated = True
+                break
+            want = wire(agent.output_tokens.sample_int(rng))
+            n_out = min(want, room)
+            truncated = n_out < want
+            t0 = time.time()
+            params = {**base, "max_new_tokens": n_out, "ignore_eos": True}
+            if sticky:
+                out = await ctx.engine.generate(context, params, return_logprob=True,
+                                                routing_key=f"sim-{call}-{i}")
+            else:
+                out = await ctx.engine.generate(context, params, return_logprob=True)
+            gen_s += time.time() - t0
+            meta = out.get("meta_info", {})
+            ids = list(out["output_ids"])
+            lps = [float(t[0]) for t in meta.get("output_token_logprobs", [])]
+            sample.append_model_tokens(ids, lps)
+            context += ids
+            versions.append(int(meta.get("weight_version", 0) or 0))
+            done_turns += 1
+            if truncated or turn == turns - 1:
+                break
+            t0 = time.time()
+            wait = agent.tool_time_s.sample(rng)
+            await asyncio.sleep(wait / scale)
+            tool_s += time.time() - t0
+            planned_wait += wait
+            sleeps += 1
+            n_obs = min(wire(agent.observation_tokens.sample_int(rng)), max_context - len(context) - 1)
+            if n_obs <= 0:
+                truncated = True
+                break
+            obs = _random_ids(rng, pool, n_obs)
+            sample.append_context_tokens(obs)
+            context += obs
+        t0 = time.time()
+        wait = agent.eval_time_s.sample(rng)
+        await asyncio.sleep(wait / scale)
+        tool_s += time.time() - t0
+        planned_wait += wait
+        sleeps += 1
+        sample.weight_version = min(versions) if versions else 0
+        sample.finish_reason = "length" if truncated else "stop"
+        sample.metadata["sim"] = {
+            "turns": done_turns, "planned_turns": turns, "context_tokens": len(context) * k,
+            "t_start": t_start, "t_end": time.time(), "gen_s": gen_s, "tool_s": tool_s,
+            "solved": rng.random() < solve_p, "truncated": truncated,
+            # How late the orchestrator's event loop woke from the tool sleeps (wall s per sleep):
+            # a loop blocked by other work stalls every rollout by this much per turn.
+            "loop_lag_s": (tool_s - planned_wait / scale) / max(sleeps, 1),
+        }
+        await ctx.score(sample, row)
+        return sample
+
+    return list(await asyncio.gather(*(one(i) for i in range(group_size))))
+
+
+def agentic_reward(sample: Sample, row: dict) -> tuple[float, dict]:
+    """1 when the simulated grader passed the rollout (drawn in the rollout), else 0."""
+    sim = sample.metadata.get("sim", {})
+    if "solved" not in sim:
+        raise ValueError("sample has no sim metadata: agentic_reward scores tandem.sim.workload rollouts only")
+    return (1.0 if sim["solved"] else 0.0), {"turns": sim.get("turns", 0)}
+
+
+def step_metrics(samples: list[Sample]) -> dict[str, float]:
+    """Per-step workload shape, merged into metrics.jsonl by the orchestrator."""
+    sims = [s.metadata.get("sim") for s in samples if "sim" in s.metadata]
+    if not sims:
+        return {}
+    durations = [m["t_end"] - m["t_start"] for m in sims]
+    return {
+        "sim_turns_mean": statistics.fmean(m["turns"] for m in sims),
+        "sim_turns_max": max(m["turns"] for m in sims),
+        "sim_context_tokens_mean": statistics.fmean(m["context_tokens"] for m in sims),
+        "sim_longest_rollout_s": max(durations),
+        "sim_rollout_s_mean": statistics.fmean(durations),
+        "sim_tool_s_mean": statistics.fmean(m["tool_s"] for m in sims),
+        "sim_truncated": sum(1 for m in sims if m["truncated"]),
+        "sim_loop_lag_ms": 1e3 * statistics.fmean(m.get("loop_lag_s", 0.0) for m in sims),
+    }
+
+
+agentic_rollout.step_metrics = step_metrics  # type: ignore[attr-defined]
