@@ -90,17 +90,16 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def check_free_space(target: Path, needed_bytes: int, what: str, margin: float = 1.1) -> None:
+def check_free_space(target: Path, needed_bytes: int, what: str, margin: float = 1.1,
+                     error: type[Exception] = PublishError, consequence: str = "") -> None:
     """Refuse to start a write the disk cannot hold, rather than leave a partial one."""
     probe = target
     while not probe.exists():
         probe = probe.parent
     free = shutil.disk_usage(probe).free
     if free < needed_bytes * margin:
-        raise PublishError(
-            f"not enough free disk for {what} under {target}: need {needed_bytes * margin / 1e9:.2f} GB, "
-            f"{free / 1e9:.2f} GB free"
-        )
+        raise error(f"not enough free disk for {what} under {target}: need {needed_bytes * margin / 1e6:.1f} MB, "
+                    f"{free / 1e6:.1f} MB free{consequence}")
 
 
 def write_hf_checkpoint(state_dict: dict, source_model_dir: str | os.PathLike, out_dir: Path) -> None:

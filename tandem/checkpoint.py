@@ -25,6 +25,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from sync import check_free_space
+
 from tandem.supervisor import fault_hold
 
 CKPT_DIR = "checkpoints"
@@ -93,18 +95,6 @@ def _copy_bytes(src: Path, dst_parent: Path) -> int:
     return sum(f.stat().st_size for f in src.rglob("*") if f.is_file())
 
 
-def check_free_space(target: Path, needed_bytes: int, what: str, margin: float = 1.1) -> None:
-    """Refuse a checkpoint the disk cannot hold, before writing any of it."""
-    probe = target
-    while not probe.exists():
-        probe = probe.parent
-    free = shutil.disk_usage(probe).free
-    if free < needed_bytes * margin:
-        raise CheckpointError(f"not enough free disk for {what} under {target}: need "
-                              f"{needed_bytes * margin / 1e6:.1f} MB, {free / 1e6:.1f} MB free; "
-                              f"the previous checkpoint is kept")
-
-
 def _os_error(err: BaseException) -> BaseException:
     """The OSError behind an error, if any: torch.save reports a full disk as an opaque
     RuntimeError ('unexpected pos ...') whose __context__ holds the real ENOSPC."""
@@ -140,7 +130,8 @@ def save_trainer_part(run_dir: str | os.PathLike, step: int, rank: int, state: d
     try:
         tmp.mkdir(parents=True, exist_ok=True)
         hf_bytes = _copy_bytes(Path(hf_weights), tmp) if hf_weights else 0
-        check_free_space(tmp, _tensor_bytes(state) + hf_bytes, f"checkpoint {step}")
+        check_free_space(tmp, _tensor_bytes(state) + hf_bytes, f"checkpoint {step}", error=CheckpointError,
+                         consequence="; the previous checkpoint is kept")
         partial = part.with_suffix(".partial")
         # A Python file object, not a path: then a full disk surfaces as OSError(ENOSPC).
         with open(partial, "wb") as f:
