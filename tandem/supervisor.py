@@ -185,16 +185,7 @@ class Supervisor:
 
     # ---------------------------------------------------------------- stop
     def stop_child(self, child: Child, grace_s: float = 5.0) -> None:
-        self._terminate(child)
-        deadline = time.monotonic() + grace_s
-        while child.alive and time.monotonic() < deadline:
-            time.sleep(0.05)
-        self._signal_group(child, signal.SIGKILL)
-        if child.proc is not None:
-            try:
-                child.proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                pass
+        self._stop_all([child], grace_s)
 
     def _terminate(self, child: Child) -> None:
         # SIGCONT after SIGTERM (as systemd does): a stopped process (SIGSTOP, a debugger) only
@@ -216,6 +207,10 @@ class Supervisor:
         self._stopping = True
         with self._lock:
             children = list(self.children.values())
+        self._stop_all(children, grace_s)
+
+    def _stop_all(self, children: list[Child], grace_s: float) -> None:
+        """SIGTERM (+SIGCONT) every group, wait up to grace_s, SIGKILL what is left, reap."""
         for child in children:
             self._terminate(child)
         deadline = time.monotonic() + grace_s
