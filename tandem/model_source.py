@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 from pathlib import Path
 
 from tandem.config import ModelConfig, TandemConfig
@@ -81,7 +82,10 @@ def build_tiny_model(cfg: ModelConfig, out_dir: Path, seed: int) -> Path:
     tmp = out_dir.with_name(out_dir.name + f".tmp{os.getpid()}")
     model.save_pretrained(tmp, safe_serialization=True)
     tok.save_pretrained(tmp)
-    os.replace(tmp, out_dir) if not out_dir.exists() else None
+    if out_dir.exists():  # another process built it first: keep theirs
+        shutil.rmtree(tmp, ignore_errors=True)
+    else:
+        os.replace(tmp, out_dir)
     return out_dir
 
 
