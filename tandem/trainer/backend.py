@@ -7,6 +7,7 @@ hands back HF-named weights the engines can load.
 
 from __future__ import annotations
 
+import time
 from abc import ABC, abstractmethod
 from typing import Any
 
@@ -49,3 +50,34 @@ class TrainerBackend(ABC):
 
     def close(self) -> None:
         """Release processes/devices; the default has nothing to release."""
+
+
+def summarize_step(totals: dict[str, float], norms: list[float], skipped: int, num_samples: int,
+                   lr: float, started: float) -> dict[str, float]:
+    """The metrics every backend reports for one training step, from its summed micro-batch totals.
+
+    `totals` holds per-minibatch losses summed over minibatches and token-weighted sums of
+    the per-token metrics; one function so the torch and megatron backends cannot drift.
+    """
+    tokens = totals["tokens"]
+    n = len(norms)
+
+    def per_token(key: str) -> float:
+        return totals[key] / tokens if tokens else 0.0
+
+    return {
+        "loss": totals["loss"] / n,
+        "pg_loss": totals["pg_loss"] / n,
+        "kl": per_token("kl"),
+        "entropy": per_token("entropy"),
+        "clip_frac": per_token("clip_frac"),
+        "ppo_kl": per_token("ppo_kl"),
+        "grad_norm": sum(norms) / n,
+        "logprob_mismatch": per_token("mismatch"),
+        "tokens": tokens,
+        "samples": float(num_samples),
+        "optimizer_steps": float(n - skipped),
+        "skipped_steps": float(skipped),
+        "lr": float(lr),
+        "train_time": time.perf_counter() - started,
+    }

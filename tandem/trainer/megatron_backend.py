@@ -48,7 +48,7 @@ from tandem.model_source import resolve_model_path
 from tandem.sample import Sample
 from tandem.trainer import megatron_convert as conv
 from tandem.trainer import megatron_cpu_shim as shim
-from tandem.trainer.backend import TrainerBackend
+from tandem.trainer.backend import TrainerBackend, summarize_step
 from tandem.trainer.torch_backend import MicroBatch, chunks, collate, configure_threads, split_even, validate_samples
 
 
@@ -565,25 +565,7 @@ class MegatronTrainer(TrainerBackend):
             norm, ok = self._optimizer_step()
             norms.append(norm)
             skipped += not ok
-        tokens = totals["tokens"]
-        per_token = lambda key: totals[key] / tokens if tokens else 0.0  # noqa: E731
-        n = len(prepared)
-        return {
-            "loss": totals["loss"] / n,
-            "pg_loss": totals["pg_loss"] / n,
-            "kl": per_token("kl"),
-            "entropy": per_token("entropy"),
-            "clip_frac": per_token("clip_frac"),
-            "ppo_kl": per_token("ppo_kl"),
-            "grad_norm": sum(norms) / n,
-            "logprob_mismatch": per_token("mismatch"),
-            "tokens": tokens,
-            "samples": float(len(samples)),
-            "optimizer_steps": float(n - skipped),
-            "skipped_steps": float(skipped),
-            "lr": float(self.optimizer.param_groups[0]["lr"]),
-            "train_time": time.perf_counter() - t0,
-        }
+        return summarize_step(totals, norms, skipped, len(samples), self.optimizer.param_groups[0]["lr"], t0)
 
     @torch.no_grad()
     def full_logits(self, input_ids: Tensor) -> Tensor | None:

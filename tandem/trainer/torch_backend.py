@@ -26,7 +26,7 @@ from tandem import losses
 from tandem.config import TandemConfig
 from tandem.model_source import load_causal_lm, pick_device, resolve_model_path
 from tandem.sample import Sample
-from tandem.trainer.backend import TrainerBackend
+from tandem.trainer.backend import TrainerBackend, summarize_step
 
 THREADS_ENV = "TANDEM_TORCH_THREADS"
 
@@ -244,25 +244,7 @@ class TorchTrainer(TrainerBackend):
             before = self.optimizer_steps
             norms.append(self._optimizer_step())
             skipped += self.optimizer_steps == before
-        tokens = totals["tokens"]
-        per_token = lambda key: totals[key] / tokens if tokens else 0.0  # noqa: E731
-        n = len(prepared)
-        return {
-            "loss": totals["loss"] / n,
-            "pg_loss": totals["pg_loss"] / n,
-            "kl": per_token("kl"),
-            "entropy": per_token("entropy"),
-            "clip_frac": per_token("clip_frac"),
-            "ppo_kl": per_token("ppo_kl"),
-            "grad_norm": sum(norms) / n,
-            "logprob_mismatch": per_token("mismatch"),
-            "tokens": tokens,
-            "samples": float(len(samples)),
-            "optimizer_steps": float(n - skipped),
-            "skipped_steps": float(skipped),
-            "lr": float(self.optimizer.param_groups[0]["lr"]),
-            "train_time": time.perf_counter() - t0,
-        }
+        return summarize_step(totals, norms, skipped, len(samples), self.optimizer.param_groups[0]["lr"], t0)
 
     def export_hf_state_dict(self) -> dict[str, Tensor]:
         """CPU copies in model.dtype; a tied weight (lm_head = embed_tokens) is kept once, under the
