@@ -13,6 +13,7 @@ produced it. Any engine that fails leaves the run on the previous version and ra
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import shutil
@@ -199,10 +200,15 @@ async def reload_engine(client: httpx.AsyncClient, base_url: str, path: str | os
 
 
 async def reload_engines(engine_urls: list[str], path: str | os.PathLike, version: int, *,
-                         policy: str = "drain", timeout_s: float = 300.0) -> ReloadReport:
-    """Load version `version` into every engine in parallel; raise SyncError naming any that failed."""
+                         policy: str = "drain", timeout_s: float = 300.0,
+                         http: httpx.AsyncClient | None = None) -> ReloadReport:
+    """Load version `version` into every engine in parallel; raise SyncError naming any that failed.
+
+    Pass a long-lived `http` client when calling every step: building one costs ~50 ms of CPU.
+    """
     start = time.monotonic()
-    async with httpx.AsyncClient() as client:
+    async with contextlib.AsyncExitStack() as stack:
+        client = http or await stack.enter_async_context(httpx.AsyncClient())
         results = await asyncio.gather(
             *(reload_engine(client, url, path, version, policy, timeout_s) for url in engine_urls),
             return_exceptions=True,
@@ -216,7 +222,7 @@ async def reload_engines(engine_urls: list[str], path: str | os.PathLike, versio
 
 
 async def sync_engines(client, engine_urls: list[str], path: str | os.PathLike, version: int, policy: str,
-                       timeout_s: float) -> float:
+                       timeout_s: float, http: httpx.AsyncClient | None = None) -> float:
     """Reload every engine under the partial-rollout policy; returns the seconds it took.
 
     drain: close the client's gate so no new request starts, wait until the requests in
@@ -225,15 +231,15 @@ async def sync_engines(client, engine_urls: list[str], path: str | os.PathLike, 
     them on the new weights after continue_generation).
     """
     start = time.monotonic()
-    if policy == "drain":
+    drain = policy == "drain"
+    if drain:
         client.close_gate()
-        try:
+    try:
+        if drain:
             await client.wait_idle()
-            await reload_engines(engine_urls, path, version, policy=policy, timeout_s=timeout_s)
-            client.weight_version = version
-        finally:
-            client.open_gate()
-    else:
-        await reload_engines(engine_urls, path, version, policy=policy, timeout_s=timeout_s)
+        await reload_engines(engine_urls, path, version, policy=policy, timeout_s=timeout_s, http=http)
         client.weight_version = version
+    finally:
+        if drain:
+            client.open_gate()
     return time.monotonic() - start

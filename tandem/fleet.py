@@ -60,7 +60,7 @@ class Fleet:
             self.weights = (path, version)
             urls = [u for n, u in self.engines.items() if n not in self.recovering]
             try:
-                seconds = await sync_engines(client, urls, path, version, policy, timeout_s)
+                seconds = await sync_engines(client, urls, path, version, policy, timeout_s, http=self._client())
             except SyncError as err:
                 # An engine that died mid-sync is the doctor's to bring back on this version;
                 # a live engine that refused the weights is a real failure. An engine the doctor
@@ -165,7 +165,8 @@ class Fleet:
             async with self.lock:  # come back on the version everyone else serves
                 if self.weights is not None:
                     path, version = self.weights
-                    await reload_engines([url], path, version, policy="drain", timeout_s=self.cfg.sync.reload_timeout_s)
+                    await reload_engines([url], path, version, policy="drain", timeout_s=self.cfg.sync.reload_timeout_s,
+                                         http=self._client())
                 await self._router_add(url)
         except (ChildFailed, SyncError) as err:
             raise EngineCrashLoop(f"{name} could not be restarted: {err}") from err
