@@ -13,6 +13,7 @@ named in config as 'package.module:function' or 'path/to/file.py:function'.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import importlib
 import importlib.util
 import inspect
@@ -171,6 +172,16 @@ class GenerationError(RuntimeError):
     pass
 
 
+REQUEST_PRIORITY: contextvars.ContextVar[int | None] = contextvars.ContextVar("tandem_request_priority",
+                                                                             default=None)
+"""SGLang request priority of the generate calls made in this task. The rollout producer sets it
+to -step in each group's task (larger = served first), so engines that schedule by priority
+(engine.priority_scheduling) finish the step the trainer waits on before the next one's."""
+
+ROUTING_KEY_HEADER = "x-smg-routing-key"
+"""sglang-router's session header: its 'manual' policy pins every request with one key to one worker."""
+
+
 class EngineClient:
     """Async client for SGLang's /generate through the router, with the drain gate.
 
@@ -219,15 +230,20 @@ class EngineClient:
     async def wait_idle(self) -> None:
         await self._idle.wait()
 
-    async def generate(self, input_ids: list[int], sampling_params: dict, return_logprob: bool = True) -> dict:
+    async def generate(self, input_ids: list[int], sampling_params: dict, return_logprob: bool = True,
+                       routing_key: str | None = None) -> dict:
+        """One /generate call. `routing_key` names the session (one agent trajectory): with
+        router.policy = 'manual' every call with the same key lands on the same engine."""
         async with self._sem:
             await self._open.wait()
             self.in_flight += 1
             self._idle.clear()
             start_version = self.weight_version
+            payload = {"input_ids": input_ids, "sampling_params": sampling_params, "return_logprob": return_logprob}
+            if (priority := REQUEST_PRIORITY.get()) is not None:
+                payload["priority"] = priority
             try:
-                out = await self._post_with_retry({"input_ids": input_ids, "sampling_params": sampling_params,
-                                                   "return_logprob": return_logprob})
+                out = await self._post_with_retry(payload, routing_key)
             finally:
                 self.in_flight -= 1
                 if self.in_flight == 0:
@@ -246,11 +262,12 @@ class EngineClient:
         self.generated_tokens += len(out.get("output_ids", []))
         return out
 
-    async def _post_with_retry(self, payload: dict) -> dict:
+    async def _post_with_retry(self, payload: dict, routing_key: str | None = None) -> dict:
         last: Exception | None = None
+        headers = {ROUTING_KEY_HEADER: routing_key} if routing_key else None
         for attempt in range(self.retries + 1):
             try:
-                async with self._session().post(f"{self.base_url}/generate", json=payload) as resp:
+                async with self._session().post(f"{self.base_url}/generate", json=payload, headers=headers) as resp:
                     if resp.status == 200:
                         return await resp.json()
                     text = await resp.text()

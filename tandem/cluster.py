@@ -85,19 +85,25 @@ def start_engines(cfg: TandemConfig, sup: Supervisor, placement: Placement, run_
     return engines
 
 
-def start_router(cfg: TandemConfig, sup: Supervisor, engines: dict[str, str]) -> str:
-    port = _pick_port(cfg.router.port, "router.port")
-    url = f"http://127.0.0.1:{port}"
-    cmd = [
+def router_command(cfg: TandemConfig, port: int, worker_urls: list[str], prometheus_port: int) -> list[str]:
+    """sglang-router on loopback only (its Prometheus exporter too), in front of the engines."""
+    return [
         sys.executable, "-m", "sglang_router.launch_router",
         "--host", "127.0.0.1", "--port", str(port),
-        "--worker-urls", *engines.values(),
+        "--worker-urls", *worker_urls,
         "--policy", cfg.router.policy,
-        "--prometheus-host", "127.0.0.1", "--prometheus-port", str(free_port()),
+        *(["--assignment-mode", cfg.router.assignment_mode] if cfg.router.policy == "manual" else []),
+        "--prometheus-host", "127.0.0.1", "--prometheus-port", str(prometheus_port),
         "--health-check-interval-secs", str(cfg.router.health_check_interval_s),
         "--request-timeout-secs", str(int(cfg.rollout.request_timeout_s)),
         "--log-level", "warn",
     ]
+
+
+def start_router(cfg: TandemConfig, sup: Supervisor, engines: dict[str, str]) -> str:
+    port = _pick_port(cfg.router.port, "router.port")
+    url = f"http://127.0.0.1:{port}"
+    cmd = router_command(cfg, port, list(engines.values()), free_port())
     child = sup.start("router", cmd, url=url, role="router")
     sup.wait_ready(child, router_ready(url, len(engines)), cfg.router.startup_timeout_s,
                    f"routing to all {len(engines)} engine(s)")

@@ -91,6 +91,8 @@ class EngineConfig(Section):
     """Most requests an engine decodes in one batch; the rest wait in a FIFO queue."""
     max_total_tokens: int = 262144
     """KV budget in tokens across the running batch (prompt + generated)."""
+    priority_scheduling: bool = True
+    """Serve each engine's waiting queue by request priority (SGLang --enable-priority-scheduling, without preemption of running requests). The rollout producer gives every request the priority of its training step, older steps first, so the step the trainer waits on is served before rollouts started early for the next one."""
     startup_timeout_s: float = 180.0
     """How long an engine may take to answer /health before the run is stopped."""
     base_port: int = 0
@@ -106,8 +108,13 @@ class EngineConfig(Section):
 class RouterConfig(Section):
     port: int = 0
     """Router port on 127.0.0.1; 0 picks a free port."""
-    policy: Literal["random", "round_robin", "cache_aware", "power_of_two"] = "round_robin"
-    """sglang-router load-balancing policy."""
+    policy: Literal["random", "round_robin", "cache_aware", "power_of_two", "manual"] = "manual"
+    """sglang-router load-balancing policy. 'manual' keeps every request that carries the same
+    routing key (x-smg-routing-key: one per agent trajectory) on one engine, so each turn finds
+    the previous turns in that engine's prefix cache instead of re-prefilling the whole context."""
+    assignment_mode: Literal["random", "min_load", "min_group"] = "min_load"
+    """With policy 'manual': where a new routing key goes (sglang-router --assignment-mode):
+    'min_load' = the engine with the fewest requests in flight."""
     startup_timeout_s: float = 60.0
     """How long the router may take to come up and see every engine."""
     health_check_interval_s: int = 5

@@ -22,7 +22,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Callable
 
-from rollout import PromptCursor, RolloutAborted, RolloutContext
+from rollout import REQUEST_PRIORITY, PromptCursor, RolloutAborted, RolloutContext
 from tandem.sample import Sample
 
 
@@ -108,6 +108,7 @@ class RolloutProducer:
 
     async def _group(self, step: int, seq: int, row: dict) -> None:
         started = time.monotonic()
+        REQUEST_PRIORITY.set(-step)  # this task's context only: older steps are served first
         try:
             while True:
                 try:

@@ -76,6 +76,7 @@ class ScriptedEngine:
             def do_POST(self):
                 length = int(self.headers.get("Content-Length", 0))
                 body = json.loads(self.rfile.read(length) or b"{}")
+                body["_headers"] = {k.lower(): v for k, v in self.headers.items()}
                 if self.path != "/generate":
                     self._send(404, {"error": self.path})
                     return
@@ -99,7 +100,9 @@ class ScriptedEngine:
             out = out[:max_new]
             finish = {"type": "length", "length": max_new}
         with self.lock:
-            self.requests.append({"input_ids": ids, "sampling_params": params, "turn": turn})
+            self.requests.append({"input_ids": ids, "sampling_params": params, "turn": turn,
+                                  "priority": body.get("priority"),
+                                  "routing_key": (body.get("_headers") or {}).get("x-smg-routing-key")})
         return {
             "text": self.tok.decode(out, skip_special_tokens=True),
             "output_ids": out,
@@ -125,18 +128,19 @@ class ScriptedEngine:
 
 
 class Router:
-    """A real `sglang_router.launch_router` process in front of one worker."""
+    """A real `sglang_router.launch_router` process, started with tandem's own router command."""
 
-    def __init__(self, worker_url: str, log_path: Path):
-        self.port, prom = free_port(), free_port()
+    def __init__(self, worker_url: str | list[str], log_path: Path, cfg=None):
+        from tandem.cluster import router_command
+        from tandem.config import TandemConfig
+
+        self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = log_path
         self._log = open(log_path, "wb")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "sglang_router.launch_router", "--host", "127.0.0.1", "--port", str(self.port),
-             "--worker-urls", worker_url, "--policy", "round_robin", "--prometheus-host", "127.0.0.1",
-             "--prometheus-port", str(prom), "--log-level", "warn"],
-            stdout=self._log, stderr=subprocess.STDOUT, cwd=REPO)
+        urls = [worker_url] if isinstance(worker_url, str) else list(worker_url)
+        self.proc = subprocess.Popen(router_command(cfg or TandemConfig(), self.port, urls, free_port()),
+                                     stdout=self._log, stderr=subprocess.STDOUT, cwd=REPO)
 
     def wait_routing(self, probe_ids: list[int], timeout_s: float = 60) -> None:
         """The router answers /health before the worker is registered; wait for a routed /generate."""

@@ -79,9 +79,11 @@ class InProcessEngine:
     def requests(self):
         return self._engine.requests
 
-    async def generate(self, input_ids, sampling_params, return_logprob: bool = True) -> dict:
+    async def generate(self, input_ids, sampling_params, return_logprob: bool = True,
+                       routing_key: str | None = None) -> dict:
         import asyncio
 
+        self.calls.append({"routing_key": routing_key, "input_len": len(input_ids)})
         if self.delay_s:
             await asyncio.sleep(self.delay_s)
         return self._engine.generate({"input_ids": list(input_ids), "sampling_params": dict(sampling_params)})

@@ -488,7 +488,8 @@ def test_router_extra_fields_accepted(eng: Eng) -> None:
     body = {"text": PROMPT, "sampling_params": {"max_new_tokens": 2, "ignore_eos": True, "no_stop_trim": False,
                                                 "skip_special_tokens": True, "frequency_penalty": 0.0,
                                                 "brand_new_knob": 1},
-            "return_hidden_states": False, "separate_reasoning": False, "stream_options": None, "unknown": {"x": 1}}
+            "return_hidden_states": False, "separate_reasoning": False, "stream_options": None, "unknown": {"x": 1},
+            "priority": -3}
     assert len(eng.generate(body)["output_ids"]) == 2
     r = eng.post("/v1/completions", {"model": "any", "prompt": PROMPT, "max_completion_tokens": 3, "ignore_eos": True,
                                      "separate_reasoning": True, "return_hidden_states": False, "whatever": 1})

@@ -69,6 +69,9 @@ def test_scripted_agent_through_router_sandbox_grader_and_trainer_input(tmp_path
 
     # every generation went through the router, 4 turns x 4 episodes, with SGLang fields added
     assert len(routed) == 16 and all(r["sampling_params"]["max_new_tokens"] >= 1 for r in routed)
+    # each episode named itself with one routing key on all of its turns (sticky sessions)
+    keys = [r["routing_key"] for r in routed]
+    assert None not in keys and len(set(keys)) == 4 and all(keys.count(k) == 4 for k in set(keys))
 
     # token bookkeeping survived HTTP + router: engine ids and logprobs verbatim, masks aligned
     samples = good + bad

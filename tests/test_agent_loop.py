@@ -157,10 +157,10 @@ def test_abort_for_a_weight_update_cancels_the_group_and_frees_its_sandboxes(tmp
     from tests._swe import make_cfg, make_ctx, row_named
 
     class Aborting(InProcessEngine):
-        async def generate(self, input_ids, sampling_params, return_logprob=True):
+        async def generate(self, input_ids, sampling_params, return_logprob=True, routing_key=None):
             if len(self.requests) >= 3:  # a weight update aborts in-flight requests
                 raise RolloutAborted("aborted by engine")
-            return await super().generate(input_ids, sampling_params)
+            return await super().generate(input_ids, sampling_params, routing_key=routing_key)
 
     reset_runtime()
     cfg = make_cfg(tmp_path, sandbox={"pool_size": 2})

@@ -67,6 +67,10 @@ def test_default_command(monkeypatch):
     assert pairs["--tp-size"] == "1" and pairs["--weight-version"] == "4"
     assert pairs["--mem-fraction-static"] == "0.8" and pairs["--dtype"] == "bfloat16"
     assert "--trust-remote-code" not in cmd
+    # The rollout's step priority orders the queue; preemption stays off (the sim does not model it).
+    assert cmd[-2:] == ["--enable-priority-scheduling", "--disable-priority-preemption"]
+    fifo = sl.sglang_command(cfg_with(priority_scheduling=False), port=1, model_path="m")
+    assert not any("priority" in a for a in fifo)
 
 
 def test_passthrough_of_any_sglang_argument():
@@ -75,7 +79,7 @@ def test_passthrough_of_any_sglang_argument():
                     "json_model_override_args": {"rope_theta": 1e6}, "lora_paths": ["a=/x", "b=/y"]})
     cmd = sl.sglang_command(cfg, port=1, model_path="m")
     check_against_sglang(cmd)
-    tail = cmd[cmd.index("--random-seed") + 2:]
+    tail = cmd[cmd.index("--disable-priority-preemption") + 1:]
     assert tail == ["--context-length", "32768", "--disable-radix-cache", "--chunked-prefill-size", "4096",
                     "--no-enable-tp-lm-head-all-to-all", "--json-model-override-args", '{"rope_theta": 1000000.0}',
                     "--lora-paths", "a=/x", "b=/y"]  # a false store_true flag is SGLang's default: omitted
@@ -85,6 +89,7 @@ def test_passthrough_of_any_sglang_argument():
     ({"context_lenght": 10}, r"'engine.sglang_args.context_lenght'.*SGLang 0\.\d+\.\d+ has no server argument --context-lenght"),
     ({"tp_size": 2}, r"--tp-size is managed by tandem.*one GPU per engine"),
     ({"mem_fraction_static": 0.5}, r"set engine.mem_fraction_static instead"),
+    ({"enable_priority_scheduling": True}, r"set engine.priority_scheduling instead"),
     ({"disable_radix_cache": "yes"}, r"on/off flag; use true or false"),
     ({"context_length": True}, r"takes a value, not true/false"),
     ({"context_length": None}, r"a value is required"),

@@ -93,7 +93,10 @@ Executor = Callable[[str, float], Awaitable[ExecResult]]
 
 async def run_episode(*, engine: Any, chat: ChatFormat, prompts: Prompts, agent: AgentConfig,
                       sampling_params: dict, task: str, execute: Executor, command_timeout_s: float,
-                      disk_exceeded: Callable[[], Awaitable[bool]] | None = None) -> Episode:
+                      disk_exceeded: Callable[[], Awaitable[bool]] | None = None,
+                      routing_key: str | None = None) -> Episode:
+    """One agent episode. `routing_key` names the trajectory for sglang-router's 'manual' policy,
+    so every turn returns to the engine whose prefix cache holds the conversation so far."""
     start = time.monotonic()
     deadline = start + agent.wall_time_s
     messages = [
@@ -117,7 +120,8 @@ async def run_episode(*, engine: Any, chat: ChatFormat, prompts: Prompts, agent:
             break
         params = {**sampling_params, "max_new_tokens": min(max_new, room)}
         try:
-            out = await asyncio.wait_for(engine.generate(sample.tokens, params), left)
+            session = {"routing_key": routing_key} if routing_key else {}
+            out = await asyncio.wait_for(engine.generate(sample.tokens, params, **session), left)
         except asyncio.TimeoutError:
             end = "wall_clock"
             break

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import statistics
+import uuid
 
 from tandem.agent.chat import ChatFormat
 from tandem.agent.loop import END_REASONS, Episode, run_episode
@@ -65,7 +66,8 @@ async def run_one(ctx, runtime: SweRuntime, row: dict, template, index: int) -> 
         episode: Episode = await run_episode(
             engine=ctx.engine, chat=_chat(ctx), prompts=_prompts(ctx), agent=ctx.cfg.agent,
             sampling_params=dict(ctx.sampling_params), task=str(row.get("problem_statement", "")),
-            execute=execute, command_timeout_s=ctx.cfg.sandbox.command_timeout_s, disk_exceeded=disk_exceeded)
+            execute=execute, command_timeout_s=ctx.cfg.sandbox.command_timeout_s, disk_exceeded=disk_exceeded,
+            routing_key=f"{row.get('instance_id', 'task')}:{uuid.uuid4().hex[:12]}")
         sample = episode.sample
         try:
             diff = await ctx.run_blocking(sb.diff, MAX_DIFF_BYTES)

@@ -47,6 +47,7 @@ class GenerateReqInput(_Open):
     top_logprobs_num: int | list[int] | None = None
     return_text_in_logprobs: bool = False
     stream: bool = False
+    priority: int | None = None
 
 
 class UpdateWeightFromDiskReqInput(_Open):
@@ -391,7 +392,7 @@ def build_app(core: EngineCore, *, name: str = "engine") -> FastAPI:
             reqs.append(core.make_request(
                 input_ids=p, sampling=sp, rid=rid, return_logprob=bool(rl),
                 logprob_start_len=-1 if ls is None else int(ls), top_logprobs_num=int(tn or 0),
-                stream=obj.stream))
+                stream=obj.stream, priority=obj.priority))
         return reqs, batch
 
     async def _drain(req: GenerateRequest) -> GenerateRequest:

@@ -188,6 +188,8 @@ class GenerateRequest:
     logprob_start_len: int = -1
     top_logprobs_num: int = 0
     stream: bool = False
+    priority: int | None = None
+    """SGLang request priority; orders the waiting queue when the engine schedules by priority."""
     # Filled by EngineCore.make_request: eos ids of the tokenizer/model, stop-string matcher.
     eos_token_ids: frozenset[int] = frozenset()
     stop_matcher: StopStringMatcher | None = None
@@ -348,8 +350,10 @@ class EngineCore(abc.ABC):
 
     def __init__(self, *, tokenizer: Any, model_path: str, served_model_name: str | None = None,
                  weight_version: str = "0", max_running_requests: int = 64, max_total_tokens: int = 262144,
-                 context_length: int | None = None):
+                 context_length: int | None = None, priority_scheduling: bool = False):
         self.tokenizer = tokenizer
+        self.priority_scheduling = priority_scheduling
+        """Waiting requests are served by `priority` (see tandem.engine.queueing), else FIFO."""
         self.model_path = model_path
         self.served_model_name = served_model_name or model_path
         self.weight_version = weight_version
@@ -399,7 +403,7 @@ class EngineCore(abc.ABC):
 
     def make_request(self, *, input_ids: list[int], sampling: SamplingParams, rid: str | None = None,
                      return_logprob: bool = False, logprob_start_len: int = -1, top_logprobs_num: int = 0,
-                     stream: bool = False) -> GenerateRequest:
+                     stream: bool = False, priority: int | None = None) -> GenerateRequest:
         if not input_ids:
             raise InvalidRequest("the input is empty (no text / input_ids tokens)")
         vs = self.vocab_size
@@ -419,7 +423,7 @@ class EngineCore(abc.ABC):
         return GenerateRequest(
             rid=rid, input_ids=list(input_ids), sampling=sampling, return_logprob=return_logprob,
             logprob_start_len=logprob_start_len, top_logprobs_num=top_logprobs_num, stream=stream,
-            eos_token_ids=self.eos_token_ids,
+            priority=priority, eos_token_ids=self.eos_token_ids,
             stop_matcher=StopStringMatcher(self.tokenizer, sampling.stop) if sampling.stop else None,
         )
 

@@ -38,6 +38,7 @@ from typing import Any, Callable, Literal
 import torch
 
 from tandem.engine.core import EngineCore, FinishReason, GenerateRequest, LoadInfo
+from tandem.engine.queueing import enqueue
 
 log = logging.getLogger("tandem.engine.embedded")
 
@@ -197,12 +198,13 @@ class EmbeddedCore(EngineCore):
     def __init__(self, *, model: Any, tokenizer: Any, model_path: str, device: str = "cpu",
                  served_model_name: str | None = None, weight_version: str = "0",
                  max_running_requests: int = 64, max_total_tokens: int = 262144,
-                 context_length: int | None = None, seed: int = 0):
+                 context_length: int | None = None, seed: int = 0, priority_scheduling: bool = False):
         if context_length is None:
             context_length = getattr(model.config, "max_position_embeddings", None)
         super().__init__(tokenizer=tokenizer, model_path=model_path, served_model_name=served_model_name,
                          weight_version=weight_version, max_running_requests=max_running_requests,
-                         max_total_tokens=max_total_tokens, context_length=context_length)
+                         max_total_tokens=max_total_tokens, context_length=context_length,
+                         priority_scheduling=priority_scheduling)
         self.model = model.eval()
         self.device = torch.device(device)
         self.num_layers = model.config.get_text_config().num_hidden_layers
@@ -250,6 +252,7 @@ class EmbeddedCore(EngineCore):
             model_path, device=pick_device(cfg.engine.device), dtype=cfg.model.dtype,
             trust_remote_code=cfg.model.trust_remote_code, served_model_name=cfg.model.path,
             max_running_requests=cfg.engine.max_running_requests, max_total_tokens=cfg.engine.max_total_tokens,
+            priority_scheduling=cfg.engine.priority_scheduling,
             # Engines sample independently: same run seed, different stream per engine name.
             seed=cfg.run.seed * 1_000_003 + zlib.crc32(name.encode()))
 
@@ -428,7 +431,7 @@ class EmbeddedCore(EngineCore):
 
     def _drain_inbox(self) -> None:
         while self._inbox:
-            self._waiting.append(self._inbox.popleft())
+            enqueue(self._waiting, self._inbox.popleft(), by_priority=self.priority_scheduling)
 
     def _run_commands(self) -> None:
         self._drain_inbox()
@@ -486,9 +489,9 @@ class EmbeddedCore(EngineCore):
         held = (self._batch.size if self._batch is not None else 0) + len(self._waiting)
         if mode == "retract" and self._batch is not None:
             # Back to the head of the queue, KV dropped; re-prefilled from prompt + output.
-            for r in self._batch.reqs:
+            for r in reversed(self._batch.reqs):
                 r.num_retractions += 1
-            self._waiting.extendleft(reversed(self._batch.reqs))
+                enqueue(self._waiting, r, by_priority=self.priority_scheduling, front=True)
             self._batch = None
             self._params = None
             self._reserved_tokens = 0

@@ -40,6 +40,7 @@ RESERVED: dict[str, str | None] = {
     "--base-gpu-id": None, "--mem-fraction-static": "engine.mem_fraction_static",
     "--weight-version": None, "--dtype": "model.dtype", "--trust-remote-code": "model.trust_remote_code",
     "--max-running-requests": "engine.max_running_requests", "--random-seed": "run.seed",
+    "--enable-priority-scheduling": "engine.priority_scheduling",
 }
 
 
@@ -125,6 +126,10 @@ def sglang_command(cfg: TandemConfig, port: int, model_path: str, weight_version
     ]
     if cfg.model.trust_remote_code:
         cmd.append("--trust-remote-code")
+    if e.priority_scheduling:
+        # Order the queue by the rollout's step priority; no preemption, which tandem's sim
+        # engine does not model either (the sweep would not predict it).
+        cmd += ["--enable-priority-scheduling", "--disable-priority-preemption"]
     return cmd + extra_args(e.sglang_args)
 
 

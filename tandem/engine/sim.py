@@ -99,7 +99,8 @@ class SimEngineCore(EngineCore):
 
     def __init__(self, *, tokenizer: Any, model_path: str, profile: EngineProfile, time_scale: float = 1.0,
                  seed: int = 0, name: str = "sim", trace_path: str | os.PathLike | None = None,
-                 served_model_name: str | None = None, weight_version: str = "0", token_scale: int = 1):
+                 served_model_name: str | None = None, weight_version: str = "0", token_scale: int = 1,
+                 priority_scheduling: bool = False):
         if time_scale <= 0:
             raise ValueError(f"time_scale must be > 0, got {time_scale}")
         if token_scale < 1:
@@ -109,14 +110,16 @@ class SimEngineCore(EngineCore):
         # Client-facing limits are in wire tokens; the scheduler works in modelled tokens.
         super().__init__(tokenizer=tokenizer, model_path=model_path, served_model_name=served_model_name,
                          weight_version=weight_version, max_running_requests=cap.max_running_requests,
-                         max_total_tokens=cap.max_total_tokens // self.k, context_length=cap.context_length // self.k)
+                         max_total_tokens=cap.max_total_tokens // self.k, context_length=cap.context_length // self.k,
+                         priority_scheduling=priority_scheduling)
         self.profile = profile
         self.name = name
         self.time_scale = float(time_scale)
         self.latency = LatencyModel.from_profile(profile)
         self._wire_block = max(1, profile.prefix_cache.block_tokens // self.k)
         self.sched = SimScheduler(self.latency, cap,
-                                  PrefixCache(self._wire_block * self.k, profile.prefix_cache.enabled))
+                                  PrefixCache(self._wire_block * self.k, profile.prefix_cache.enabled),
+                                  priority_scheduling=priority_scheduling)
         self._rng = random.Random(f"{seed}:{name}")
         self._t0 = time.perf_counter()
         self._t0_unix = time.time()
@@ -151,7 +154,7 @@ class SimEngineCore(EngineCore):
         return cls(tokenizer=tokenizer, model_path=model_path, profile=profile,
                    time_scale=cfg.engine.sim.time_scale, seed=cfg.run.seed, name=name, trace_path=trace,
                    served_model_name=cfg.model.path, weight_version=weight_version,
-                   token_scale=cfg.engine.sim.token_scale)
+                   token_scale=cfg.engine.sim.token_scale, priority_scheduling=cfg.engine.priority_scheduling)
 
     def _printable_ids(self) -> list[int]:
         """Token ids that decode to printable ASCII, so responses look like text."""
@@ -360,7 +363,7 @@ class SimEngineCore(EngineCore):
                       target=max(1, target) * k,
                       input_blocks=PrefixCache.block_hashes(req.input_ids, self._wire_block)
                       if self.sched.cache.enabled else [],
-                      payload=req, stream=req.stream)
+                      payload=req, stream=req.stream, priority=req.priority or 0)
         self._sim[req.rid] = sreq
         self._plans[req.rid] = plan
         self._after(self.sched.submit(sreq, self.model_now()))

@@ -5,7 +5,9 @@ and HTTP. Time is "model seconds" (what the GPU would take); the caller maps it 
 
 What is modelled, and why it matters for sizing an RL fleet:
 
-* **FIFO waiting queue + admission control.** A waiting request is admitted only if its prompt
+* **FIFO waiting queue + admission control** (with `priority_scheduling`, SGLang's
+  --enable-priority-scheduling order: larger `priority` first, FIFO within a priority; no
+  preemption of running requests). A waiting request is admitted only if its prompt
   plus reserved future tokens fit in the KV budget, as SGLang's PrefillAdder does: running
   requests reserve `min(max_new - generated, clip) * new_token_ratio`, the candidate reserves
   `min(max_new, clip)` in full. `new_token_ratio` decays from 0.7 to 0.098 over 600 decode
@@ -33,6 +35,7 @@ from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal
 
+from tandem.engine.queueing import enqueue
 from tandem.sim.latency import LatencyModel
 from tandem.sim.profiles import CapacityParams
 
@@ -155,6 +158,8 @@ class SimReq:
     payload: Any = None
     stream: bool = False
     """A streaming client: decode runs are cut every STREAM_STEPS so tokens flow out step-wise."""
+    priority: int = 0
+    """SGLang request priority (larger first) when the scheduler orders its queue by priority."""
 
     state: ReqState = "waiting"
     done: int = 0
@@ -213,8 +218,10 @@ class SimScheduler:
     """With requests waiting, re-run admission at least every this many decode steps (the
     reserve ratio decays per step, so a blocked head-of-queue request may become admissible)."""
 
-    def __init__(self, model: LatencyModel, capacity: CapacityParams, cache: PrefixCache | None = None):
+    def __init__(self, model: LatencyModel, capacity: CapacityParams, cache: PrefixCache | None = None,
+                 priority_scheduling: bool = False):
         self.model = model
+        self.priority_scheduling = priority_scheduling
         self.cap = capacity
         self.cache = cache or PrefixCache(64, enabled=False)
         self.now = 0.0
@@ -271,11 +278,11 @@ class SimScheduler:
 
     # ------------------------------------------------------------------ client operations
     def submit(self, req: SimReq, now: float) -> list[SimReq]:
-        """Queue a request (FIFO); returns requests that finished while catching up to `now`."""
+        """Queue a request (FIFO, or by priority); returns requests that finished while catching up to `now`."""
         finished = self.advance(now)
         req.state = "waiting"
         req.submitted_at = now
-        self.waiting.append(req)
+        enqueue(self.waiting, req, by_priority=self.priority_scheduling)
         finished += self._settle(now)
         finished += self._plan()
         return finished
@@ -499,7 +506,7 @@ class SimScheduler:
         r.state = "waiting"
         r.retractions += 1
         self.retractions += 1
-        self.waiting.appendleft(r)
+        enqueue(self.waiting, r, by_priority=self.priority_scheduling, front=True)
 
     def _reserve(self, r: SimReq, ratio: float) -> float:
         return min(r.max_new_tokens - r.done, self.cap.clip_max_new_tokens) * ratio

@@ -1,0 +1,104 @@
+"""Sticky sessions and step priority, end to end through the real sglang-router.
+
+Two scripted engines on loopback sockets sit behind a real `sglang_router.launch_router`
+started with tandem's own router command (policy 'manual', as config.toml sets it). The code
+under test is tandem's EngineClient and rollout producer: every turn of one trajectory must
+reach the same engine (so its prefix cache holds the conversation), and every request must
+carry the priority of the training step it was generated for.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from rollout import REQUEST_PRIORITY, EngineClient, PromptCursor, RolloutContext
+from tandem.cluster import router_command, router_ready
+from tandem.config import TandemConfig
+from tandem.producer import RolloutProducer
+from tandem.sample import Sample
+from tests._fakes import Router, ScriptedEngine
+from tests._swe import tiny_tokenizer
+
+
+def wait_for(probe, timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            if probe():
+                return
+        except Exception:
+            pass
+        time.sleep(0.2)
+    raise TimeoutError("router never registered both engines")
+
+
+def test_manual_policy_is_the_default_and_passes_the_assignment_mode():
+    cmd = router_command(TandemConfig(), 30000, ["http://127.0.0.1:1", "http://127.0.0.1:2"], 30001)
+    assert cmd[cmd.index("--policy") + 1] == "manual"
+    assert cmd[cmd.index("--assignment-mode") + 1] == "min_load"
+    rr = TandemConfig.model_validate({"router": {"policy": "round_robin"}})
+    assert "--assignment-mode" not in router_command(rr, 30000, ["http://127.0.0.1:1"], 30001)
+
+
+def test_each_trajectory_sticks_to_one_engine_and_carries_its_step_priority(tmp_path):
+    tok = tiny_tokenizer()
+    reply = "ok"
+    with ScriptedEngine(tok, lambda prompt, turn: reply) as e0, ScriptedEngine(tok, lambda p, t: reply) as e1, \
+            Router([e0.url, e1.url], tmp_path / "router.log") as router:
+        wait_for(router_ready(router.url, 2))
+
+        async def trajectory(client: EngineClient, key: str, turns: int) -> None:
+            ids = tok.encode(f"task {key}", add_special_tokens=False)
+            for _ in range(turns):
+                out = await client.generate(ids, {"max_new_tokens": 4}, routing_key=key)
+                ids = ids + out["output_ids"]
+
+        async def main() -> None:
+            client = EngineClient(router.url, concurrency=16, timeout_s=30)
+            try:
+                REQUEST_PRIORITY.set(-7)  # what the producer sets in the task of a step-7 group
+                await asyncio.gather(*(trajectory(client, f"traj-{i}", 5) for i in range(8)))
+            finally:
+                await client.close()
+
+        asyncio.run(main())
+        served = {0: e0.requests, 1: e1.requests}
+
+    by_key: dict[str, set[int]] = {}
+    for engine, reqs in served.items():
+        for r in reqs:
+            if r["routing_key"]:
+                by_key.setdefault(r["routing_key"], set()).add(engine)
+    assert set(by_key) == {f"traj-{i}" for i in range(8)}
+    assert all(len(engines) == 1 for engines in by_key.values()), by_key      # sticky
+    assert {e for engines in by_key.values() for e in engines} == {0, 1}      # and spread over both
+    keyed = [r for reqs in served.values() for r in reqs if r["routing_key"]]
+    assert len(keyed) == 40 and {r["priority"] for r in keyed} == {-7}
+
+
+def test_the_producer_gives_every_group_the_priority_of_its_step():
+    cfg = TandemConfig.model_validate({"run": {"mode": "async", "steps": 3},
+                                       "rollout": {"prompts_per_step": 2, "samples_per_prompt": 1}})
+    seen: list[tuple[int, int | None]] = []
+
+    async def fn(ctx, row, g):
+        async def child() -> int | None:  # a task the rollout starts inherits the group's priority
+            return REQUEST_PRIORITY.get()
+        seen.append((row["_index"], await asyncio.create_task(child())))
+        return [Sample(prompt_ids=[1], weight_version=producer.version) for _ in range(g)]
+
+    rows = [{"prompt": str(i), "_index": i} for i in range(6)]
+    producer = RolloutProducer(RolloutContext(cfg, None, None, None, None), rows, PromptCursor(6, 0, False), fn,
+                               start_step=0, total_steps=3, staleness=1, engine_version=0)
+
+    async def go() -> None:
+        producer.start()
+        for step in range(3):
+            await producer.take(step)
+            await producer.set_version(step + 1)
+        await producer.stop()
+
+    asyncio.run(go())
+    assert sorted(seen) == [(0, 0), (1, 0), (2, -1), (3, -1), (4, -2), (5, -2)]
+    assert REQUEST_PRIORITY.get() is None  # nothing leaks out of the group tasks
