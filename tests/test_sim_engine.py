@@ -159,6 +159,50 @@ def test_fifo_admission_against_the_kv_budget_by_hand():
     assert reqs["A"].work_s == pytest.approx(0.035 + 0.990 / 2)
 
 
+def test_priority_scheduling_serves_the_older_step_first_by_hand():
+    """KV 500 tokens fits one request of 300 prompt + 100 new at a time. A (priority -1) runs;
+    B (priority -2: a rollout started early for the next step) arrives before C (priority -1:
+    the step the trainer waits on). Each request takes 35 ms of prefill + 99 x 10 ms of decode
+    = 1.025 s. FIFO runs A, B, C (C done at 3.075 s); priority scheduling runs A, C, B, so C is
+    done at 2.050 s and B at 3.075 s."""
+    p = EngineProfile(decode=DecodeParams(base_ms=10.0, per_seq_ms=0.0, per_kv_token_us=0.0),
+                      prefill=PrefillParams(base_ms=5.0, per_token_us=100.0, attn_us_per_token_per_1k_ctx=0.0))
+
+    def run(by_priority: bool) -> dict[str, SimReq]:
+        s = SimScheduler(LatencyModel.from_profile(p), fixed_ratio_capacity(500), PrefixCache(64, enabled=False),
+                         priority_scheduling=by_priority)
+        reqs = {n: SimReq(n, input_len=300, max_new_tokens=100, target=100, priority=pr)
+                for n, pr in (("A", -1), ("B", -2), ("C", -1))}
+        for r in reqs.values():
+            s.submit(r, 0.0)
+        assert [r.rid for r in s.waiting] == (["C", "B"] if by_priority else ["B", "C"])
+        run_to_end(s)
+        return reqs
+
+    fifo, prio = run(False), run(True)
+    assert fifo["B"].finished_at == pytest.approx(2.050) and fifo["C"].finished_at == pytest.approx(3.075)
+    assert prio["C"].finished_at == pytest.approx(2.050) and prio["B"].finished_at == pytest.approx(3.075)
+
+
+def test_enqueue_keeps_fifo_within_a_priority_and_retractions_in_front():
+    from collections import deque
+    from types import SimpleNamespace as R
+
+    from tandem.engine.queueing import enqueue
+
+    q: deque = deque()
+    for name, pr in (("a", 0), ("b", -1), ("c", 0), ("d", None), ("e", 5)):
+        enqueue(q, R(name=name, priority=pr), by_priority=True)
+    assert [r.name for r in q] == ["e", "a", "c", "d", "b"]      # None counts as 0, after a and c
+    enqueue(q, R(name="r", priority=0), by_priority=True, front=True)
+    assert [r.name for r in q] == ["e", "r", "a", "c", "d", "b"]  # head of its own class only
+    fifo: deque = deque()
+    for name, pr in (("a", 0), ("b", 9)):
+        enqueue(fifo, R(name=name, priority=pr), by_priority=False)
+    enqueue(fifo, R(name="r", priority=-9), by_priority=False, front=True)
+    assert [r.name for r in fifo] == ["r", "a", "b"]
+
+
 def test_retraction_when_decode_overflows_kv():
     """KV 500; two 200-token prompts each wanting 150 new tokens. With the reserve ratio at its
     floor (0.0) both are admitted, but 2 x 350 > 500: the newest is retracted back to the queue,
@@ -225,18 +269,19 @@ def test_pause_retract_in_place_abort_and_reload():
 
 
 # --------------------------------------------------------------------------- the core (in process)
-def _core(profile: EngineProfile | None = None, time_scale: float = 1000.0, trace: Path | None = None):
+def _core(profile: EngineProfile | None = None, time_scale: float = 1000.0, trace: Path | None = None,
+          priority_scheduling: bool = False):
     from tandem.engine.sim import SimEngineCore
     from tandem.model_source import build_byte_tokenizer
 
     return SimEngineCore(tokenizer=build_byte_tokenizer(), model_path="sim", profile=profile or EngineProfile(),
-                         time_scale=time_scale, trace_path=trace)
+                         time_scale=time_scale, trace_path=trace, priority_scheduling=priority_scheduling)
 
 
-async def _gen(core, ids, **sp):
+async def _gen(core, ids, priority: int | None = None, **sp):
     from tandem.engine.core import SamplingParams
 
-    req = core.make_request(input_ids=ids, sampling=SamplingParams(**sp), return_logprob=True)
+    req = core.make_request(input_ids=ids, sampling=SamplingParams(**sp), return_logprob=True, priority=priority)
     async for _ in core.generate(req):
         pass
     return req
@@ -306,6 +351,33 @@ def test_core_queue_depth_is_visible_in_get_load():
     load = asyncio.run(run())
     assert load["num_running_reqs"] <= 2 and load["num_waiting_reqs"] >= 4
     assert load["num_reqs"] == 6 and load["sim"]["busy_s"] > 0
+
+
+def test_core_serves_requests_by_their_priority_when_enabled():
+    """One 1000 + 400-token request fills a 1500-token KV pool; two more queue behind it. The
+    request's `priority` field decides which of them runs next (FIFO when disabled)."""
+    prof = EngineProfile(capacity=CapacityParams(max_total_tokens=1500))
+
+    async def order(by_priority: bool) -> list[str]:
+        core = _core(prof, time_scale=200.0, priority_scheduling=by_priority)
+        await core.start()
+        done: list[str] = []
+
+        async def one(name: str, ids: list[int], priority: int) -> None:
+            await _gen(core, ids, priority=priority, max_new_tokens=400, ignore_eos=True)
+            done.append(name)
+
+        first = asyncio.create_task(one("first", [66] * 1000, -1))
+        await asyncio.sleep(0.01)
+        late_step = asyncio.create_task(one("next-step", [67] * 1000, -2))
+        await asyncio.sleep(0.01)
+        this_step = asyncio.create_task(one("this-step", [68] * 1000, -1))
+        await asyncio.gather(first, late_step, this_step)
+        await core.shutdown()
+        return done
+
+    assert asyncio.run(order(False)) == ["first", "next-step", "this-step"]
+    assert asyncio.run(order(True)) == ["first", "this-step", "next-step"]
 
 
 def test_core_weight_reload_reads_files_and_blocks_for_reload_s(tmp_path):
@@ -410,9 +482,12 @@ class _CoreClient:
 
     def __init__(self, core):
         self.core = core
+        self.routing_keys: list[str | None] = []
 
-    async def generate(self, input_ids, sampling_params, return_logprob=True):
+    async def generate(self, input_ids, sampling_params, return_logprob=True, routing_key=None):
         from tandem.engine.api import generate_result
+
+        self.routing_keys.append(routing_key)
         from tandem.engine.core import SamplingParams
 
         tok = self.core.tokenizer
@@ -453,18 +528,31 @@ solve_rate = 0.5
     k = token_scale
 
     async def run():
-        core = SimEngineCore(tokenizer=tok, model_path="sim", profile=EngineProfile(), time_scale=100.0,
-                             token_scale=k)
+        core = SimEngineCore(tokenizer=tok, model_path="sim", profile=load_engine_profile(SHIPPED_ENGINE),
+                             time_scale=100.0, token_scale=k)
         await core.start()
+        client = _CoreClient(core)
         with ThreadPoolExecutor(4) as ex:
-            ctx = RolloutContext(cfg, tok, _CoreClient(core), ex, workload.agentic_reward, {"temperature": 1.0})
+            ctx = RolloutContext(cfg, tok, client, ex, workload.agentic_reward, {"temperature": 1.0})
             t0 = time.perf_counter()
             samples = await workload.agentic_rollout(ctx, {"prompt": "x", "_index": 3}, 4)
             wall = time.perf_counter() - t0
         await core.shutdown()
-        return samples, wall
+        return samples, wall, client.routing_keys
 
-    samples, wall = asyncio.run(run())
+    samples, wall, keys = asyncio.run(run())
+    assert len(keys) == 12 and len(set(keys)) == 4 and None not in keys   # one routing key per trajectory
+    # The idle-engine critical path by hand (shipped profile, modelled tokens, model seconds):
+    # turn 1 prefills the 400-token prompt, turns 2-3 only the 40 new observation tokens after
+    # 480 / 600 cached ones; each turn then decodes 79 more tokens at batch 1; plus 2 x 1 s of
+    # tools and 2 s of grading.
+    m = LatencyModel.from_profile(load_engine_profile(SHIPPED_ENGINE))
+    alone = (m.prefill_s([(400, 0)]) + m.decode_steps_s(79, 1, 400) + m.prefill_s([(40, 480)])
+             + m.decode_steps_s(79, 1, 520) + m.prefill_s([(40, 600)]) + m.decode_steps_s(79, 1, 640) + 4.0)
+    for s in samples:
+        assert s.metadata["sim"]["alone_s"] == pytest.approx(alone / 100.0)
+        # A lower bound: four rollouts sharing one engine take at least as long as one alone.
+        assert s.metadata["sim"]["t_end"] - s.metadata["sim"]["t_start"] >= alone / 100.0
     assert len(samples) == 4
     assert wall >= (2 * 1.0 + 2.0) / 100.0                   # two tool calls + grading, slept at 100x
     for s in samples:
@@ -479,3 +567,4 @@ solve_rate = 0.5
         assert s.reward in (0.0, 1.0) and s.reward_info["turns"] == 3
     metrics = workload.step_metrics(samples)
     assert metrics["sim_turns_mean"] == 3 and metrics["sim_longest_rollout_s"] > 0
+    assert metrics["sim_longest_alone_s"] == pytest.approx(alone / 100.0)

@@ -23,7 +23,6 @@ the modelled run everywhere.
 from __future__ import annotations
 
 import asyncio
-import inspect
 import itertools
 import random
 import statistics
@@ -33,7 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from tandem.sample import Sample
-from tandem.sim.profiles import WorkloadProfile, load_workload_profile
+from tandem.sim.latency import LatencyModel
+from tandem.sim.profiles import WorkloadProfile, load_engine_profile, load_workload_profile
 
 REPO = Path(__file__).resolve().parents[2]
 _calls = itertools.count()
@@ -56,6 +56,19 @@ def workload_for(cfg: Any) -> WorkloadProfile:
     return _load(cfg.engine.sim.workload)
 
 
+@lru_cache(maxsize=8)
+def _latency(path: str) -> LatencyModel:
+    return LatencyModel.from_profile(load_engine_profile(resolve_profile_path(path)))
+
+
+def turn_alone_s(model: LatencyModel, new_tokens: int, cached_tokens: int, output_tokens: int) -> float:
+    """Model seconds one turn needs on an engine serving nothing else, with everything before it
+    in the prefix cache: one prefill of the new tokens (it yields the first output token), then
+    a batch-1 decode step per further token. No schedule can serve the turn faster."""
+    prefill = model.prefill_s([(new_tokens, cached_tokens)])
+    return prefill + model.decode_steps_s(max(0, output_tokens - 1), 1, cached_tokens + new_tokens)
+
+
 _pools: dict[int, tuple[int, ...]] = {}
 
 
@@ -66,16 +79,6 @@ def _token_pool(tokenizer: Any) -> tuple[int, ...]:
         special = set(getattr(tokenizer, "all_special_ids", []) or [])
         _pools[key] = tuple(i for i in range(min(len(tokenizer), 4096)) if i not in special)
     return _pools[key]
-
-
-def _takes_routing_key(engine: Any) -> bool:
-    """Whether the engine client can pin a session to one engine (sglang-router's manual policy
-    routes by the x-smg-routing-key header): then every turn of a rollout goes to the engine that
-    holds its context in the radix cache, instead of re-prefilling it on another one."""
-    try:
-        return "routing_key" in inspect.signature(engine.generate).parameters
-    except (TypeError, ValueError):
-        return False
 
 
 def _random_ids(rng: random.Random, pool: tuple[int, ...], n: int) -> list[int]:
@@ -102,7 +105,7 @@ async def agentic_rollout(ctx: Any, row: dict, group_size: int) -> list[Sample]:
     prompt_ids = _random_ids(group_rng, pool, wire(agent.prompt_tokens.sample_int(group_rng)))
     solve_p = min(1.0, group_rng.uniform(0.0, 2.0 * agent.solve_rate))
     base = {k: v for k, v in dict(ctx.sampling_params).items() if k in ("temperature", "top_p", "top_k")}
-    sticky = _takes_routing_key(ctx.engine)
+    latency = _latency(ctx.cfg.engine.sim.profile)
 
     async def one(i: int) -> Sample:
         rng = random.Random(f"{ctx.cfg.run.seed}:{row.get('_index', -1)}:{call}:{i}")
@@ -112,6 +115,8 @@ async def agentic_rollout(ctx: Any, row: dict, group_size: int) -> list[Sample]:
         versions: list[int] = []
         t_start = time.time()
         gen_s = tool_s = planned_wait = 0.0
+        alone_s = 0.0       # the rollout's critical path on an idle fleet (model seconds)
+        new_tokens = len(prompt_ids)
         sleeps = 0
         done_turns = 0
         truncated = False
@@ -125,14 +130,13 @@ async def agentic_rollout(ctx: Any, row: dict, group_size: int) -> list[Sample]:
             truncated = n_out < want
             t0 = time.time()
             params = {**base, "max_new_tokens": n_out, "ignore_eos": True}
-            if sticky:
-                out = await ctx.engine.generate(context, params, return_logprob=True,
-                                                routing_key=f"sim-{call}-{i}")
-            else:
-                out = await ctx.engine.generate(context, params, return_logprob=True)
+            # One routing key per trajectory: with router.policy 'manual' every turn returns to
+            # the engine that holds this context in its prefix cache.
+            out = await ctx.engine.generate(context, params, return_logprob=True, routing_key=f"sim-{call}-{i}")
             gen_s += time.time() - t0
             meta = out.get("meta_info", {})
             ids = list(out["output_ids"])
+            alone_s += turn_alone_s(latency, new_tokens * k, (len(context) - new_tokens) * k, len(ids) * k)
             lps = [float(t[0]) for t in meta.get("output_token_logprobs", [])]
             sample.append_model_tokens(ids, lps)
             context += ids
@@ -153,12 +157,14 @@ async def agentic_rollout(ctx: Any, row: dict, group_size: int) -> list[Sample]:
             obs = _random_ids(rng, pool, n_obs)
             sample.append_context_tokens(obs)
             context += obs
+            new_tokens = n_obs
         t0 = time.time()
         wait = agent.eval_time_s.sample(rng)
         await asyncio.sleep(wait / scale)
         tool_s += time.time() - t0
         planned_wait += wait
         sleeps += 1
+        alone_s += planned_wait
         sample.weight_version = min(versions) if versions else 0
         sample.finish_reason = "length" if truncated else "stop"
         sample.metadata["sim"] = {
@@ -168,6 +174,8 @@ async def agentic_rollout(ctx: Any, row: dict, group_size: int) -> list[Sample]:
             # How late the orchestrator's event loop woke from the tool sleeps (wall s per sleep):
             # a loop blocked by other work stalls every rollout by this much per turn.
             "loop_lag_s": (tool_s - planned_wait / scale) / max(sleeps, 1),
+            # Wall seconds (model / time_scale) like t_start/t_end: the lower bound of this rollout.
+            "alone_s": alone_s / scale,
         }
         await ctx.score(sample, row)
         return sample
@@ -194,6 +202,7 @@ def step_metrics(samples: list[Sample]) -> dict[str, float]:
         "sim_turns_max": max(m["turns"] for m in sims),
         "sim_context_tokens_mean": statistics.fmean(m["context_tokens"] for m in sims),
         "sim_longest_rollout_s": max(durations),
+        "sim_longest_alone_s": max(m.get("alone_s", 0.0) for m in sims),
         "sim_rollout_s_mean": statistics.fmean(durations),
         "sim_tool_s_mean": statistics.fmean(m["tool_s"] for m in sims),
         "sim_truncated": sum(1 for m in sims if m["truncated"]),
