@@ -1,7 +1,8 @@
 """Engine-scaling sweep against the ideal: how much faster does a step get per added engine?
 
-    python bench/scaling.py                       # engines 1,2,3 x sync,async + straggler policies
-    python bench/scaling.py --engines 1 3 --modes async --policies staleness2 --cycles 2
+    python bench/scaling.py                       # engines 1,2,3 x sync,async + straggler policies (~9 min)
+    python bench/scaling.py --policies drain abort oversample staleness2   # + max_staleness 2 at 3 engines
+    python bench/scaling.py --engines 1 3 --modes async --policies staleness2 --cycles 1
 
 Every point runs the REAL launcher (`python train.py`) as a subprocess with sim engines
 (engine.backend = sim: the latency model of one SGLang engine per GPU), the sim trainer
@@ -11,24 +12,36 @@ sync all run for real; only GPUs are modelled. Everything runs `--time-scale` ti
 than the modelled run; all times below are model seconds (wall x time_scale), directly
 comparable with the reference run (1 -> 3 engines: async 1200 -> 661 s, sync 1697 -> 1032 s).
 
-For every measured step (the first step is warm-up and is left out) the lower bound is
+For every measured step (the warm-up steps are left out) the lower bound is
 
-    bound = max(train time, total engine busy time / N, (longest single rollout + train time) / W)
+    async: bound = max(train, busy / N, (longest single rollout alone + sync + train) / W)
+    sync:  bound = max(busy / N, longest single rollout alone + sync) + train
 
-from the same run's trace, with W = 1 in sync mode and W = max_staleness + 1 in async mode.
-The third term is the issue's "longest single rollout", made exact for both modes: a rollout
-for step s can start no earlier than the weights it must use (version s - W) exist, i.e. at
-the end of train step s - W, and step s's training can start only after its slowest rollout
-ends, so rollout + train of one step fit in W step windows and no schedule can beat
-(longest + train) / W (in sync mode: rollout, then train). The first W steps of a run are
-warm-up (their rollouts start together at t=0) and are left out; async steps are measured in
-whole cycles of W steps (the producer launches W steps' rollouts close together, so step times
-alternate long/short), and each term is summed over the measured span before taking the max: train time from the trainer, engine busy time from the sim
-engines' busy spans (<run_dir>/sim/engine*.jsonl; prefill + decode + weight reload, i.e.
-the GPU work the step really needed) inside the step's window, the longest rollout from
-the workload plug-in's per-sample timing. Efficiency = bound / measured step time. The
-term that sets the bound is printed ("train", "engines", "longest") so a miss says what
-dominates.
+from the same run's trace, with W = max_staleness + 1. In sync mode nothing overlaps training
+(rollout, sync and training alternate), so the rollout-side terms add the train time; in async
+mode the engines work while the trainer trains, so the terms only compete.
+
+- train time: what the trainer took (the sim trainer's configured time per step).
+- engine busy time: the sim engines' busy spans (<run_dir>/sim/engine*.jsonl: prefill + decode +
+  weight reload, the GPU work the step really used) inside the step's window, divided by N.
+- longest single rollout alone: for every rollout of the step, its critical path on an idle
+  engine, computed from its own trace with the engine profile's latency model: per turn one
+  prefill of the tokens that are new since the previous turn (everything earlier cached) and a
+  batch-1 decode step per further output token, plus its tool and grading time
+  (tandem.sim.workload records it per sample). No schedule can finish that rollout sooner. A
+  rollout for step s can start no earlier than the weights it must use (version s - W) exist,
+  i.e. at the end of train step s - W, and step s's training starts only after its slowest
+  rollout ends, so rollout + train of one step, plus the sync that makes version s - W
+  servable, fit in W step windows: no schedule beats (longest alone + sync + train) / W.
+
+The table also shows the longest rollout as it was measured (wall time under the real load):
+its ratio to the same rollout alone is the price of sharing decode batches, KV cache and prefill
+time with the other rollouts, which is what keeps a latency-bound step above its bound.
+
+Async steps are measured in whole cycles of W steps (the producer launches W steps' rollouts
+close together, so step times alternate long/short), and each term is summed over the measured
+span before taking the max. Efficiency = bound / measured step time. The term that sets the
+bound is printed ("train", "engines", "longest") so a miss says what dominates.
 
 Outputs (default bench/results/): scaling.md (table), scaling.json (every number), and
 scaling.png (step time vs engines for both modes with bounds and the reference run, plus
@@ -108,6 +121,9 @@ class Result:
     busy_per_engine_s: float = 0.0
     reload_per_engine_s: float = 0.0
     longest_rollout_s: float = 0.0
+    """The step's longest rollout as measured (wall time under load)."""
+    longest_alone_s: float = 0.0
+    """The step's longest rollout critical path on an idle engine (what the bound uses)."""
     bound_s: float = 0.0
     efficiency: float = 0.0
     dominant: str = ""
@@ -251,18 +267,24 @@ def analyse(p: Point, run_dir: Path, ts: float, wall: float) -> Result:
         reload = sum(overlap(s["start"], s["end"], w0, w1) * ts * s["reload_s"] / max(s["busy_s"] + s["reload_s"], 1e-12)
                      for s in spans)
         longest = row.get("sim_longest_rollout_s", row.get("longest_group_s", 0.0)) * ts
+        # Only the sim workload records a rollout's idle-engine critical path; without it the
+        # term falls back to train / W (still a lower bound, never the largest).
+        alone = row.get("sim_longest_alone_s", 0.0) * ts
         # A rollout of an async step may start up to `staleness` steps early (its version gate
         # opens then), so it can span staleness + 1 step windows; in sync mode it spans one.
         windows = 1 if p.mode == "sync" else p.staleness + 1
-        terms = {"train": row["train_time"] * ts, "engines": (busy + reload) / p.engines,
-                 "longest": (longest + row["train_time"] * ts) / windows}
+        train, sync = row["train_time"] * ts, row["sync_time"] * ts
+        engines = (busy + reload) / p.engines
+        if p.mode == "sync":  # rollout, sync and training alternate: the rollout-side terms add train
+            engines += train
+        terms = {"train": train, "engines": engines, "longest": (alone + sync + train) / windows}
         dominant = max(terms, key=terms.get)
         steps.append({
             "step": row["step"], "step_s": row["step_time"] * ts, "rollout_s": row["rollout_time"] * ts,
             "train_s": row["train_time"] * ts, "sync_s": row["sync_time"] * ts,
             "idle_ratio": row["trainer_idle_ratio"], "busy_per_engine_s": busy / p.engines,
-            "reload_per_engine_s": reload / p.engines, "longest_rollout_s": longest,
-            "bound_s": terms[dominant], "dominant": dominant, "longest_term_s": terms["longest"],
+            "reload_per_engine_s": reload / p.engines, "longest_rollout_s": longest, "longest_alone_s": alone,
+            "bound_s": terms[dominant], "dominant": dominant, "terms": terms,
             "dropped_stale": row.get("dropped_stale", 0), "recycled_groups": row.get("recycled_groups", 0),
             "loop_lag_s": row.get("sim_loop_lag_ms", float("nan")) / 1e3,
             "window": [w0, w1],
@@ -282,15 +304,14 @@ def analyse(p: Point, run_dir: Path, ts: float, wall: float) -> Result:
     step_sum = sum(s["step_s"] for s in steps)
     # The bound of the measured span: each term summed over it (the "longest" term bounds the
     # average over a cycle, not each step of it), then the largest.
-    totals = {"train": sum(s["train_s"] for s in steps),
-              "engines": sum(s["busy_per_engine_s"] + s["reload_per_engine_s"] for s in steps),
-              "longest": sum(s["longest_term_s"] for s in steps)}
+    totals = {term: sum(s["terms"][term] for s in steps) for term in ("train", "engines", "longest")}
     dominant = max(totals, key=totals.get)
     bound_sum = totals[dominant]
     return Result(
         p, True, wall, steps=steps, step_s=mean("step_s"), rollout_s=mean("rollout_s"), train_s=mean("train_s"),
         sync_s=mean("sync_s"), idle_ratio=mean("idle_ratio"), busy_per_engine_s=mean("busy_per_engine_s"),
         reload_per_engine_s=mean("reload_per_engine_s"), longest_rollout_s=mean("longest_rollout_s"),
+        longest_alone_s=mean("longest_alone_s"),
         bound_s=bound_sum / len(steps), efficiency=bound_sum / step_sum, dominant=dominant,
         queue_median=statistics.median(waiting) if waiting else 0.0, queue_peak=max(waiting, default=0),
         queue_series=series, dropped_stale=sum(s["dropped_stale"] for s in steps),
@@ -303,7 +324,7 @@ def analyse(p: Point, run_dir: Path, ts: float, wall: float) -> Result:
 # --------------------------------------------------------------------------- reporting
 def table(results: list[Result]) -> str:
     head = ("| mode | engines | policy | step s | rollout s | train s | sync s | trainer idle | queue med | "
-            "queue peak | engine busy/N s | longest rollout s | bound s | bound set by | efficiency | wall s | CPU s | engine lag ms | loop lag ms |")
+            "queue peak | engine busy/N s | longest rollout s | longest alone s | bound s | bound set by | efficiency | wall s | CPU s | engine lag ms | loop lag ms |")
     ncols = head.count("|") - 1
     lines = [head, "|" + "|".join("---" for _ in range(ncols)) + "|"]
     for r in results:
@@ -314,7 +335,8 @@ def table(results: list[Result]) -> str:
         lines.append(
             f"| {p.mode} | {p.engines} | {p.label} | {r.step_s:.0f} | {r.rollout_s:.0f} | {r.train_s:.0f} | "
             f"{r.sync_s:.0f} | {r.idle_ratio:.2f} | {r.queue_median:.0f} | {r.queue_peak} | "
-            f"{r.busy_per_engine_s + r.reload_per_engine_s:.0f} | {r.longest_rollout_s:.0f} | {r.bound_s:.0f} | "
+            f"{r.busy_per_engine_s + r.reload_per_engine_s:.0f} | {r.longest_rollout_s:.0f} | "
+            f"{r.longest_alone_s:.0f} | {r.bound_s:.0f} | "
             f"{r.dominant} | {r.efficiency:.2f} | {r.wall_s:.0f} | {r.cpu_s:.0f} | {1e3 * r.engine_lag_s:.0f} | "
             f"{1e3 * r.loop_lag_s:.0f} |")
     return "\n".join(lines)
@@ -385,7 +407,7 @@ def main(argv: list[str] | None = None) -> int:
                          "default policy: drain, abort, continue (partial-rollout policies), 'oversample' = the default "
                          "policy with rollout.oversample = --oversample, 'staleness2' = max_staleness 2")
     ap.add_argument("--oversample", type=float, default=1.25)
-    ap.add_argument("--cycles", type=int, default=1,
+    ap.add_argument("--cycles", type=int, default=2,
                     help="measured cycles per point after the warm-up; a cycle is 1 step in sync mode and "
                          "max_staleness + 1 steps in async mode")
     ap.add_argument("--time-scale", type=float, default=120.0)

@@ -76,7 +76,9 @@ class Prediction:
     def async_bound_s(self, staleness: int = 1) -> float:
         """Async (max_staleness S) can be no faster than the largest of train, engine work / N, and
         (longest rollout + train) / (S + 1): a rollout cannot start before the weights it must use
-        exist, S steps before its batch is trained (the same bound bench/scaling.py reports)."""
+        exist, S steps before its batch is trained. bench/scaling.py reports the same chain with
+        each rollout's idle-engine critical path (a strict bound); here the longest rollout is the
+        one simulated under the batch's own contention, so this is an estimate of the async step."""
         return max(self.train_s, self.busy_per_engine_s + self.reload_s,
                    (self.longest_rollout_s + self.train_s) / (staleness + 1))
 
