@@ -33,6 +33,13 @@ def wait_for(probe, timeout_s: float = 60.0) -> None:
     raise TimeoutError("router never registered both engines")
 
 
+def router_workers(url: str) -> list[dict]:
+    import httpx
+
+    body = httpx.get(f"{url}/workers", timeout=5).json()
+    return body.get("workers", body) if isinstance(body, dict) else body
+
+
 def test_manual_policy_is_the_default_and_passes_the_assignment_mode():
     cmd = router_command(TandemConfig(), 30000, ["http://127.0.0.1:1", "http://127.0.0.1:2"], 30001)
     assert cmd[cmd.index("--policy") + 1] == "manual"
@@ -102,3 +109,44 @@ def test_the_producer_gives_every_group_the_priority_of_its_step():
     asyncio.run(go())
     assert sorted(seen) == [(0, 0), (1, 0), (2, -1), (3, -1), (4, -2), (5, -2)]
     assert REQUEST_PRIORITY.get() is None  # nothing leaks out of the group tasks
+
+
+def test_a_session_moves_to_another_engine_when_its_engine_leaves_the_router(tmp_path):
+    """What the engine doctor does to a dead engine (DELETE /workers/{id}) must not strand the
+    trajectories pinned to it: their next turn goes to an engine that is still there."""
+    import httpx
+
+    tok = tiny_tokenizer()
+    engines = [ScriptedEngine(tok, lambda p, t: "ok").__enter__() for _ in range(2)]
+    try:
+        with Router([e.url for e in engines], tmp_path / "router.log") as router:
+            wait_for(router_ready(router.url, 2))
+            ids = tok.encode("task", add_special_tokens=False)
+
+            async def turn(client: EngineClient) -> None:
+                await client.generate(ids, {"max_new_tokens": 2}, routing_key="traj-0")
+
+            async def main(turns: int) -> None:
+                client = EngineClient(router.url, concurrency=4, timeout_s=30, retries=2)
+                try:
+                    for _ in range(turns):
+                        await turn(client)
+                finally:
+                    await client.close()
+
+            asyncio.run(main(2))
+            home = next(i for i, e in enumerate(engines) if e.requests)
+            assert len(engines[home].requests) == 2        # both turns on one engine
+            gone = next(w for w in router_workers(router.url) if w["url"] == engines[home].url)
+            assert httpx.delete(f"{router.url}/workers/{gone['id']}", timeout=5).status_code < 300
+            wait_for(lambda: len(router_workers(router.url)) == 1)
+            engines[home].__exit__(None, None, None)
+            asyncio.run(main(2))
+            other = engines[1 - home]
+            assert [r["routing_key"] for r in other.requests] == ["traj-0", "traj-0"]
+    finally:
+        for e in engines:
+            try:
+                e.__exit__(None, None, None)
+            except Exception:
+                pass
