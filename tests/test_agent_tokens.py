@@ -132,8 +132,8 @@ def test_weight_version_is_the_oldest_over_turns():
     versions = iter([3, 2, 4])
 
     class Versioned(InProcessEngine):
-        async def generate(self, input_ids, sampling_params, return_logprob=True):
-            out = await super().generate(input_ids, sampling_params)
+        async def generate(self, input_ids, sampling_params, return_logprob=True, routing_key=None):
+            out = await super().generate(input_ids, sampling_params, routing_key=routing_key)
             out["meta_info"]["weight_version"] = str(next(versions))
             return out
 

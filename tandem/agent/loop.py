@@ -120,8 +120,7 @@ async def run_episode(*, engine: Any, chat: ChatFormat, prompts: Prompts, agent:
             break
         params = {**sampling_params, "max_new_tokens": min(max_new, room)}
         try:
-            session = {"routing_key": routing_key} if routing_key else {}
-            out = await asyncio.wait_for(engine.generate(sample.tokens, params, **session), left)
+            out = await asyncio.wait_for(engine.generate(sample.tokens, params, routing_key=routing_key), left)
         except asyncio.TimeoutError:
             end = "wall_clock"
             break

@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from tandem.engine.core import EngineCore, FinishReason, GenerateRequest, LoadInfo
+from tandem.engine.queueing import priority
 from tandem.sim.latency import LatencyModel
 from tandem.sim.profiles import EngineProfile, load_engine_profile
 from tandem.sim.scheduler import PrefixCache, SimReq, SimScheduler
@@ -363,7 +364,7 @@ class SimEngineCore(EngineCore):
                       target=max(1, target) * k,
                       input_blocks=PrefixCache.block_hashes(req.input_ids, self._wire_block)
                       if self.sched.cache.enabled else [],
-                      payload=req, stream=req.stream, priority=req.priority or 0)
+                      payload=req, stream=req.stream, priority=priority(req))
         self._sim[req.rid] = sreq
         self._plans[req.rid] = plan
         self._after(self.sched.submit(sreq, self.model_now()))

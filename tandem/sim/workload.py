@@ -114,10 +114,18 @@ async def agentic_rollout(ctx: Any, row: dict, group_size: int) -> list[Sample]:
         context = list(prompt_ids)
         versions: list[int] = []
         t_start = time.time()
-        gen_s = tool_s = planned_wait = 0.0
+        gen_s = 0.0
         alone_s = 0.0       # the rollout's critical path on an idle fleet (model seconds)
         new_tokens = len(prompt_ids)
-        sleeps = 0
+        slept: list[tuple[float, float]] = []   # (wall s slept, model s planned) per tool call / grading
+
+        async def sandbox_time(dist) -> None:
+            """A tool call or the grading run: its drawn time, slept at time_scale."""
+            planned = dist.sample(rng)
+            t0 = time.time()
+            await asyncio.sleep(planned / scale)
+            slept.append((time.time() - t0, planned))
+
         done_turns = 0
         truncated = False
         for turn in range(turns):
@@ -144,12 +152,7 @@ async def agentic_rollout(ctx: Any, row: dict, group_size: int) -> list[Sample]:
             done_turns += 1
             if truncated or turn == turns - 1:
                 break
-            t0 = time.time()
-            wait = agent.tool_time_s.sample(rng)
-            await asyncio.sleep(wait / scale)
-            tool_s += time.time() - t0
-            planned_wait += wait
-            sleeps += 1
+            await sandbox_time(agent.tool_time_s)
             n_obs = min(wire(agent.observation_tokens.sample_int(rng)), max_context - len(context) - 1)
             if n_obs <= 0:
                 truncated = True
@@ -158,12 +161,9 @@ async def agentic_rollout(ctx: Any, row: dict, group_size: int) -> list[Sample]:
             sample.append_context_tokens(obs)
             context += obs
             new_tokens = n_obs
-        t0 = time.time()
-        wait = agent.eval_time_s.sample(rng)
-        await asyncio.sleep(wait / scale)
-        tool_s += time.time() - t0
-        planned_wait += wait
-        sleeps += 1
+        await sandbox_time(agent.eval_time_s)
+        tool_s = sum(wall for wall, _ in slept)
+        planned_wait = sum(planned for _, planned in slept)
         alone_s += planned_wait
         sample.weight_version = min(versions) if versions else 0
         sample.finish_reason = "length" if truncated else "stop"
@@ -173,7 +173,7 @@ async def agentic_rollout(ctx: Any, row: dict, group_size: int) -> list[Sample]:
             "solved": rng.random() < solve_p, "truncated": truncated,
             # How late the orchestrator's event loop woke from the tool sleeps (wall s per sleep):
             # a loop blocked by other work stalls every rollout by this much per turn.
-            "loop_lag_s": (tool_s - planned_wait / scale) / max(sleeps, 1),
+            "loop_lag_s": (tool_s - planned_wait / scale) / len(slept),
             # Wall seconds (model / time_scale) like t_start/t_end: the lower bound of this rollout.
             "alone_s": alone_s / scale,
         }
