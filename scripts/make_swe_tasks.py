@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from tandem.grading import parse_pytest_report  # noqa: E402
-from tandem.sandbox.pool import TemplateCache  # noqa: E402
+from tandem.sandbox.templates import TemplateCache  # noqa: E402
 from tandem.swe_data import task_from_row  # noqa: E402
 
 CREATED_AT = "2026-01-01T00:00:00"

@@ -14,7 +14,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 
 class ConfigError(ValueError):
@@ -303,8 +303,12 @@ class SandboxConfig(Section):
     """RLIMIT_FSIZE: largest file a sandboxed process may write, in MiB."""
     max_open_files: int = 256
     """RLIMIT_NOFILE inside the sandbox."""
-    max_workdir_mb: int = 512
-    """Disk quota of one sandbox (repo + /tmp); a command that exceeds it ends the episode with 'disk_limit'."""
+    max_workdir_mb: int = Field(512, ge=1)
+    """Disk cap of one sandbox (repo + /tmp + its git baseline). As root each slot is a tmpfs of this size (in RAM), so writes past it fail with ENOSPC; without root usage is measured after each command and passing it ends the episode with 'disk_limit'."""
+    max_inodes: int = Field(50000, ge=100)
+    """Files and directories one sandbox may hold (the tmpfs inode cap; root only, like the byte cap)."""
+    max_infra_failures: int = Field(5, ge=1)
+    """Samples in a row lost to the sandbox itself (reward 0, reason 'sandbox failure') before the run stops with the cause."""
     max_output_bytes: int = 1000000
     """Bytes of command output kept (head and tail); the rest is dropped while reading, so `yes` cannot fill memory."""
     prepare_retries: int = 4

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tandem.sandbox.pool import host_git
+from tandem.sandbox.templates import host_git
 
 SWE_SMITH_DATASET = "SWE-bench/SWE-smith"
 BUNDLED_TASKS = Path(__file__).resolve().parent.parent / "data" / "swe_tasks" / "tasks.jsonl"

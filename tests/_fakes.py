@@ -41,7 +41,10 @@ def free_port() -> int:
 
 
 class ScriptedEngine:
-    def __init__(self, tokenizer, policy: Policy, weight_version: int = 0):
+    CONTROL = ("/pause_generation", "/continue_generation", "/flush_cache", "/abort_request")
+    """SGLang's control endpoints the launcher calls directly (acknowledged; a script has no KV cache)."""
+
+    def __init__(self, tokenizer, policy: Policy, weight_version: int = 0, port: int = 0):
         self.tok = tokenizer
         self.policy = policy
         self.weight_version = weight_version
@@ -77,12 +80,17 @@ class ScriptedEngine:
                 length = int(self.headers.get("Content-Length", 0))
                 body = json.loads(self.rfile.read(length) or b"{}")
                 body["_headers"] = {k.lower(): v for k, v in self.headers.items()}
-                if self.path != "/generate":
+                if self.path == "/update_weights_from_disk":  # SGLang's answer; the script ignores weights
+                    engine.weight_version = int(body.get("weight_version") or engine.weight_version)
+                    self._send(200, {"success": True, "message": "ok", "num_paused_requests": 0})
+                elif self.path in engine.CONTROL:
+                    self._send(200, {"success": True})
+                elif self.path == "/generate":
+                    self._send(200, engine.generate(body))
+                else:
                     self._send(404, {"error": self.path})
-                    return
-                self._send(200, engine.generate(body))
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self.server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)

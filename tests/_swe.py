@@ -97,3 +97,40 @@ def make_ctx(cfg: TandemConfig, engine, reward_fn=None):
     executor = ThreadPoolExecutor(max_workers=cfg.rollout.concurrency + 16, thread_name_prefix="rollout")
     return RolloutContext(cfg, tiny_tokenizer(), engine, executor, reward_fn or swe_reward,
                           sampling_params_from_config(cfg))
+
+
+def run_rollout(cfg: TandemConfig, policy, row: dict):
+    """One agent episode (G = 1) on `row` through the real rollout plug-in, sandbox and grader."""
+    import asyncio
+
+    from tandem.agent import swe_agent_rollout
+
+    ctx = make_ctx(cfg, InProcessEngine(tiny_tokenizer(), policy))
+    try:
+        return asyncio.run(swe_agent_rollout(ctx, row, 1))[0]
+    finally:
+        ctx.executor.shutdown(wait=True)
+
+
+PATCH_REPORTS_CODE = """
+from _pytest import reports as _r
+
+_orig = _r.TestReport.from_item_and_call.__func__
+
+
+def _forged(cls, item, call):
+    rep = _orig(cls, item, call)
+    rep.outcome, rep.longrepr = "passed", None
+    return rep
+
+
+_r.TestReport.from_item_and_call = classmethod(_forged)
+"""
+"""A forgery: imported by the tests, it rewrites pytest's reports so that every phase of every test passed."""
+
+
+def write_file(path: str, text: str) -> str:
+    """Bash that writes `text` to `path` (inside the agent's /testbed)."""
+    import textwrap
+
+    return f"mkdir -p $(dirname {path}) && cat > {path} <<'TANDEM_EOF'\n{textwrap.dedent(text).lstrip()}TANDEM_EOF\n"

@@ -104,3 +104,37 @@ def test_scripted_agent_through_router_sandbox_grader_and_trainer_input(tmp_path
     assert m["agent_end_submitted"] == 4 and m["agent_turns_mean"] == 4 and m["agent_format_error_rate"] == 0
     assert m["agent_commands"] == 16 and 0 < m["agent_exec_time_p50_s"] <= m["agent_exec_time_p95_s"]
     assert 0 < m["agent_masked_token_frac"] < 1 and m["agent_reward_time_mean_s"] > 0
+
+
+def test_a_forging_policy_through_the_real_launcher_scores_zero_and_the_run_goes_on(tmp_path):
+    """configs/coding_agent.toml through train.py: scripted engines (tests/_forging_run.py) forge on
+    even-indexed tasks and fix odd ones; the router, trainer, agent loop, sandboxes and grader are real."""
+    import json
+    import subprocess
+    import sys
+
+    from tests._swe import REPO, bundled_rows
+
+    run_dir = tmp_path / "run"
+    args = [sys.executable, "tests/_forging_run.py", "launch", "--config", "configs/coding_agent.toml",
+            "--run-dir", str(run_dir), "--run.steps", "3", "--rollout.max_new_tokens", "1024",
+            "--agent.max_context_tokens", "4000", "--logging.live", "off", "--engine.startup_timeout_s", "120"]
+    done = subprocess.run(args, cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [0, 1, 2]  # the run went on past the forgeries
+    index = {r["instance_id"]: r["_index"] for r in bundled_rows()}
+    forged = honest = 0
+    for step in range(3):
+        samples = json.loads((run_dir / "rollouts" / f"step_{step:06d}.json").read_text())["samples"]
+        for s in samples:
+            if index[s["metadata"]["agent"]["instance_id"]] % 2:
+                honest += 1
+                assert s["reward"] == 1.0 and s["reward_info"]["tamper"] == [], s["reward_info"]
+            else:
+                forged += 1
+                assert s["reward"] == 0.0 and s["reward_info"]["tamper"], s["reward_info"]
+        row = rows[step]
+        assert row["agent_tamper_rate"] == sum(not index[s["metadata"]["agent"]["instance_id"]] % 2
+                                               for s in samples) / len(samples)
+    assert forged and honest and max(r["agent_tamper_rate"] for r in rows) > 0

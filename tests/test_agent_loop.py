@@ -11,7 +11,7 @@ from tandem.agent.chat import ChatFormat
 from tandem.agent.loop import is_submission, parse_actions, run_episode
 from tandem.agent.prompts import Prompts
 from tandem.config import AgentConfig
-from tandem.sandbox.isolation import ExecResult
+from tandem.sandbox.runner import ExecResult
 from tests._swe import SENTINEL, InProcessEngine, bash, scripted, tiny_tokenizer
 
 REGEX = AgentConfig().action_regex

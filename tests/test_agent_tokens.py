@@ -14,7 +14,7 @@ from tandem.agent.chat import ChatFormat
 from tandem.agent.loop import run_episode
 from tandem.agent.prompts import Prompts
 from tandem.config import AgentConfig
-from tandem.sandbox.isolation import ExecResult
+from tandem.sandbox.runner import ExecResult
 from tests._fakes import fake_logprob
 from tests._swe import InProcessEngine, bash, scripted, tiny_tokenizer
 

@@ -10,7 +10,6 @@ agent loop and grader: each gets reward 0 with a reason, and the run goes on.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import os
 import signal
@@ -26,9 +25,9 @@ import pytest
 from tandem.grading import get_runtime, reset_runtime
 from tandem.sandbox import Isolation, Limits, SandboxPool, TemplateCache
 from tandem.sandbox.isolation import _probe
-from tandem.sandbox.pool import DiffTooLarge
+from tandem.sandbox.templates import DiffTooLarge
 from tandem.swe_data import BUNDLED_TASKS
-from tests._swe import InProcessEngine, bash, fix_command, make_cfg, make_ctx, row_named, scripted, tiny_tokenizer
+from tests._swe import bash, fix_command, make_cfg, row_named, run_rollout, scripted
 
 BACKENDS = [b for b in ("bwrap", "unshare") if _probe(b)]
 LIMITS = Limits(cpu_time_s=5, memory_mb=512, max_processes=32, max_file_mb=8, max_open_files=128)
@@ -263,16 +262,6 @@ def runtime_cfg(tmp_path):
                    rollout={"samples_per_prompt": 1})
     yield cfg
     reset_runtime()
-
-
-def run_rollout(cfg, policy, row):
-    from tandem.agent import swe_agent_rollout
-
-    ctx = make_ctx(cfg, InProcessEngine(tiny_tokenizer(), policy))
-    try:
-        return asyncio.run(swe_agent_rollout(ctx, row, 1))[0]
-    finally:
-        ctx.executor.shutdown(wait=True)
 
 
 @pytest.mark.parametrize("attack", list(ATTACKS))

@@ -4,8 +4,8 @@ Every task goes through the real grader (sandboxed pytest, one run per task stat
 at a time): the reverse of its `patch`, taken as a diff of the agent's repository, earns
 reward 1 with every FAIL_TO_PASS and PASS_TO_PASS test passing; the untouched buggy state
 fails every FAIL_TO_PASS test and passes every PASS_TO_PASS test. Also covered: the
-SWE-smith instance format and branch layout, checkout retries, diff filtering and the
-pytest report parser.
+SWE-smith instance format and branch layout, checkout retries and diff filtering (the
+verdict's pieces are in test_reward_forgery.py).
 """
 
 from __future__ import annotations
@@ -16,9 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from tandem.grading import filter_diff, get_runtime, parse_pytest_report, pytest_command, reset_runtime
-from tandem.sandbox.pool import PrepareError, TemplateCache, host_git
+from tandem.grading import filter_diff, get_runtime, pytest_command, reset_runtime
+from tandem.sandbox.templates import PrepareError, TemplateCache, host_git
 from tandem.swe_data import BUNDLED_TASKS, apply_patch, load_bundled, read_rows, task_from_row
+from tandem.verdict import parse_pytest_report
 from tests._swe import make_cfg
 
 SWE_FIELDS = {"instance_id", "repo", "base_commit", "patch", "FAIL_TO_PASS", "PASS_TO_PASS", "problem_statement",
@@ -62,7 +63,8 @@ def _run_side_by_side(runtime, tasks, key: str, fixed: bool) -> dict[str, str]:
     ini = "[pytest]\npythonpath = " + " ".join(f"/testbed/t{i:02d}" for i in range(len(tasks))) + "\naddopts =\n"
     with runtime.agent_pool.acquire(template) as sb:
         (sb.slot.dir / "tmp" / ".tandem_pytest.ini").write_text(ini)
-        run = sb.exec(pytest_command(files), timeout_s=300)
+        run = sb.exec(pytest_command(files, ini="/tmp/.tandem_pytest.ini"), timeout_s=300,
+                      ro_binds=runtime.grader.ro_binds)
     report = parse_pytest_report(run.output)
     assert report, run.output[-3000:]
     return report
@@ -118,13 +120,6 @@ def test_grader_reports_per_test_results_and_reasons(runtime):
 
 
 # ----------------------------------------------------------------------------- grading pieces
-def test_parse_pytest_report():
-    out = ("....F\n=== short test summary info ===\nPASSED tests/a.py::t1\nFAILED tests/a.py::t2 - assert 1 == 2\n"
-           "ERROR tests/b.py::t3 - ImportError: x\nSKIPPED [1] tests/c.py:4: no\nPASSED tests/a.py::t[x - y]\n")
-    assert parse_pytest_report("PASSED tests/a.py::fake\n" + out) == {
-        "tests/a.py::t1": "PASSED", "tests/a.py::t2": "FAILED", "tests/b.py::t3": "ERROR", "tests/a.py::t[x": "PASSED"}
-
-
 def test_filter_diff_drops_test_files_and_conftest():
     diff = ("diff --git a/pkg/m.py b/pkg/m.py\n--- a/pkg/m.py\n+++ b/pkg/m.py\n@@ -1 +1 @@\n-a\n+b\n"
             "diff --git a/tests/test_m.py b/tests/test_m.py\ndeleted file mode 100644\n--- a/tests/test_m.py\n+++ /dev/null\n"

@@ -25,7 +25,7 @@ from tandem.agent.chat import ChatFormat
 from tandem.agent.prompts import Prompts, render
 from tandem.config import AgentConfig
 from tandem.sample import Sample
-from tandem.sandbox.isolation import ExecResult
+from tandem.sandbox.runner import ExecResult
 
 END_REASONS = ("submitted", "turn_limit", "context_limit", "wall_clock", "disk_limit")
 

@@ -137,6 +137,10 @@ def agent_step_metrics(samples: list[Sample]) -> dict[str, float]:
         "agent_reward_time_max_s": max(reward_times, default=0.0),
         "agent_masked_token_frac": (1.0 - sum(sum(s.loss_mask) for s in samples) / resp) if resp else 0.0,
         "agent_diff_errors": float(sum("diff_error" in s.metadata for s in samples)),
+        # a policy that starts forging its reward shows up here first (tandem.verdict)
+        "agent_tamper_rate": (sum(bool(s.reward_info.get("tamper")) for s in samples) / len(samples)
+                              if samples else 0.0),
+        "agent_sandbox_failures": float(sum(bool(s.reward_info.get("infra_failure")) for s in samples)),
     }
     for reason in END_REASONS:
         out[f"agent_end_{reason}"] = float(sum(i.get("end_reason") == reason for i in infos))

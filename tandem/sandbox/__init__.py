@@ -1,13 +1,15 @@
 """Sandboxed command execution for agent rollouts and hidden-test grading.
 
 See `isolation` for what a command can and cannot do (backends: bubblewrap, or
-util-linux unshare as the fallback) and `pool` for warm slots, per-task templates and
-cleanup.
+util-linux unshare as the fallback), `runner` for how it is run, `pool` for warm slots,
+`templates` for per-task checkouts, `storage` for the per-slot disk cap and cleanup.
 """
 
-from tandem.sandbox.isolation import (ExecResult, Isolation, Limits, SandboxUnavailable, detect_backend,
-                                      run_bounded)
-from tandem.sandbox.pool import PrepareError, Sandbox, SandboxPool, TemplateCache, host_git, rmtree_hard
+from tandem.sandbox.isolation import Isolation, Limits, SandboxUnavailable, detect_backend
+from tandem.sandbox.pool import Sandbox, SandboxInfraError, SandboxPool
+from tandem.sandbox.runner import ExecResult, run_bounded
+from tandem.sandbox.storage import remove_tree
+from tandem.sandbox.templates import PrepareError, TemplateCache, host_git
 
-__all__ = ["ExecResult", "Isolation", "Limits", "PrepareError", "Sandbox", "SandboxPool", "SandboxUnavailable",
-           "TemplateCache", "detect_backend", "host_git", "rmtree_hard", "run_bounded"]
+__all__ = ["ExecResult", "Isolation", "Limits", "PrepareError", "Sandbox", "SandboxInfraError", "SandboxPool",
+           "SandboxUnavailable", "TemplateCache", "detect_backend", "host_git", "remove_tree", "run_bounded"]

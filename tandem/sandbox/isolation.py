@@ -20,13 +20,22 @@ reaches the host and every process the command starts dies with it.
   the same namespaces and a shell prelude builds the same view on a tmpfs root, then
   `chroot`s into it. Same guarantees, built from more moving parts.
 
+Privilege: no sandboxed process ever holds a capability, and `no_new_privs` is set on
+every one of them, so a setuid binary gains nothing. When tandem runs as root the command
+drops to an unprivileged per-slot uid (`setpriv`), which also makes RLIMIT_NPROC a
+per-sandbox bound. Without root:
+- bwrap runs the command as the caller's uid in a user namespace with no capabilities
+  and no nested user namespaces (`--disable-userns`);
+- unshare maps the caller to the unprivileged uid 1000 inside its user namespace; only
+  the prelude that builds the view holds namespace capabilities (`--keep-caps`), and it
+  drops them all, bounding set included, before anything of the agent's runs.
+In both backends PID 1 of the sandbox lives inside the sandbox root (bwrap pivots its
+init; the unshare prelude `exec`s through chroot), so /proc/1/root shows nothing of the
+host, and chroot escapes need a CAP_SYS_CHROOT the agent's processes do not have.
+
 Limits come from rlimits set right before the command runs (`prlimit`): CPU seconds,
-address space, process count, file size, open files, no core dumps. When tandem runs as
-root the command additionally drops to an unprivileged per-slot uid with every
-capability removed (`setpriv`), which is what makes RLIMIT_NPROC a per-sandbox bound
-(it counts processes per uid). Without root, the user namespace makes the caller's uid
-appear as root inside; NPROC then counts per namespace on Linux >= 5.14 (ucounts); older
-kernels count all of the user's processes against it.
+address space, process count, file size, open files, no core dumps. Disk is capped per
+slot by the pool (tandem.sandbox.storage).
 
 RLIMIT_AS bounds each process, not their sum; with the process limit that caps a
 sandbox at max_processes x memory_mb. A cgroup would bound the sum but needs a writable
@@ -35,25 +44,22 @@ cgroup hierarchy, which containers rarely grant.
 
 from __future__ import annotations
 
-import atexit
-import concurrent.futures.thread  # noqa: F401  (registers its thread-join exit hook before ours)
 import os
-import selectors
 import shlex
 import shutil
-import signal
 import subprocess
 import sys
-import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from tandem.sandbox import seccomp
 
 SANDBOX_WORKDIR = "/testbed"
 SHIM_DIR = "/.tandem/bin"
 """Read-only directory first on PATH inside: `python` and `python3` there are the configured interpreter."""
-HOST_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 SANDBOX_TMP = "/tmp"
+UNPRIVILEGED_UID = 1000
+"""The uid the unshare backend maps the (non-root) caller to inside its user namespace."""
 # Host directories the command may read. Symlinks among them (/bin -> usr/bin on merged-/usr
 # systems) are recreated as symlinks so paths resolve the same way inside.
 SYSTEM_RO_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
@@ -76,13 +82,6 @@ BASE_ENV = {
 }
 
 
-SHUTTING_DOWN = threading.Event()
-"""Set when the interpreter exits: running commands are killed at once instead of holding up exit."""
-# Python joins executor threads before atexit handlers run; threading's own exit hooks run
-# before that join (newest first; concurrent.futures.thread, imported above, registered its
-# join hook already), so commands blocking a worker thread die immediately.
-_register = getattr(threading, "_register_atexit", None)
-(_register or atexit.register)(SHUTTING_DOWN.set)
 
 
 class SandboxUnavailable(RuntimeError):
@@ -113,17 +112,6 @@ class Limits:
             "--core=0",
             "--",
         ]
-
-
-@dataclass
-class ExecResult:
-    output: str
-    """stdout and stderr interleaved, as the command wrote them (middle dropped past the byte cap)."""
-    returncode: int
-    timed_out: bool
-    duration_s: float
-    output_bytes: int
-    """Bytes the command wrote in total, including any that were dropped."""
 
 
 def python_paths(python: str = "") -> tuple[str, list[str]]:
@@ -179,7 +167,7 @@ def _probe(backend: str) -> bool:
                     *([] if os.geteuid() == 0 else ["--unshare-user"]), "true"]
         else:
             argv = ["unshare", "--fork", "--pid", "--mount", "--net",
-                    *([] if os.geteuid() == 0 else ["--user", "--map-root-user"]), "true"]
+                    *([] if os.geteuid() == 0 else _unshare_user_args()), "true"]
         try:
             _PROBED[backend] = subprocess.run(argv, capture_output=True, timeout=30).returncode == 0
         except (OSError, subprocess.TimeoutExpired):
@@ -206,16 +194,26 @@ class Isolation:
     @property
     def env(self) -> dict[str, str]:
         bindir = str(Path(self.python_exe).parent)
-        return {**BASE_ENV, "PATH": f"{SHIM_DIR}:{bindir}:/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"}
+        # A venv is only a venv when started from its own bin/ (CPython looks for pyvenv.cfg beside
+        # the path it was started as), so that directory comes first when its `python` is ours;
+        # the shim dir supplies `python`/`python3` where the interpreter's dir lacks them.
+        own = os.path.realpath(os.path.join(bindir, "python")) == os.path.realpath(self.python_exe)
+        first = f"{bindir}:{SHIM_DIR}" if own else f"{SHIM_DIR}:{bindir}"
+        return {**BASE_ENV, "PATH": f"{first}:/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"}
 
-    def _inner(self, command: str, uid: int | None) -> list[str]:
-        """What runs inside the namespaces: drop to the slot uid, set rlimits, clean env, bash."""
-        drop = []
+    def _drop(self, uid: int | None) -> list[str]:
+        """Leave with no capability (bounding set included where we hold CAP_SETPCAP) and no_new_privs."""
+        drop = ["setpriv", "--no-new-privs", "--inh-caps=-all"]
         if uid is not None:
-            drop = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all",
-                    "--bounding-set=-all", "--"]
+            drop += [f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--bounding-set=-all"]
+        elif self.backend == "unshare":  # the prelude's namespace capabilities, kept across exec
+            drop += ["--ambient-caps=-all", "--bounding-set=-all"]
+        return drop + ["--"]
+
+    def _run(self, command: str) -> list[str]:
+        """rlimits, a clean environment, bash, in the working directory."""
         env = ["env", "-i", "-C", SANDBOX_WORKDIR, *(f"{k}={v}" for k, v in self.env.items())]
-        return [*drop, *self.limits.prlimit_args(), *env, "bash", "-c", command]
+        return [*self.limits.prlimit_args(), *env, "bash", "-c", command]
 
     def _system_paths(self) -> list[tuple[str, str | None]]:
         """(path, symlink target or None) for each system path present on the host."""
@@ -227,36 +225,64 @@ class Isolation:
                 out.append((p, None))
         return out
 
-    def argv(self, slot_dir: Path, command: str, uid: int | None) -> list[str]:
-        if self.backend == "bwrap":
-            return self._bwrap(slot_dir, command, uid)
-        return self._unshare(slot_dir, command, uid)
+    def argv(self, slot_dir: Path, command: str, uid: int | None, readonly_testbed: bool = False,
+             ro_binds: tuple[tuple[str, str], ...] = (), seccomp_fd: int | None = None) -> list[str]:
+        """The argv that runs `command` in the slot; ro_binds are extra (host path, sandbox path) pairs.
 
-    def _bwrap(self, slot_dir: Path, command: str, uid: int | None) -> list[str]:
+        seccomp_fd (bwrap as root) holds the program that forbids new user namespaces; see
+        needs_seccomp_fd and tandem.sandbox.seccomp."""
+        if self.backend == "bwrap":
+            return self._bwrap(slot_dir, command, uid, readonly_testbed, ro_binds, seccomp_fd)
+        return self._unshare(slot_dir, command, uid, readonly_testbed, ro_binds)
+
+    def needs_seccomp_fd(self, uid: int | None) -> bool:
+        return self.backend == "bwrap" and uid is not None and seccomp.supported()
+
+    def _bwrap(self, slot_dir: Path, command: str, uid: int | None, readonly_testbed: bool,
+               ro_binds: tuple[tuple[str, str], ...], seccomp_fd: int | None) -> list[str]:
         a = ["bwrap", "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
              "--die-with-parent", "--new-session", "--hostname", "sandbox"]
         if uid is None:  # unprivileged: a user namespace, and no nested ones
             a += ["--unshare-user", "--disable-userns"]
+        elif seccomp_fd is not None:  # as root --disable-userns is not available: a seccomp filter instead
+            a += ["--seccomp", str(seccomp_fd)]
         for path, target in self._system_paths():
             a += ["--symlink", target, path] if target is not None else ["--ro-bind", path, path]
-        for path in self.ro_paths:
-            # A host parent like /root is mode 700; recreate the parents world-traversable so the
-            # unprivileged uid can reach the bound prefix without seeing anything else in them.
-            for parent in reversed(Path(path).parents[:-1]):
-                a += ["--perms", "0755", "--dir", str(parent)]
-            a += ["--ro-bind", path, path]
-        a += ["--dir", SHIM_DIR, "--symlink", self.python_exe, f"{SHIM_DIR}/python",
-              "--symlink", self.python_exe, f"{SHIM_DIR}/python3",
-              "--proc", "/proc", "--dev", "/dev",
-              "--bind", str(slot_dir / "tmp"), SANDBOX_TMP,
-              "--bind", str(slot_dir / "testbed"), SANDBOX_WORKDIR,
-              "--remount-ro", "/", "--chdir", SANDBOX_WORKDIR, "--"]
-        return a + self._inner(command, uid)
+        # The slot's /tmp and /testbed first: a Python prefix under /tmp (a venv in /tmp) is then
+        # bound on top of the slot's /tmp instead of being hidden by it.
+        a += ["--proc", "/proc", "--dev", "/dev", "--bind", str(slot_dir / "tmp"), SANDBOX_TMP,
+              "--ro-bind" if readonly_testbed else "--bind", str(slot_dir / "testbed"), SANDBOX_WORKDIR]
+        for src, dest in [(p, p) for p in self.ro_paths] + list(ro_binds):
+            # A host parent like /root is mode 700, and bwrap makes missing parents 0700; create
+            # them world-traversable so the unprivileged uid reaches the bind and nothing else.
+            for parent in reversed(Path(dest).parents[:-1]):
+                if str(parent) not in (SANDBOX_TMP, SANDBOX_WORKDIR):
+                    a += ["--perms", "0755", "--dir", str(parent)]
+            a += ["--ro-bind", src, dest]
+        a += ["--perms", "0755", "--dir", SHIM_DIR, "--symlink", self.python_exe, f"{SHIM_DIR}/python",
+              "--symlink", self.python_exe, f"{SHIM_DIR}/python3", "--remount-ro", "/", "--chdir", SANDBOX_WORKDIR, "--"]
+        return a + self._drop(uid) + self._run(command)
 
-    def _unshare(self, slot_dir: Path, command: str, uid: int | None) -> list[str]:
-        # The prelude runs as (namespace) root in a private mount namespace: it assembles the
-        # view on a tmpfs at <slot>/root, makes it read-only, and chroots into it.
-        ro_dirs = [p for p, t in self._system_paths() if t is None] + list(self.ro_paths)
+    def _unshare(self, slot_dir: Path, command: str, uid: int | None, readonly_testbed: bool,
+                 ro_binds: tuple[tuple[str, str], ...]) -> list[str]:
+        # The prelude is PID 1 of the new namespaces and holds (namespace) capabilities: it
+        # assembles the view on a tmpfs at <slot>/root, makes it read-only, then *execs* into
+        # it through chroot, so PID 1 itself ends inside the root. PID 1 never changes its
+        # credentials: that would clear the parent-death signal `--kill-child` armed, and an
+        # owner killed at that moment would leave the sandbox running. Its child drops them;
+        # the agent then cannot ptrace PID 1 or read its /proc entries (it lacks PID 1's caps).
+        a = ["unshare", "--fork", "--kill-child", "--pid", "--mount", "--net", "--ipc", "--uts"]
+        if uid is None:
+            a += _unshare_user_args()
+        prelude = self._unshare_prelude(readonly_testbed, ro_binds)
+        # PID 1 (sh) runs the command as its child, never as itself: PID 1 ignores signals it has
+        # no handler for (SIGXCPU from RLIMIT_CPU, SIGTERM), and it reaps orphans.
+        init = ["sh", "-c", '"$@"; exit $?', "sh"]
+        return a + ["sh", "-c", prelude, "sh", str(slot_dir / "root"), str(slot_dir),
+                    *init, *self._drop(uid), *self._run(command)]
+
+    def _unshare_prelude(self, readonly_testbed: bool, ro_binds: tuple[tuple[str, str], ...]) -> str:
+        ro_dirs = [(p, p) for p, t in self._system_paths() if t is None]
         links = [(p, t) for p, t in self._system_paths() if t is not None]
         lines = [
             "set -eu",
@@ -264,100 +290,37 @@ class Isolation:
             "mount --make-rprivate /",
             'mount -t tmpfs -o mode=755,size=8m tandem-root "$NR"',
         ]
-        for p in ro_dirs:
-            q = shlex.quote(p)
-            lines.append(f'mkdir -p "$NR"{q} && mount --bind {q} "$NR"{q} && mount -o remount,bind,ro "$NR"{q}')
-        for p, t in links:
-            lines.append(f'ln -s {shlex.quote(t)} "$NR"{shlex.quote(p)}')
+        lines += [_ro_bind_line(src, dest) for src, dest in ro_dirs]
+        lines += [f'ln -s {shlex.quote(t)} "$NR"{shlex.quote(p)}' for p, t in links]
+        testbed_ro = ' && mount -o remount,bind,ro,nosuid "$NR/testbed"' if readonly_testbed else ""
         lines += [
             'mkdir -p "$NR/testbed" "$NR/tmp" "$NR/proc" "$NR/dev" "$NR' + SHIM_DIR + '"',
             f'ln -s {shlex.quote(self.python_exe)} "$NR{SHIM_DIR}/python"',
             f'ln -s {shlex.quote(self.python_exe)} "$NR{SHIM_DIR}/python3"',
-            'mount --bind "$SLOT/testbed" "$NR/testbed"',
+            'mount --bind "$SLOT/testbed" "$NR/testbed"' + testbed_ro,
             'mount --bind "$SLOT/tmp" "$NR/tmp"',
             'mount -t proc -o nosuid,nodev,noexec proc "$NR/proc"',
         ]
-        for d in DEV_NODES:
-            lines.append(f'touch "$NR/dev/{d}" && mount --bind /dev/{d} "$NR/dev/{d}"')
+        # after /tmp: see _bwrap
+        lines += [_ro_bind_line(p, p) for p in self.ro_paths] + [_ro_bind_line(s, d) for s, d in ro_binds]
+        lines += [f'touch "$NR/dev/{d}" && mount --bind /dev/{d} "$NR/dev/{d}"' for d in DEV_NODES]
         lines += [
             'ln -s /proc/self/fd "$NR/dev/fd"',
             'ln -s /proc/self/fd/0 "$NR/dev/stdin"; ln -s /proc/self/fd/1 "$NR/dev/stdout"; '
             'ln -s /proc/self/fd/2 "$NR/dev/stderr"',
             'mount -o remount,bind,ro "$NR"',
             'cd "$NR"',
-            # Not exec: the command must not be PID 1 of its namespace, where signals without a
-            # handler (SIGXCPU from RLIMIT_CPU, SIGTERM) would be ignored. sh stays as init.
-            'set +e',
-            'chroot "$NR" "$@"',
-            'exit $?',
+            'exec chroot "$NR" "$@"',
         ]
-        a = ["unshare", "--fork", "--kill-child", "--pid", "--mount", "--net", "--ipc", "--uts"]
-        if uid is None:
-            a += ["--user", "--map-root-user"]
-        return a + ["sh", "-c", "\n".join(lines), "sh", str(slot_dir / "root"), str(slot_dir),
-                    *self._inner(command, uid)]
+        return "\n".join(lines)
 
 
-def run_bounded(argv: list[str], timeout_s: float, max_output_bytes: int) -> ExecResult:
-    """Run argv with stdout+stderr merged; kill its process group at the timeout.
-
-    Output is read as it comes and only the first and last max_output_bytes/2 are kept,
-    so a command that prints gigabytes costs no memory. `setpriv --pdeathsig` makes the
-    wrapper die with this process, and the wrapper takes the namespace down with it.
-    """
-    start = time.monotonic()
-    proc = subprocess.Popen(["setpriv", "--pdeathsig", "KILL", "--", *argv], stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
-                            env={"PATH": HOST_PATH, "LANG": "C.UTF-8"})
-    half = max(1, max_output_bytes // 2)
-    head, tail = bytearray(), bytearray()
-    total = 0
-    timed_out = False
-    sel = selectors.DefaultSelector()
-    sel.register(proc.stdout, selectors.EVENT_READ)
-    fd = proc.stdout.fileno()
-    try:
-        while True:
-            remaining = timeout_s - (time.monotonic() - start)
-            if remaining <= 0 or SHUTTING_DOWN.is_set():
-                timed_out = True
-                break
-            if not sel.select(timeout=min(remaining, 0.5)):
-                continue
-            chunk = os.read(fd, 65536)
-            if not chunk:
-                break
-            total += len(chunk)
-            if len(head) < half:
-                take = half - len(head)
-                head += chunk[:take]
-                chunk = chunk[take:]
-            if chunk:
-                tail += chunk
-                if len(tail) > half:
-                    del tail[: len(tail) - half]
-        while not timed_out:  # output closed; the command may still be running without it
-            try:
-                proc.wait(timeout=max(0.0, min(0.5, timeout_s - (time.monotonic() - start))))
-                break
-            except subprocess.TimeoutExpired:
-                timed_out = time.monotonic() - start >= timeout_s or SHUTTING_DOWN.is_set()
-    finally:
-        sel.close()
-        if timed_out or proc.poll() is None:
-            _kill_group(proc)
-        proc.stdout.close()
-        returncode = proc.wait()
-    dropped = total - len(head) - len(tail)
-    text = head.decode("utf-8", "replace")
-    if dropped > 0:
-        text += f"\n[... {dropped} bytes of output dropped ...]\n"
-    text += tail.decode("utf-8", "replace")
-    return ExecResult(text, -9 if timed_out else returncode, timed_out, time.monotonic() - start, total)
+def _ro_bind_line(src: str, dest: str) -> str:
+    q, d = shlex.quote(src), shlex.quote(dest)
+    return (f'mkdir -p "$NR"{d} && mount --bind {q} "$NR"{d} && '
+            f'mount -o remount,bind,ro,nosuid "$NR"{d}')
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
+def _unshare_user_args() -> list[str]:
+    """Without root: a user namespace where the caller is an ordinary uid, not root."""
+    return ["--user", f"--map-user={UNPRIVILEGED_UID}", f"--map-group={UNPRIVILEGED_UID}", "--keep-caps"]

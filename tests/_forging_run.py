@@ -1,0 +1,61 @@
+"""A real `train.py` run whose engines are scripted policies, half of them forging their reward.
+
+    python tests/_forging_run.py launch <train.py arguments>     # the real launcher (train.main)
+    python tests/_forging_run.py engine --port P                  # one scripted engine (started by the above)
+
+Only the engine processes are fakes (the edge): each is tests/_fakes.ScriptedEngine on a real
+loopback port, speaking SGLang's /generate and weight-sync API. Everything else is the
+launcher's own: sglang-router, the trainer process, the agent loop, the sandboxes, the grader.
+
+The policy: on tasks whose bundled index is odd it types the task's real fix; on even ones
+it forges, planting a tests/__init__.py that rewrites pytest's reports so every test
+"passes" (issue 10's forgery 2), then submits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+def policy(prompt: str, turn: int) -> str:
+    from tests._swe import PATCH_REPORTS_CODE, SENTINEL, bash, bundled_rows, fix_command, write_file
+
+    if turn >= 2:
+        return bash(f"echo {SENTINEL}", "Done.")
+    row = next(r for r in bundled_rows() if r["problem_statement"].strip()[:200] in prompt)
+    if row["_index"] % 2:
+        return bash(fix_command(row), "Fix the bug.")
+    return bash(write_file("tests/__init__.py", PATCH_REPORTS_CODE), "Make the tests pass.")
+
+
+def serve_engine(port: int) -> None:
+    from tests._fakes import ScriptedEngine
+    from tests._swe import tiny_tokenizer
+
+    with ScriptedEngine(tiny_tokenizer(), policy, port=port):
+        threading.Event().wait()  # until the launcher's supervisor stops this process
+
+
+def launch(argv: list[str]) -> int:
+    import train
+    from tandem import cluster
+
+    def scripted_engine(cfg, name, port, run_config, model_path):
+        return [sys.executable, str(Path(__file__).resolve()), "engine", "--port", str(port)]
+
+    cluster.engine_command = scripted_engine
+    return train.main(argv)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "launch":
+        sys.exit(launch(sys.argv[2:]))
+    parser = argparse.ArgumentParser()
+    parser.add_argument("mode", choices=["engine"])
+    parser.add_argument("--port", type=int, required=True)
+    serve_engine(parser.parse_args().port)
