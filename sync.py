@@ -136,13 +136,14 @@ def publish_weights(state_dict: dict, source_model_dir: str | os.PathLike, run_d
     """Atomically publish weight version `version`; returns its directory."""
     final = version_dir(run_dir, version)
     final.parent.mkdir(parents=True, exist_ok=True)
+    _remove_abandoned_temps(final.parent)
     tmp = final.with_name(f".{final.name}.tmp{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     try:
         check_free_space(final.parent, sum(_tensor_bytes(t) for t in state_dict.values()), f"weight version {version}")
         write_hf_checkpoint(state_dict, source_model_dir, tmp)
         if final.exists():  # re-publishing the same version (e.g. after a resume)
-            shutil.rmtree(final)
+            _retire_version_dir(final)
         os.replace(tmp, final)
         _fsync_dir(final.parent)
     except Exception as err:
@@ -154,12 +155,30 @@ def publish_weights(state_dict: dict, source_model_dir: str | os.PathLike, run_d
     return final
 
 
+def _remove_abandoned_temps(weights_dir: Path) -> None:
+    """A publish or prune killed midway leaves .step_N.tmp<pid> / .step_N.del<pid> (whole weight copies)."""
+    for hidden in weights_dir.glob(".step_*"):
+        pid = "".join(c for c in hidden.name.rsplit(".", 1)[-1] if c.isdigit())
+        if pid and int(pid) != os.getpid() and not Path(f"/proc/{pid}").exists():
+            shutil.rmtree(hidden, ignore_errors=True)
+
+
 def prune_versions(run_dir: str | os.PathLike, keep_last: int) -> list[int]:
     versions = published_versions(run_dir)
     doomed = versions[:-keep_last] if keep_last > 0 else []
     for v in doomed:
-        shutil.rmtree(version_dir(run_dir, v), ignore_errors=True)
+        _retire_version_dir(version_dir(run_dir, v))
     return doomed
+
+
+def _retire_version_dir(path: Path) -> None:
+    """Unlist a version in one rename, then delete it: a kill midway never leaves a half-deleted version listed."""
+    hidden = path.with_name(f".{path.name}.del{os.getpid()}")
+    try:
+        os.replace(path, hidden)
+    except FileNotFoundError:
+        return
+    shutil.rmtree(hidden, ignore_errors=True)
 
 
 # ----------------------------------------------------------------------------- engines

@@ -99,16 +99,19 @@ def test_the_producer_gives_every_group_the_priority_of_its_step():
     producer = RolloutProducer(RolloutContext(cfg, None, None, None, None), rows, PromptCursor(6, 0, False), fn,
                                start_step=0, total_steps=3, staleness=1, engine_version=0)
 
-    async def go() -> None:
+    outside: list[int | None] = []
+
+    async def go() -> None:  # the training loop's own context: it must never see a group's priority
         producer.start()
         for step in range(3):
             await producer.take(step)
+            outside.append(REQUEST_PRIORITY.get())
             await producer.set_version(step + 1)
         await producer.stop()
 
     asyncio.run(go())
     assert sorted(seen) == [(0, 0), (1, 0), (2, -1), (3, -1), (4, -2), (5, -2)]
-    assert REQUEST_PRIORITY.get() is None  # nothing leaks out of the group tasks
+    assert outside == [None, None, None]  # set only inside each group's task, never in the caller's context
 
 
 def test_a_session_moves_to_another_engine_when_its_engine_leaves_the_router(tmp_path):

@@ -100,6 +100,75 @@ def test_failed_load_keeps_previous_version(cluster):
     assert httpx.get(f"{engines['engine0']}/get_model_info", timeout=10).json().get("weight_version") == current
 
 
+PUBLISHER = """
+import os, sys, torch
+from sync import publish_weights, version_dir
+run_dir, model_path = sys.argv[1], sys.argv[2]
+print("ready", flush=True)
+for v in range(1, 10_000):  # version v holds the value v; 2000 shard entries make deleting it take a while
+    path = publish_weights({"model.embed_tokens.weight": torch.full((256, 256), float(v))}, model_path, run_dir, v,
+                           keep_last=2)
+    for i in range(2000):  # hard links: as cheap to make as to remove, so deletes are a large share of the time
+        os.link(path / "config.json", path / f"shard-{i:05d}")
+"""
+
+
+def check_listed_versions(run_dir: Path) -> None:
+    from safetensors.torch import load_file
+
+    versions = published_versions(run_dir)
+    for v in versions:
+        d = version_dir(run_dir, v)
+        loaded = load_file(str(d / "model.safetensors"))
+        assert torch.equal(loaded["model.embed_tokens.weight"], torch.full((256, 256), float(v))), v
+        assert json.loads((d / "config.json").read_text())["model_type"] == "qwen3"
+        if v != versions[-1]:  # the newest may still be getting its shards; older ones are whole
+            assert len(list(d.glob("shard-*"))) == 2000, f"version {v} is listed but half deleted"
+
+
+def caught_mid_delete(run_dir: Path) -> bool:
+    """Is some older version's directory, listed or not, half gone? (Whatever names the code under test uses.)"""
+    versions = published_versions(run_dir)
+    newest = version_dir(run_dir, versions[-1]).name if versions else None
+    return any(0 < len(list(d.glob("shard-*"))) < 2000 for d in (run_dir / "weights").iterdir()
+               if d.is_dir() and d.name != newest and not d.name.startswith(f".{newest}."))
+
+
+def test_a_publish_stopped_or_killed_at_any_moment_never_exposes_a_partial_version(tmp_path):
+    """Freeze the publisher (SIGSTOP) at 200 random moments and look as a crash would leave it: every
+    listed version is complete. Then SIGKILL it: the next publish removes what it left behind."""
+    import random
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    cfg = TandemConfig.model_validate({"run": {"cache_dir": str(REPO / ".cache/tandem")}})
+    model_path = resolve_model_path(cfg)
+    rng = random.Random(0)
+    proc = subprocess.Popen([sys.executable, "-c", PUBLISHER, str(tmp_path), str(model_path)], cwd=REPO,
+                            stdout=subprocess.PIPE, text=True)
+    in_delete = 0
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        for _ in range(200):  # the publisher moves a few ms between looks: every phase gets seen
+            time.sleep(rng.uniform(0.002, 0.012))
+            proc.send_signal(signal.SIGSTOP)
+            try:
+                in_delete += caught_mid_delete(tmp_path)
+                check_listed_versions(tmp_path)
+            finally:
+                proc.send_signal(signal.SIGCONT)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert in_delete, "no snapshot landed inside a delete: the test exercised nothing"
+    check_listed_versions(tmp_path)
+    last = max(published_versions(tmp_path), default=0) + 1
+    publish_weights({"model.embed_tokens.weight": torch.zeros(4, 4)}, model_path, tmp_path, last, keep_last=3)
+    assert not list((tmp_path / "weights").glob(".step_*")), "abandoned temporary copies were left behind"
+
+
 def test_publish_is_atomic_and_prunes(tmp_path):
     cfg = TandemConfig.model_validate({"run": {"cache_dir": str(REPO / ".cache/tandem")}})
     model_path = resolve_model_path(cfg)
