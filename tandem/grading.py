@@ -14,8 +14,8 @@ How the verdict is kept out of its reach:
  2. that copy stays owned by tandem and is mounted read-only inside the sandbox: the
     tests' process (an unprivileged uid, no capabilities, no_new_privs) can write /tmp
     only, so it cannot rewrite the tests, the grader's plugin or its ini;
- 3. canary tests with fresh random names, which must fail, are written into each graded
-    test file; pytest runs as `python -P -m pytest -c <grader ini> -p tandem_report`,
+ 3. the graded copy has no .git; canary tests with fresh random names, cloned from real
+    tests and made to fail, are written into each graded test file; pytest runs as `python -P -m pytest -c <grader ini> -p tandem_report`,
     with plugin autoload off (allowed plugins are named one by one, from the sandbox
     interpreter's own environment, never from the repository);
  4. per-test results come out of band on a pipe (tandem_report) and are cross-checked
@@ -46,6 +46,7 @@ from typing import Any
 from tandem.config import TandemConfig
 from tandem.sandbox.isolation import SandboxUnavailable
 from tandem.sandbox.pool import SandboxInfraError, SandboxPool
+from tandem.sandbox.storage import remove_tree
 from tandem.sandbox.templates import PrepareError, TemplateCache
 from tandem.swe_data import SweTask, apply_patch, task_from_row
 from tandem.verdict import insert_canaries, judge, parse_stream, plugin_entry_points
@@ -184,6 +185,8 @@ class Grader:
                 apply_patch(sb.testbed, graded)
             except ValueError as err:
                 return self._not_run(task, f"diff does not apply to the clean repository: {err}", dropped, start)
+            # No .git in the graded copy: its HEAD would show the test files as they were before the canaries.
+            remove_tree(sb.testbed / ".git")
             canaries = insert_canaries(sb.testbed, task.test_files)
             planted = plugin_entry_points(sb.testbed)
             protected = [f"/testbed/{f}" for f in task.test_files] + [SANDBOX_GRADER_DIR]

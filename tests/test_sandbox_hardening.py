@@ -25,7 +25,7 @@ import pytest
 
 from tandem.grading import get_runtime, reset_runtime, swe_reward
 from tandem.sample import Sample
-from tandem.sandbox import Isolation, Limits, SandboxPool, SandboxUnavailable, TemplateCache
+from tandem.sandbox import Isolation, Limits, SandboxPool, SandboxUnavailable, TemplateCache, seccomp
 from tandem.sandbox.isolation import _probe
 from tandem.sandbox.runner import run_bounded
 from tandem.sandbox.pool import SandboxInfraError
@@ -50,7 +50,10 @@ def tiny_template(tmp_path: Path) -> tuple[TemplateCache, Path]:
 
 
 # ----------------------------------------------------------------------------- E1
-PRIVILEGE_PROBE = r"""
+KEYRING_PROBE = ("python3 -c \"import ctypes; libc = ctypes.CDLL(None, use_errno=True); "
+                 f"r = libc.syscall({seccomp.syscall_number('add_key') if seccomp.supported() else -1}, "
+                 "b'user', b'tandem-probe', b'hidden tests', 12, -4); print(f'addkey={r},{ctypes.get_errno()}')\"")
+PRIVILEGE_PROBE = KEYRING_PROBE + r"""
 echo "uid=$(id -u)"
 grep -E '^(CapPrm|CapEff|CapAmb|CapBnd|NoNewPrivs)' /proc/self/status
 echo "pid1root=$(readlink /proc/1/root)"
@@ -78,6 +81,8 @@ def assert_unprivileged(output: str) -> None:
         assert refused in output, output
     assert not {"CHROOT_OK", "USERNS_OK", "MOUNT_OK", "HOST_VISIBLE"} & set(output.split()), output
     assert "host-hidden" in output, output
+    # no kernel keyring: a key outlives the sandbox and is readable from any other one (issue 10 review)
+    assert lines["addkey"] == "-1,1", output
 
 
 @needs_root
@@ -89,9 +94,10 @@ def test_without_root_the_agent_holds_no_capability(backend):
             (slot / sub).mkdir()
         chown_tree(slot, NOBODY)
         iso = Isolation(backend, LIMITS, "/usr/bin/python3", ())
-        argv = iso.argv(slot, PRIVILEGE_PROBE, uid=None)  # what a non-root tandem runs
+        filter_fd = seccomp.program_fd() if iso.needs_seccomp_fd() else None  # as Sandbox.exec does
+        argv = iso.argv(slot, PRIVILEGE_PROBE, uid=None, seccomp_fd=filter_fd)  # what a non-root tandem runs
         owner = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--"]
-        run = run_bounded(owner + argv, 30, 100_000)
+        run = run_bounded(owner + argv, 30, 100_000, give_fds=() if filter_fd is None else (filter_fd,))
         assert_unprivileged(run.output)
     finally:
         subprocess.run(["rm", "-rf", str(slot)], check=False)

@@ -58,6 +58,9 @@ SANDBOX_WORKDIR = "/testbed"
 SHIM_DIR = "/.tandem/bin"
 """Read-only directory first on PATH inside: `python` and `python3` there are the configured interpreter."""
 SANDBOX_TMP = "/tmp"
+INSIDE_DIR = Path(__file__).resolve().parent / "inside"
+"""Helpers that run inside an unshare sandbox (bound read-only at /.tandem/lib)."""
+SECCOMP_EXEC = "/.tandem/lib/seccomp_exec.py"
 UNPRIVILEGED_UID = 1000
 """The uid the unshare backend maps the (non-root) caller to inside its user namespace."""
 # Host directories the command may read. Symlinks among them (/bin -> usr/bin on merged-/usr
@@ -229,14 +232,14 @@ class Isolation:
              ro_binds: tuple[tuple[str, str], ...] = (), seccomp_fd: int | None = None) -> list[str]:
         """The argv that runs `command` in the slot; ro_binds are extra (host path, sandbox path) pairs.
 
-        seccomp_fd (bwrap as root) holds the program that forbids new user namespaces; see
-        needs_seccomp_fd and tandem.sandbox.seccomp."""
+        seccomp_fd (bwrap) holds tandem.sandbox.seccomp's filter; see needs_seccomp_fd. The unshare
+        backend installs the same filter from inside (SECCOMP_EXEC)."""
         if self.backend == "bwrap":
             return self._bwrap(slot_dir, command, uid, readonly_testbed, ro_binds, seccomp_fd)
         return self._unshare(slot_dir, command, uid, readonly_testbed, ro_binds)
 
-    def needs_seccomp_fd(self, uid: int | None) -> bool:
-        return self.backend == "bwrap" and uid is not None and seccomp.supported()
+    def needs_seccomp_fd(self) -> bool:
+        return self.backend == "bwrap" and seccomp.supported()
 
     def _bwrap(self, slot_dir: Path, command: str, uid: int | None, readonly_testbed: bool,
                ro_binds: tuple[tuple[str, str], ...], seccomp_fd: int | None) -> list[str]:
@@ -244,7 +247,7 @@ class Isolation:
              "--die-with-parent", "--new-session", "--hostname", "sandbox"]
         if uid is None:  # unprivileged: a user namespace, and no nested ones
             a += ["--unshare-user", "--disable-userns"]
-        elif seccomp_fd is not None:  # as root --disable-userns is not available: a seccomp filter instead
+        if seccomp_fd is not None:  # no keyrings, no user namespaces (as root the only guard against them)
             a += ["--seccomp", str(seccomp_fd)]
         for path, target in self._system_paths():
             a += ["--symlink", target, path] if target is not None else ["--ro-bind", path, path]
@@ -278,8 +281,9 @@ class Isolation:
         # PID 1 (sh) runs the command as its child, never as itself: PID 1 ignores signals it has
         # no handler for (SIGXCPU from RLIMIT_CPU, SIGTERM), and it reaps orphans.
         init = ["sh", "-c", '"$@"; exit $?', "sh"]
+        filtered = [self.python_exe, "-I", "-S", SECCOMP_EXEC, seccomp.program().hex()] if seccomp.supported() else []
         return a + ["sh", "-c", prelude, "sh", str(slot_dir / "root"), str(slot_dir),
-                    *init, *self._drop(uid), *self._run(command)]
+                    *init, *self._drop(uid), *filtered, *self._run(command)]
 
     def _unshare_prelude(self, readonly_testbed: bool, ro_binds: tuple[tuple[str, str], ...]) -> str:
         ro_dirs = [(p, p) for p, t in self._system_paths() if t is None]
@@ -303,6 +307,7 @@ class Isolation:
         ]
         # after /tmp: see _bwrap
         lines += [_ro_bind_line(p, p) for p in self.ro_paths] + [_ro_bind_line(s, d) for s, d in ro_binds]
+        lines.append(_ro_bind_line(str(INSIDE_DIR), str(Path(SECCOMP_EXEC).parent)))
         lines += [f'touch "$NR/dev/{d}" && mount --bind /dev/{d} "$NR/dev/{d}"' for d in DEV_NODES]
         lines += [
             'ln -s /proc/self/fd "$NR/dev/fd"',

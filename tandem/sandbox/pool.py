@@ -80,7 +80,7 @@ class Sandbox:
                 raise RuntimeError("sandbox already released")
             timeout = self.pool.command_timeout_s if timeout_s is None else timeout_s
             iso = self.pool.isolation
-            filter_fd = seccomp.program_fd() if iso.needs_seccomp_fd(self.slot.uid) else None
+            filter_fd = seccomp.program_fd() if iso.needs_seccomp_fd() else None
             try:
                 argv = iso.argv(self.slot.dir, command, self.slot.uid, self.graded, ro_binds, filter_fd)
             except BaseException:
