@@ -134,3 +134,15 @@ def write_file(path: str, text: str) -> str:
     import textwrap
 
     return f"mkdir -p $(dirname {path}) && cat > {path} <<'TANDEM_EOF'\n{textwrap.dedent(text).lstrip()}TANDEM_EOF\n"
+
+
+def sandbox_backends():
+    """(backends that work here, pytest params for both): a backend that cannot run is a recorded skip."""
+    import pytest
+
+    from tandem.sandbox.isolation import _probe
+
+    available = [b for b in ("bwrap", "unshare") if _probe(b)]
+    params = [pytest.param(b, id=b, marks=[] if b in available else pytest.mark.skip(
+        reason=f"the {b} sandbox backend cannot create namespaces here")) for b in ("bwrap", "unshare")]
+    return available, params

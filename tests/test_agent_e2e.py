@@ -138,3 +138,8 @@ def test_a_forging_policy_through_the_real_launcher_scores_zero_and_the_run_goes
         assert row["agent_tamper_rate"] == sum(not index[s["metadata"]["agent"]["instance_id"]] % 2
                                                for s in samples) / len(samples)
     assert forged and honest and max(r["agent_tamper_rate"] for r in rows) > 0
+    # every agent metric the README's coding-agent section documents is in every row
+    import re
+    section = (REPO / "README.md").read_text().split("### Metrics\n", 1)[1].split("\n## ", 1)[0]
+    documented = {k for k in re.findall(r"`(agent_[a-z_0-9]+)`", section)}
+    assert len(documented) >= 14 and all(documented <= set(r) for r in rows), documented - set(rows[0])

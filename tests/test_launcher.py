@@ -24,6 +24,19 @@ SMALL = ["--rollout.prompts_per_step", "2", "--rollout.samples_per_prompt", "4",
          "--engine.startup_timeout_s", "120"]
 
 
+def readme_metric_keys() -> list[str]:
+    """The metrics.jsonl keys the README's "Metrics and the live view" section promises (every backticked
+    key of its first paragraph, the plug-in's own `agent_*` metrics aside)."""
+    import re
+
+    text = (REPO / "README.md").read_text()
+    section = text.split("## Metrics and the live view", 1)[1].split("`logprob_mismatch` is the mean", 1)[0]
+    keys = [k.strip() for block in re.findall(r"`([^`]+)`", section) for k in block.split(",")]
+    keys = [k for k in keys if re.fullmatch(r"[a-z_]+", k) and not k.startswith("agent_")]
+    assert len(keys) >= 25, keys
+    return keys
+
+
 def launch(run_dir: Path, *args: str, **kw) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "train.py", "--run-dir", str(run_dir), *SMALL, *args], cwd=REPO,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
@@ -65,8 +78,10 @@ def test_two_engines_two_steps(tmp_path, mode):
     assert result.returncode == 0, result.stderr[-3000:]
     rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [0, 1]
+    documented = readme_metric_keys()
     for row in rows:
         assert not [k for k in REQUIRED_KEYS if k not in row]
+        assert not [k for k in documented if k not in row], "README documents metrics the run does not log"
         assert row["samples"] == 8
         assert row["staleness_max"] <= (0 if mode == "sync" else 1)
         assert row["step_time"] > 0 and 0 <= row["trainer_idle_ratio"] <= 1

@@ -16,16 +16,12 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from tandem.grading import get_runtime, reset_runtime
-from tandem.sandbox.isolation import _probe
 from tandem.swe_data import apply_patch, load_bundled, task_from_row
 from tandem.verdict import (Stream, insert_canaries, judge, parse_pytest_report, parse_stream,
                             plugin_entry_points)
-from tests._swe import PATCH_REPORTS_CODE, make_cfg, row_named, write_file
+from tests._swe import PATCH_REPORTS_CODE, make_cfg, row_named, sandbox_backends, write_file
 
-BACKENDS = [b for b in ("bwrap", "unshare") if _probe(b)]
-BACKEND_PARAMS = [pytest.param(b, id=b) for b in BACKENDS] + [
-    pytest.param(b, id=b, marks=pytest.mark.skip(reason=f"the {b} backend cannot create namespaces here"))
-    for b in ("bwrap", "unshare") if b not in BACKENDS]
+_, BACKEND_PARAMS = sandbox_backends()
 
 
 # An atexit hook that prints pytest's summary, naming every test in the graded files PASSED.

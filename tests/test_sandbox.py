@@ -24,12 +24,11 @@ import pytest
 
 from tandem.grading import get_runtime, reset_runtime
 from tandem.sandbox import Isolation, Limits, SandboxPool, TemplateCache
-from tandem.sandbox.isolation import _probe
 from tandem.sandbox.templates import DiffTooLarge
 from tandem.swe_data import BUNDLED_TASKS
-from tests._swe import bash, fix_command, make_cfg, row_named, run_rollout, scripted
+from tests._swe import bash, fix_command, make_cfg, row_named, run_rollout, sandbox_backends, scripted
 
-BACKENDS = [b for b in ("bwrap", "unshare") if _probe(b)]
+AVAILABLE, BACKENDS = sandbox_backends()
 LIMITS = Limits(cpu_time_s=5, memory_mb=512, max_processes=32, max_file_mb=8, max_open_files=128)
 
 
@@ -76,7 +75,7 @@ def assert_still_works(sb) -> None:
 
 
 def test_backend_is_available():
-    assert BACKENDS, "neither bubblewrap nor unshare can create namespaces here"
+    assert AVAILABLE, "neither bubblewrap nor unshare can create namespaces here"
 
 
 def test_view_of_the_machine(sandbox):
@@ -320,4 +319,4 @@ def test_agent_commands_are_contained_and_reported(runtime_cfg, tmp_path):
     assert agent["returncodes"][2] != 0 and agent["returncodes"][3] != 0
     assert sample.reward == 0.0 and sample.reward_info["reason"] == "no changes: the agent's diff is empty"
     assert not canary.exists()
-    assert get_runtime().agent_pool.backend in BACKENDS
+    assert get_runtime().agent_pool.backend in AVAILABLE

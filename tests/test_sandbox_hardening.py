@@ -26,15 +26,13 @@ import pytest
 from tandem.grading import get_runtime, reset_runtime, swe_reward
 from tandem.sample import Sample
 from tandem.sandbox import Isolation, Limits, SandboxPool, SandboxUnavailable, TemplateCache, seccomp
-from tandem.sandbox.isolation import _probe
 from tandem.sandbox.runner import run_bounded
 from tandem.sandbox.pool import SandboxInfraError
 from tandem.sandbox.storage import chown_tree
 from tandem.sandbox.storage import DiskCap, mounts_under, tmpfs_available
-from tests._swe import bash, fix_command, make_cfg, row_named, run_rollout, scripted
+from tests._swe import bash, fix_command, make_cfg, row_named, run_rollout, sandbox_backends, scripted
 
-BACKENDS = [pytest.param(b, id=b, marks=[] if _probe(b) else pytest.mark.skip(
-    reason=f"the {b} backend cannot create namespaces here")) for b in ("bwrap", "unshare")]
+_, BACKENDS = sandbox_backends()
 LIMITS = Limits(cpu_time_s=20, memory_mb=1024, max_processes=32, max_file_mb=64, max_open_files=128)
 ROOT = os.geteuid() == 0
 needs_root = pytest.mark.skipif(not ROOT, reason="needs root: sets up an unprivileged owner and tmpfs slots")
