@@ -45,8 +45,10 @@ from _faults import (GROUP, PROMPTS, SMALL, Launch, base_weights, batch, check_b
 UNRESPONSIVE_S = 3.0
 CHECK_S = 0.5
 FAULTS = ["--faults.engine_unresponsive_s", str(UNRESPONSIVE_S), "--faults.engine_check_interval_s", str(CHECK_S)]
-# A loaded 2-core CI box delays a poll or a probe by up to this much; bounds below add it once.
-SLACK_S = 1.5
+PROBE_S = 2.0
+"""Longest /health probe the engine doctor waits for (tandem/fleet.py)."""
+MARGIN_S = 2.0
+"""What a loaded 2-core CI box may add to a check or a probe; the detection bounds add it once."""
 
 
 class TrainerBrake:
@@ -144,10 +146,6 @@ def test_engine_faults_recovered(tmp_path, mode):
 
     # Both faults were real: the killed engine is gone, the stopped one was killed, not left hanging.
     assert not survivors([victim, hung], 5), "a faulted engine process is still running"
-    # Detection: an exit within one check interval, a hang once /health has been silent for
-    # faults.engine_unresponsive_s (plus scheduling slack on a loaded box).
-    assert kill_detect_s <= CHECK_S + SLACK_S, kill_detect_s
-    assert hang_detect_s <= UNRESPONSIVE_S + SLACK_S, hang_detect_s
 
     # Every step trained on exactly prompts*G samples: none lost, none counted twice, none stale.
     assert check_batches(run, steps) == []
@@ -157,7 +155,12 @@ def test_engine_faults_recovered(tmp_path, mode):
     recoveries = json.loads((run / "recoveries.json").read_text())
     assert [(r["engine"], r["cause"].split()[0]) for r in recoveries] == [("engine1", "exited"),
                                                                            ("engine0", "unresponsive")]
-    assert recoveries[1]["detect_s"] <= UNRESPONSIVE_S + SLACK_S
+    # Detection as the launcher measured it (last good /health -> verdict), bounded by the configured
+    # intervals: an exit within a check interval and a probe after the last good probe; a hang never
+    # before engine_unresponsive_s, and within a check and a probe after it. MARGIN_S is scheduling on
+    # a loaded 2-core machine; the test's own polling latency is not part of what is bounded.
+    assert recoveries[0]["detect_s"] <= 2 * CHECK_S + PROBE_S + MARGIN_S, recoveries[0]
+    assert UNRESPONSIVE_S <= recoveries[1]["detect_s"] <= UNRESPONSIVE_S + CHECK_S + PROBE_S + MARGIN_S, recoveries[1]
     # The faults hit traffic, and still no sample was lost: requests reached the killed engine
     # (the router logged each failed send and answered it from the other engine), and a step's
     # requests sat on the silent engine until the doctor replaced it (~engine_unresponsive_s).
