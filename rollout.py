@@ -29,6 +29,7 @@ from typing import Any, Awaitable, Callable
 import aiohttp
 
 from tandem.config import TandemConfig
+from tandem.errors import RunFatal
 from tandem.sample import Sample
 
 
@@ -313,6 +314,8 @@ async def score_sample(reward_fn: Callable, sample: Sample, row: dict, timeout_s
             result = await asyncio.wait_for(loop.run_in_executor(executor, reward_fn, sample, row), timeout_s)
     except asyncio.TimeoutError:
         return 0.0, {"reason": f"timeout: reward took longer than {timeout_s}s", "reward_time": timeout_s}
+    except RunFatal:  # the plug-in asks to stop the run (e.g. a sandbox that keeps failing)
+        raise
     except Exception as err:  # a broken reward must not crash the run
         return 0.0, {"reason": f"error: {type(err).__name__}: {err}", "reward_time": time.monotonic() - start}
     reward, info = (result if isinstance(result, tuple) else (result, {}))

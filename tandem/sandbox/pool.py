@@ -30,6 +30,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tandem.errors import RunFatal
 from tandem.sandbox import lifecycle, seccomp
 from tandem.sandbox.isolation import Isolation, Limits
 from tandem.sandbox.runner import ExecResult, run_bounded
@@ -40,8 +41,8 @@ from tandem.sandbox.templates import TemplateCache, host_git
 log = logging.getLogger(__name__)
 
 
-class SandboxInfraError(RuntimeError):
-    """The sandbox machinery itself failed (not the agent's commands): a slot could not be filled or replaced."""
+class SandboxInfraError(RunFatal):
+    """The sandbox machinery itself failed (not the agent's commands), repeatedly: the run stops with this cause."""
 
 
 @dataclass
