@@ -14,8 +14,10 @@ How the verdict is kept out of its reach:
  2. that copy stays owned by tandem and is mounted read-only inside the sandbox: the
     tests' process (an unprivileged uid, no capabilities, no_new_privs) can write /tmp
     only, so it cannot rewrite the tests, the grader's plugin or its ini;
- 3. the graded copy has no .git; canary tests with fresh random names, cloned from real
-    tests and made to fail, are written into each graded test file; pytest runs as `python -P -m pytest -c <grader ini> -p tandem_report`,
+ 3. the graded copy has no .git, and whatever the diff did to the graded test files and
+    conftest.py files is undone from the template (filter_diff only names them for the
+    reason); canary tests with fresh random names, clones of real tests with one expected
+    literal changed, are written into each graded test file; pytest runs as `python -P -m pytest -c <grader ini> -p tandem_report`,
     with plugin autoload off (allowed plugins are named one by one, from the sandbox
     interpreter's own environment, never from the repository);
  4. per-test results come out of band on a pipe (tandem_report) and are cross-checked
@@ -36,6 +38,7 @@ import math
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import threading
 import time
@@ -46,7 +49,7 @@ from typing import Any
 from tandem.config import TandemConfig
 from tandem.sandbox.isolation import SandboxUnavailable
 from tandem.sandbox.pool import SandboxInfraError, SandboxPool
-from tandem.sandbox.storage import remove_tree
+from tandem.sandbox.storage import remove_tree, walk_tree
 from tandem.sandbox.templates import PrepareError, TemplateCache
 from tandem.swe_data import SweTask, apply_patch, task_from_row
 from tandem.verdict import insert_canaries, judge, parse_stream, plugin_entry_points
@@ -58,6 +61,34 @@ GRADER_DIR = Path(__file__).resolve().parent / "grader_plugin"
 SANDBOX_GRADER_DIR = "/.tandem/grader"
 PROTECTED_NAMES = {"conftest.py"}
 _DIFF_HEADER = re.compile(r'^diff --git (?:"?a/(.+?)"?) (?:"?b/(.+?)"?)$')
+
+
+def restore_protected(testbed: Path, clean: Path, test_files: list[str]) -> list[str]:
+    """Put every graded test file and conftest.py back as the clean template has it; return what changed."""
+    changed = []
+    protected = set(test_files)
+    protected |= {str(Path(p).relative_to(testbed)) for p, st in walk_tree(testbed)
+                  if os.path.basename(p) in PROTECTED_NAMES}
+    protected |= {str(Path(p).relative_to(clean)) for p, st in walk_tree(clean) if os.path.basename(p) in PROTECTED_NAMES}
+    for rel in sorted(protected):
+        ours, theirs = testbed / rel, clean / rel
+        if _same_file(ours, theirs):
+            continue
+        changed.append(rel)
+        if ours.is_symlink() or ours.exists():
+            remove_tree(ours)
+        if theirs.is_file() and not theirs.is_symlink():
+            ours.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(theirs, ours)
+    return changed
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    if a.is_symlink() or b.is_symlink():
+        return False
+    if not (a.is_file() and b.is_file()):
+        return not a.exists() and not b.exists()
+    return a.read_bytes() == b.read_bytes()
 
 
 def pytest_command(test_files: list[str], plugins: list[str] | None = None, report_fd: int | None = None,
@@ -185,6 +216,9 @@ class Grader:
                 apply_patch(sb.testbed, graded)
             except ValueError as err:
                 return self._not_run(task, f"diff does not apply to the clean repository: {err}", dropped, start)
+            # What the diff did to the graded tests is undone from the template, whatever path spelling
+            # (C-quoted names, a plain unified diff) got it past filter_diff: that parse is not the guard.
+            dropped = sorted(set(dropped) | set(restore_protected(sb.testbed, sb.template / "testbed", task.test_files)))
             # No .git in the graded copy: its HEAD would show the test files as they were before the canaries.
             remove_tree(sb.testbed / ".git")
             canaries = insert_canaries(sb.testbed, task.test_files)
