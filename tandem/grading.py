@@ -16,8 +16,8 @@ How the verdict is kept out of its reach:
     only, so it cannot rewrite the tests, the grader's plugin or its ini;
  3. the graded copy has no .git, and whatever the diff did to the graded test files and
     conftest.py files is undone from the template (filter_diff only names them for the
-    reason); canary tests with fresh random names, clones of real tests with one expected
-    literal changed, are written into each graded test file; pytest runs as `python -P -m pytest -c <grader ini> -p tandem_report`,
+    reason); canary tests, twins of real tests with one assert changed, are written into
+    each graded test file, and every test there gets a fresh name (tandem.canaries); pytest runs as `python -P -m pytest -c <grader ini> -p tandem_report`,
     with plugin autoload off (allowed plugins are named one by one, from the sandbox
     interpreter's own environment, never from the repository);
  4. per-test results come out of band on a pipe (tandem_report) and are cross-checked
@@ -52,7 +52,8 @@ from tandem.sandbox.pool import SandboxInfraError, SandboxPool
 from tandem.sandbox.storage import remove_tree, walk_tree
 from tandem.sandbox.templates import PrepareError, TemplateCache
 from tandem.swe_data import SweTask, apply_patch, task_from_row
-from tandem.verdict import insert_canaries, judge, parse_stream, plugin_entry_points
+from tandem.canaries import insert_canaries
+from tandem.verdict import judge, parse_stream, plugin_entry_points
 
 log = logging.getLogger(__name__)
 
@@ -221,13 +222,14 @@ class Grader:
             dropped = sorted(set(dropped) | set(restore_protected(sb.testbed, sb.template / "testbed", task.test_files)))
             # No .git in the graded copy: its HEAD would show the test files as they were before the canaries.
             remove_tree(sb.testbed / ".git")
-            canaries = insert_canaries(sb.testbed, task.test_files)
+            disguise = insert_canaries(sb.testbed, task.test_files, task.fail_to_pass)
             planted = plugin_entry_points(sb.testbed)
             protected = [f"/testbed/{f}" for f in task.test_files] + [SANDBOX_GRADER_DIR]
             read_end, write_end = os.pipe()
             run = sb.exec(pytest_command(task.test_files, self.plugins, write_end, protected),
                           timeout_s=self.test_timeout_s, ro_binds=self.ro_binds, side_channel=(read_end, write_end))
-        verdict = judge(list(task.tests), canaries, parse_stream(run.side), run.returncode, run.output)
+        verdict = judge(list(task.tests), disguise.canaries, parse_stream(run.side), run.returncode, run.output,
+                        disguise.unmask, disguise.twin_of)
         tamper = verdict.tamper + [f"the repository declares a pytest plugin entry point ({p})" for p in planted]
         tests = verdict.tests
         f2p_ok = sum(tests[t] == "PASSED" for t in task.fail_to_pass)
@@ -238,7 +240,7 @@ class Grader:
         if dropped and not passed:
             reason += f"; edits to test files were not graded: {', '.join(dropped)}"
         return GradeResult(1.0 if passed else 0.0, reason, tests, f2p_ok, len(task.fail_to_pass), p2p_ok,
-                           len(task.pass_to_pass), dropped, tamper, len(canaries), run.duration_s,
+                           len(task.pass_to_pass), dropped, tamper, len(disguise.canaries), run.duration_s,
                            time.monotonic() - start, run.output[-2000:])
 
     def _reason(self, task: SweTask, tests: dict[str, str], tamper: list[str], run, complete: bool,

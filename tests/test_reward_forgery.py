@@ -11,6 +11,7 @@ Before this grader each of the four forgeries below scored 1 (issue 10's table).
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from concurrent.futures import ThreadPoolExecutor
 
@@ -18,8 +19,8 @@ import pytest
 
 from tandem.grading import get_runtime, reset_runtime
 from tandem.swe_data import apply_patch, load_bundled, task_from_row
-from tandem.verdict import (CANARIES_PER_FILE, Stream, insert_canaries, judge, parse_pytest_report, parse_stream,
-                            plugin_entry_points)
+from tandem.canaries import CANARIES_PER_FILE, insert_canaries
+from tandem.verdict import Stream, judge, parse_pytest_report, parse_stream, plugin_entry_points
 from tests._swe import PATCH_REPORTS_CODE, make_cfg, row_named, sandbox_backends, write_file
 
 _, BACKEND_PARAMS = sandbox_backends()
@@ -275,7 +276,7 @@ def test_forgery_scores_zero_with_tamper(tmp_path, backend, attack):
     if attack not in FORGE_OUTCOMES:  # prevented, not just detected: the hidden tests ran as
         # written (read-only mount) and no plugin of the agent's rewrote their outcome (autoload off)
         assert all(res.tests[t] == "FAILED" for t in task.fail_to_pass), res.tests
-    assert res.canaries == CANARIES_PER_FILE * len(task.test_files)
+    assert res.canaries >= CANARIES_PER_FILE * len(task.test_files)
 
 
 def test_forgery_through_the_agent_loop_is_flagged_and_the_run_goes_on(tmp_path, backend):
@@ -323,21 +324,77 @@ def test_every_reference_fix_scores_one(tmp_path, backend):
 # ----------------------------------------------------------------------------- the pieces
 def test_canaries_are_hidden_valid_and_must_fail(tmp_path):
     (tmp_path / "tests").mkdir()
-    src = "import os\n\n\ndef test_parse_simple():\n    assert 1\n\n\nclass TestX:\n    def test_a(self):\n        pass\n"
+    src = ("import os\n\n\ndef test_parse_simple():\n    assert len('ab') == 2\n\n\n"
+           "class TestX:\n    def test_a(self):\n        pass\n")
     (tmp_path / "tests" / "test_m.py").write_text(src)
     first = insert_canaries(tmp_path, ["tests/test_m.py"])
     second_dir = tmp_path / "again"
     (second_dir / "tests").mkdir(parents=True)
     (second_dir / "tests" / "test_m.py").write_text(src)
     second = insert_canaries(second_dir, ["tests/test_m.py"])
-    assert len(first) == CANARIES_PER_FILE == len(set(first)) and first != second  # fresh names every grading
+    assert len(first.canaries) == CANARIES_PER_FILE == len(set(first.canaries)) and first.canaries != second.canaries
     text = (tmp_path / "tests" / "test_m.py").read_text()
+    assert "test_parse_simple" not in text and "TestX" in text  # renamed like the canaries; classes untouched
+    renamed = [new for new, old in first.aliases.items() if old == "tests/test_m.py::test_parse_simple"]
+    assert len(renamed) == 1 and first.unmask(renamed[0] + "[x - y]") == "tests/test_m.py::test_parse_simple[x - y]"
     namespace: dict = {}
-    exec(compile(text, "test_m.py", "exec"), namespace)  # still valid Python, original tests intact
-    assert "test_parse_simple" in namespace and "TestX" in namespace
-    for node in first:
+    exec(compile(text, "test_m.py", "exec"), namespace)
+    namespace[renamed[0].split("::")[1]]()  # the original still passes
+    for node in first.canaries:
         with pytest.raises(AssertionError):
             namespace[node.split("::")[1]]()
+
+
+def test_canary_names_and_places_tell_nothing(tmp_path):
+    """Originals and twins are named by one generator, and a twin may sit before its original."""
+    (tmp_path / "tests").mkdir()
+    body = "".join(f"def test_case_{i}():\n    assert str({i}) == \"{i}\"\n\n\n" for i in range(6))
+    before_original = 0
+    for round_ in range(20):
+        (tmp_path / "tests" / "test_n.py").write_text(body)
+        d = insert_canaries(tmp_path, ["tests/test_n.py"], hidden=("tests/test_n.py::test_case_2",))
+        text = (tmp_path / "tests" / "test_n.py").read_text()
+        names = re.findall(r"^def (\w+)\(", text, re.M)
+        assert not any(re.fullmatch(r"test_case_\d", n) for n in names)  # no original name survives
+        assert {len(n.split("_")) for n in names} == {3}  # one shape for every name
+        original = next(new for new, old in d.aliases.items() if old.endswith("::test_case_2")).split("::")[1]
+        twins = [c.split("::")[1] for c in d.canaries if 'str(2) == "' in text.split(f"def {c.split('::')[1]}(")[1][:40]]
+        assert twins, "the hidden test got no twin"
+        before_original += names.index(twins[0]) < names.index(original)
+    assert 0 < before_original < 20
+
+
+@pytest.mark.parametrize("case", ["big_float", "space_before_paren", "form_feed", "one_liner", "u2028_in_string",
+                                  "parametrized", "membership", "truthiness", "lenient_approx"])
+def test_canaries_never_pass_on_code_the_originals_pass(tmp_path, case):
+    """Honest code must never set off a canary (the third review's false positives, and other forms)."""
+    import subprocess
+    import sys
+
+    sources = {
+        "big_float": "def test_big():\n    assert float(str(1e20)) == 1e20\n",
+        "space_before_paren": "def test_spaced ():\n    assert 1 + 1 == 2\n",
+        "form_feed": "def test_a():\n    assert 2 == 2\n\x0c\n\ndef test_b():\n    assert 'b' == 'b'\n",
+        "one_liner": "def test_one(): assert 3 == 3\n",
+        "u2028_in_string": "def test_u():\n    assert 'a\u2028b' == 'a\u2028b'\n    assert 4 == 4\n",
+        "parametrized": ("import pytest\n\n\n@pytest.mark.parametrize('a, want', [(1, 2), (2, 4)])\n"
+                         "def test_double(a, want):\n    assert a * 2 == want\n"),
+        "membership": "def test_in():\n    it = iter([1, 2, 3])\n    assert 2 in it\n",
+        "truthiness": "def test_truth():\n    assert 'abc'.startswith('a')\n    assert not ''.strip()\n",
+        "lenient_approx": ("import pytest\n\n\ndef test_close():\n    assert 10 == pytest.approx(12, abs=5)\n"),
+    }
+    (tmp_path / "tests").mkdir()
+    for _ in range(6):  # fresh random choices each round
+        (tmp_path / "tests" / "test_k.py").write_text(sources[case])
+        d = insert_canaries(tmp_path, ["tests/test_k.py"])
+        out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider", "tests"],
+                             cwd=tmp_path, capture_output=True, text=True, timeout=120)
+        report = {d.unmask(t): st for t, st in parse_pytest_report(out.stdout).items()}
+        for c in d.canaries:
+            cases = [st for t, st in report.items() if t == c or t.startswith(c + "[")]
+            assert cases and all(st == "FAILED" for st in cases), (c, out.stdout[-1500:])
+        originals = [t for t in report if not any(t == c or t.startswith(c + "[") for c in d.canaries)]
+        assert originals and all(report[t] == "PASSED" for t in originals), out.stdout[-1500:]
 
 
 def test_judge_flags_each_disagreement():
@@ -360,6 +417,15 @@ def test_judge_flags_each_disagreement():
     assert any("summary" in t for t in judge(exp, can, failing, 1, printed).tamper)
     honest_print = "== short test summary info ==\nFAILED t.py::a - assert 1 == 2\nFAILED t.py::c1 - assert\n"
     assert any("report stream claims passes" in t for t in judge(exp, can, honest, 1, honest_print).tamper)
+    # a twin is judged with its original: wrong code may pass a flipped twin (a != b), never both
+    twin = {"t.py::c1": "t.py::a"}
+    wrong = Stream(True, None, {"t.py::a": "FAILED", "t.py::c1": "PASSED"}, {}, 1)
+    assert judge(exp, can, wrong, 1, "", twin_of=twin).tamper == []
+    forged = Stream(True, None, {"t.py::a": "PASSED", "t.py::c1": "PASSED"}, {}, 0)
+    assert any("canary" in t for t in judge(exp, can, forged, 0, "", twin_of=twin).tamper)
+    param = Stream(True, None, {"t.py::a[1]": "PASSED", "t.py::a[2]": "FAILED", "t.py::c1[1]": "FAILED",
+                                "t.py::c1[2]": "PASSED"}, {}, 1)
+    assert judge(["t.py::a[1]"], can, param, 1, "", twin_of=twin).tamper == []  # case by case
     crashed = judge(exp, can, Stream(True, None, {}, {}, None), -9, "")  # a timeout is a failure, not tampering
     assert crashed.tamper == [] and not crashed.complete and crashed.tests == {"t.py::a": "MISSING"}
 
@@ -444,37 +510,6 @@ def test_edits_to_graded_tests_are_undone_however_the_diff_spells_the_path(tmp_p
     assert res.reward == 0.0, res.info()
     assert rel in res.dropped_paths, res.dropped_paths
     assert all(res.tests[t] == "FAILED" for t in task.fail_to_pass), res.tests  # the real tests ran
-
-
-def test_canaries_fail_on_correct_code_whatever_their_asserts(tmp_path):
-    """No false tamper: on code the originals pass, every canary fails, whatever the originals assert
-    (iterators consumed by `in`, stateful properties, literals, computed values)."""
-    import subprocess
-    import sys
-
-    (tmp_path / "tests").mkdir()
-    (tmp_path / "tests" / "test_kinds.py").write_text(
-        "class Counter:\n    def __init__(self):\n        self.n = 0\n\n    @property\n    def tick(self):\n"
-        "        self.n += 1\n        return self.n\n\n\n"
-        "def test_iterator_membership():\n    it = iter([1, 2, 3])\n    assert 2 in it\n\n\n"
-        "def test_stateful_property():\n    c = Counter()\n    assert c.tick == 1\n\n\n"
-        "def test_computed():\n    want = 'x' * 3\n    assert 'xxx' == want\n\n\n"
-        "def test_literals():\n    assert [1, 2][0] == 1\n    assert 'ab' == \"ab\"\n    assert -2.5 == -2.5\n")
-    for _ in range(8):  # fresh random choices each round
-        (tmp_path / "tests" / "test_kinds.py").write_text((tmp_path / "tests" / "test_kinds.py").read_text())
-        canaries = insert_canaries(tmp_path, ["tests/test_kinds.py"], per_file=3)
-        out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider", "tests"],
-                             cwd=tmp_path, capture_output=True, text=True, timeout=120)
-        report = parse_pytest_report(out.stdout)
-        assert all(report.get(c) == "FAILED" for c in canaries), out.stdout[-2000:]
-        assert sum(s == "PASSED" for s in report.values()) == 4, out.stdout[-2000:]
-        source = (tmp_path / "tests" / "test_kinds.py").read_text()
-        for c in canaries:  # back to the originals for the next round
-            name = c.split("::")[1]
-            start = source.index(f"\n\n\ndef {name}(")
-            end = source.find("\n\n\n", start + 3)
-            source = source[:start] + (source[end:] if end >= 0 else "\n")
-        (tmp_path / "tests" / "test_kinds.py").write_text(source)
 
 
 def test_parametrized_ids_with_separators_grade_exactly(tmp_path, backend):
