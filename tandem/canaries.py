@@ -72,11 +72,13 @@ def insert_canaries(testbed: Path, test_files: list[str], hidden: tuple[str, ...
         if path.suffix != ".py" or not _regular_file(path):
             continue
         source = path.read_text(errors="surrogateescape")
-        wanted = {t.split("::", 1)[1].split("[")[0] for t in hidden if t.split("::", 1)[0] == rel and t.count("::") == 1}
+        wanted = {t.split("::", 1)[1].split("[")[0] for t in hidden
+                  if t.split("::", 1)[0] == rel and t.count("::") == 1}
         result = _disguise_file(source, wanted, per_file, rng, names)
         if result is None:  # nothing safe to rewrite: leave the tests alone, append synthetic canaries
             canary_names = [names.fresh(source) for _ in range(per_file)]
-            result = source.rstrip("\n") + "\n" + "".join(_synthetic(n, rng) for n in canary_names), canary_names, {}, {}
+            text = source.rstrip("\n") + "\n" + "".join(_synthetic(n, rng) for n in canary_names)
+            result = text, canary_names, {}, {}
         text, canary_names, renamed, originals = result
         path.write_text(text, errors="surrogateescape")
         out.canaries += [f"{rel}::{n}" for n in canary_names]

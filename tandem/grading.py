@@ -17,7 +17,8 @@ How the verdict is kept out of its reach:
  3. the graded copy has no .git, and whatever the diff did to the graded test files and
     conftest.py files is undone from the template (filter_diff only names them for the
     reason); canary tests, twins of real tests with one assert changed, are written into
-    each graded test file, and every test there gets a fresh name (tandem.canaries); pytest runs as `python -P -m pytest -c <grader ini> -p tandem_report`,
+    each graded test file, and every test there gets a fresh name (tandem.canaries); pytest
+    runs as `python -P -m pytest -c <grader ini> -p tandem_report`,
     with plugin autoload off (allowed plugins are named one by one, from the sandbox
     interpreter's own environment, never from the repository);
  4. per-test results come out of band on a pipe (tandem_report) and are cross-checked
@@ -70,7 +71,8 @@ def restore_protected(testbed: Path, clean: Path, test_files: list[str]) -> list
     protected = set(test_files)
     protected |= {str(Path(p).relative_to(testbed)) for p, st in walk_tree(testbed)
                   if os.path.basename(p) in PROTECTED_NAMES}
-    protected |= {str(Path(p).relative_to(clean)) for p, st in walk_tree(clean) if os.path.basename(p) in PROTECTED_NAMES}
+    protected |= {str(Path(p).relative_to(clean)) for p, st in walk_tree(clean)
+                  if os.path.basename(p) in PROTECTED_NAMES}
     for rel in sorted(protected):
         ours, theirs = testbed / rel, clean / rel
         if _same_file(ours, theirs):
@@ -219,7 +221,8 @@ class Grader:
                 return self._not_run(task, f"diff does not apply to the clean repository: {err}", dropped, start)
             # What the diff did to the graded tests is undone from the template, whatever path spelling
             # (C-quoted names, a plain unified diff) got it past filter_diff: that parse is not the guard.
-            dropped = sorted(set(dropped) | set(restore_protected(sb.testbed, sb.template / "testbed", task.test_files)))
+            restored = restore_protected(sb.testbed, sb.template / "testbed", task.test_files)
+            dropped = sorted(set(dropped) | set(restored))
             # No .git in the graded copy: its HEAD would show the test files as they were before the canaries.
             remove_tree(sb.testbed / ".git")
             disguise = insert_canaries(sb.testbed, task.test_files, task.fail_to_pass)

@@ -263,7 +263,8 @@ class Isolation:
                     a += ["--perms", "0755", "--dir", str(parent)]
             a += ["--ro-bind", src, dest]
         a += ["--perms", "0755", "--dir", SHIM_DIR, "--symlink", self.python_exe, f"{SHIM_DIR}/python",
-              "--symlink", self.python_exe, f"{SHIM_DIR}/python3", "--remount-ro", "/", "--chdir", SANDBOX_WORKDIR, "--"]
+              "--symlink", self.python_exe, f"{SHIM_DIR}/python3", "--remount-ro", "/",
+              "--chdir", SANDBOX_WORKDIR, "--"]
         return a + self._drop(uid) + self._run(command)
 
     def _unshare(self, slot_dir: Path, command: str, uid: int | None, readonly_testbed: bool,
