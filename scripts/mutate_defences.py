@@ -1,0 +1,103 @@
+"""Break each reward and sandbox defence once; the test that guards it must fail.
+
+    python scripts/mutate_defences.py              # every mutation (about 5 minutes on 2 cores)
+    python scripts/mutate_defences.py "no seccomp" # one, by name
+
+Each mutation replaces one exact piece of code (it refuses, STALE, when that code has moved
+on), runs the guarding test(s), and restores the file, whatever happens. CAUGHT means the test
+failed with the defence broken. Do not edit the tree while it runs: it rewrites files in place.
+"""
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+NL = "\n"
+F = "tests/test_reward_forgery.py::"
+H = "tests/test_sandbox_hardening.py::"
+M = [
+ ("no canaries", "tandem/grading.py", "disguise = insert_canaries(sb.testbed, task.test_files, task.fail_to_pass)",
+  "disguise = insert_canaries(sb.testbed, [], ())", F + "test_forgery_scores_zero_with_tamper"),
+ ("no stdout cross-check", "tandem/verdict.py", "    if forged:" + NL, "    if False:" + NL, F + "test_forgery_scores_zero_with_tamper"),
+ ("one-way stdout check", "tandem/verdict.py", "    if denied:" + NL, "    if False:" + NL, F + "test_judge_flags_each_disagreement"),
+ ("graded repo writable", "tandem/grading.py", "acquire(self.graded_template(task), graded=True)",
+  "acquire(self.graded_template(task), graded=False)", F + "test_forgery_scores_zero_with_tamper"),
+ ("no entry-point scan", "tandem/grading.py", "planted = plugin_entry_points(sb.testbed)", "planted = []", F + "test_forgery_scores_zero_with_tamper"),
+ ("plugin autoload on", "tandem/grading.py", 'env = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", ', 'env = {', F + "test_forgery_scores_zero_with_tamper"),
+ ("graded .git kept", "tandem/grading.py", '            remove_tree(sb.testbed / ".git")' + NL, "", F + "test_forgery_scores_zero_with_tamper"),
+ ("tests not restored", "tandem/grading.py",
+  '            dropped = sorted(set(dropped) | set(restore_protected(sb.testbed, sb.template / "testbed", task.test_files)))' + NL,
+  "", F + "test_edits_to_graded_tests_are_undone_however_the_diff_spells_the_path"),
+ ("originals keep names", "tandem/canaries.py", "    renamed = _renames(source, tests, names)", "    renamed = {}",
+  F + "test_canary_names_and_places_tell_nothing"),
+ ("twins only after original", "tandem/canaries.py",
+  "rng.choice([s for s in spots if s >= end] or [end]) if decorated else rng.choice(spots)",
+  "rng.choice([s for s in spots if s >= end] or [end])", F + "test_canary_names_and_places_tell_nothing"),
+ ("no twin per hidden test", "tandem/canaries.py", "    hidden = [fn for fn in cloneable if fn.name in wanted]", "    hidden = []",
+  F + "test_canary_names_and_places_tell_nothing"),
+ ("twin judged alone", "tandem/verdict.py",
+  '            original is None or stream.status.get(original + p) in ("PASSED", "XPASS"))]', ")]",
+  F + "test_judge_flags_each_disagreement"),
+ ("float step unchecked", "tandem/canaries.py", "    return new_text if ast.literal_eval(new_text) != value else None  # 1e20 + 1.0 == 1e20",
+  "    return repr(value + 1.0) if isinstance(value, float) else new_text", F + "test_canaries_never_pass_on_code_the_originals_pass"),
+ ("lenient matcher mutated", "tandem/canaries.py", "and isinstance(st.test.ops[0], ast.Eq) and not _lenient(source, st.test)",
+  "and isinstance(st.test.ops[0], ast.Eq)", F + "test_canaries_never_pass_on_code_the_originals_pass"),
+ ("splitlines", "tandem/canaries.py", '    lines = io.StringIO(source, newline="").readlines()', "    lines = source.splitlines(keepends=True)",
+  F + "test_canaries_never_pass_on_code_the_originals_pass"),
+ ("malformed record crashes", "tandem/verdict.py", "        except (ValueError, TypeError, OverflowError, AttributeError):",
+  "        except (ValueError,):", F + "test_forgery_scores_zero_with_tamper"),
+ ("' - ' split back", "tandem/verdict.py", '        elif depth == 0 and rest.startswith(" - ", i):', '        elif rest.startswith(" - ", i):',
+  F + "test_parse_pytest_report_keeps_parametrized_ids_whole"),
+ ("no unicode id escape", "tandem/verdict.py", 'stream.status.get(t, stream.status.get(pytest_escaped(t), "MISSING"))',
+  'stream.status.get(t, "MISSING")', F + "test_parametrized_ids_with_separators_grade_exactly"),
+ ("no seccomp", "tandem/sandbox/isolation.py", 'return self.backend == "bwrap" and seccomp.supported()', "return False",
+  H + "test_as_root_the_agent_runs_as_its_slot_uid_with_no_capability"),
+ ("keyrings allowed", "tandem/sandbox/seccomp.py", '        (None, _JEQ, nr["add_key"], "eperm", None),' + NL, "",
+  H + "test_without_root_the_agent_holds_no_capability"),
+ ("unshare maps root", "tandem/sandbox/isolation.py",
+  'return ["--user", f"--map-user={UNPRIVILEGED_UID}", f"--map-group={UNPRIVILEGED_UID}", "--keep-caps"]',
+  'return ["--user", "--map-root-user"]', H + "test_without_root_the_agent_holds_no_capability"),
+ ("no cap drop in unshare", "tandem/sandbox/isolation.py", 'drop += ["--ambient-caps=-all", "--bounding-set=-all"]', "drop += []",
+  H + "test_without_root_the_agent_holds_no_capability"),
+ ("recursive rmtree", "tandem/sandbox/storage.py", "    _make_traversable(path, None, st)" + NL + "    fd = os.open(path, _DIR_FLAGS)",
+  "    import shutil; return shutil.rmtree(path)" + NL + "    fd = os.open(path, _DIR_FLAGS)", H + "test_startup_sweep_removes_hostile_leftovers"),
+ ("failed slot reused", "tandem/sandbox/pool.py",
+  '            self._retire(sandbox.slot, f"cleanup failed: {type(err).__name__}: {err}")' + NL + "            return", "            pass",
+  H + "test_a_slot_whose_cleanup_fails_is_retired_and_replaced"),
+ ("no tmpfs cap", "tandem/sandbox/pool.py", "self.disk_cap = disk_cap if disk_cap is not None and tmpfs_available(self.dir) else None",
+  "self.disk_cap = None", H + "test_disk_cap_counts_transient_bytes_and_inodes"),
+ ("prefix under /tmp hidden", "tandem/sandbox/isolation.py", '        a += ["--perms", "0755", "--dir", SHIM_DIR,',
+  '        a += ["--bind", str(slot_dir / "tmp"), SANDBOX_TMP]' + NL + '        a += ["--perms", "0755", "--dir", SHIM_DIR,',
+  H + "test_a_python_under_tmp_is_not_hidden_by_the_sandboxes_tmp"),
+ ("venv via shim first", "tandem/sandbox/isolation.py", 'first = f"{bindir}:{SHIM_DIR}" if own else f"{SHIM_DIR}:{bindir}"',
+  'first = f"{SHIM_DIR}:{bindir}"', H + "test_a_python_under_tmp_is_not_hidden_by_the_sandboxes_tmp"),
+ ("no self-check", "tandem/grading.py", "                grader.self_check()" + NL, "                pass" + NL,
+  H + "test_a_python_without_pytest_is_refused_before_the_first_rollout"),
+ ("infra failure raises at once", "tandem/grading.py", "        runtime.infra_failed(err)  # raises once failures repeat" + NL,
+  "        raise err" + NL, H + "test_a_sandbox_failure_costs_one_sample_and_repeats_stop_the_run"),
+ ("RunFatal swallowed", "rollout.py", "    except RunFatal:  # the plug-in asks to stop the run (e.g. a sandbox that keeps failing)" + NL + "        raise" + NL,
+  "", "tests/test_plugin_edges.py::test_a_reward_that_asks_to_stop_the_run_is_not_turned_into_a_zero"),
+ ("loader keeps SIGPIPE ignored", "tandem/sandbox/inside/seccomp_exec.py", "        signal.signal(sig, signal.SIG_DFL)", "        pass",
+  "tests/test_sandbox.py::test_output_is_bounded_while_reading"),
+ ("no tamper metric", "tandem/agent/rollout.py", 'sum(bool(s.reward_info.get("tamper")) for s in samples) / len(samples)', "0.0",
+  F + "test_forgery_through_the_agent_loop_is_flagged_and_the_run_goes_on"),
+]
+ONLY = sys.argv[1:]
+for name, rel, old, new, tests in M:
+    if tests is None or (ONLY and name not in ONLY):
+        continue
+    path = ROOT / rel
+    orig = path.read_text()
+    if orig.count(old) != 1:
+        print(f"STALE  | {name} | {rel} | pattern found {orig.count(old)} times", flush=True)
+        continue
+    path.write_text(orig.replace(old, new))
+    try:
+        r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", f"--basetemp={tempfile.mkdtemp(prefix='mutate-')}",
+                            *tests.split()], cwd=ROOT, capture_output=True, text=True, timeout=900)
+    finally:
+        path.write_text(orig)
+    last = r.stdout.strip().splitlines()[-1] if r.stdout.strip() else r.stderr[-200:]
+    failed = [l.split(" - ")[0] for l in r.stdout.splitlines() if l.startswith("FAILED")]
+    print(f"{'CAUGHT' if r.returncode else 'MISSED'} | {name} | {last} | {failed[:1]}", flush=True)
