@@ -122,11 +122,10 @@ def _disguise_file(source: str, wanted: set[str], per_file: int, rng: random.Ran
             at = rng.choice([s for s in spots if s >= end] or [end]) if decorated else rng.choice(spots)
             inserts.setdefault(at, []).extend(["\n", "\n", *_renamed_def(body, name)])
             canary_names.append(name)
+    new_name = {old: new for new, old in renamed.items()}
     for fn in tests:
-        if fn.name in renamed.values():
-            new = next(k for k, v in renamed.items() if v == fn.name)
-            row = fn.lineno - 1
-            new_lines[row] = _rename_line(new_lines[row], fn.name, new)
+        if fn.name in new_name:
+            new_lines[fn.lineno - 1] = _rename_line(new_lines[fn.lineno - 1], fn.name, new_name[fn.name])
     for at in sorted(inserts, reverse=True):
         new_lines[at:at] = inserts[at]
     text = "".join(new_lines)

@@ -35,7 +35,7 @@ from tandem.sandbox import lifecycle, seccomp
 from tandem.sandbox.isolation import Isolation, Limits
 from tandem.sandbox.runner import ExecResult, run_bounded
 from tandem.sandbox.storage import (DiskCap, check_memory_budget, chown_tree, make_owner_accessible, mount_tmpfs,
-                                    remove_tree, tmpfs_available, unmount, usage)
+                                    remove_tree, tmpfs_available, unmount, usage, walk_tree)
 from tandem.sandbox.templates import TemplateCache, host_git
 
 log = logging.getLogger(__name__)
@@ -98,23 +98,11 @@ class Sandbox:
         if self.slot.capped:
             return usage(self.slot.dir)[0]
         total = 0
-        stack = [self.slot.dir / "testbed", self.slot.dir / "tmp"]
-        while stack:
-            d = stack.pop()
-            try:
-                with os.scandir(d) as it:
-                    for e in it:
-                        try:
-                            st = e.stat(follow_symlinks=False)
-                        except OSError:
-                            continue
-                        total += st.st_blocks * 512 if hasattr(st, "st_blocks") else st.st_size
-                        if e.is_dir(follow_symlinks=False):
-                            stack.append(Path(e.path))
-            except OSError:
-                continue
-            if limit is not None and total > limit:
-                break
+        for sub in ("testbed", "tmp"):
+            for _, st in walk_tree(self.slot.dir / sub):
+                total += st.st_blocks * 512 if hasattr(st, "st_blocks") else st.st_size
+                if limit is not None and total > limit:
+                    return total
         return total
 
     def diff(self, max_bytes: int = 2_000_000) -> str:
