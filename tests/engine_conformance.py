@@ -31,7 +31,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import httpx
 import pytest
@@ -147,6 +147,27 @@ def start_router(worker_url: str, workdir: Path) -> tuple[str, subprocess.Popen]
         stop_process(proc)
         raise
     return url, proc
+
+
+# --------------------------------------------------------------------------- cores in process
+async def core_generate(core: Any, ids: list[int], priority: int | None = None, rid: str | None = None,
+                        **sp: Any) -> Any:
+    """Run one request through an EngineCore (no HTTP) to its end; returns its GenerateRequest."""
+    from tandem.engine.core import SamplingParams
+
+    req = core.make_request(input_ids=ids, sampling=SamplingParams(**sp), return_logprob=True, priority=priority,
+                            rid=rid)
+    async for _ in core.generate(req):
+        pass
+    return req
+
+
+async def wait_load(core: Any, running: int, waiting: int, timeout: float = 30) -> None:
+    """Until the core's own queue holds `running` running and `waiting` waiting requests (a state, not a delay)."""
+    deadline = time.monotonic() + timeout
+    while (core.get_load().num_running_reqs, core.get_load().num_waiting_reqs) != (running, waiting):
+        assert time.monotonic() < deadline, (f"wanted {running} running, {waiting} waiting", core.get_load())
+        await asyncio.sleep(0.001)
 
 
 # --------------------------------------------------------------------------- fixtures
@@ -380,25 +401,36 @@ def test_max_new_tokens_and_zero(eng: Eng) -> None:
         assert z["output_ids"] == [] and z["meta_info"]["finish_reason"]["type"] == "length"
 
 
-def _first_fresh(ids: list[int], start: int = 1) -> int:
-    """Index of the first token (from `start`) that did not occur before it."""
-    for k in range(start, len(ids)):
-        if ids[k] not in ids[:k]:
-            return k
-    pytest.skip("greedy output has no fresh token to stop on")
+# Prompts to look for something to stop on in: a greedy continuation with a token at index >= 1 that
+# did not occur before it, so the output kept in front of the stop is not empty. A real model's
+# continuation of PROMPT has one at once; the tiny random model echoes the prompt's last byte for a
+# while and only then drifts to another byte, and these short prompts (found by a search over random
+# strings) drift to a printable ASCII one within STOP_SEARCH_TOKENS.
+STOP_PROMPTS = (PROMPT, "ZJc", "8BR", "wF", "1iGn")
+STOP_SEARCH_TOKENS = 24
+
+
+def _fresh_stop(eng: Eng, fits: Callable[[list[int], int], bool] = lambda ids, k: True
+                ) -> tuple[str, list[int], int]:
+    """(prompt, its greedy output, k) for the first fresh token ids[k], k >= 1, that `fits(ids, k)`."""
+    for text in STOP_PROMPTS:
+        ids = greedy(eng, STOP_SEARCH_TOKENS, text=text)["output_ids"]
+        for k in range(1, len(ids)):
+            if ids[k] not in ids[:k] and fits(ids, k):
+                return text, ids, k
+    pytest.fail(f"no greedy output of {STOP_PROMPTS} has a fresh token to stop on: add a prompt for this model")
 
 
 def test_stop_token_ids_and_ignore_eos(eng: Eng) -> None:
     eng.need("deterministic")
-    ref = greedy(eng, 16)["output_ids"]
-    k = _first_fresh(ref)
+    text, ref, k = _fresh_stop(eng)
     stop_id = ref[k]
-    out = greedy(eng, 16, stop_token_ids=[stop_id], ignore_eos=False)
+    out = greedy(eng, STOP_SEARCH_TOKENS, text=text, stop_token_ids=[stop_id], ignore_eos=False)
     fr = out["meta_info"]["finish_reason"]
-    assert fr == {"type": "stop", "matched": stop_id}
+    assert fr == {"type": "stop", "matched": stop_id}, (text, ref, k, fr)
     assert out["output_ids"] == ref[:k + 1]  # the matched token is part of output_ids (SGLang)
     # ignore_eos also ignores stop_token_ids (SGLang's check_finished): runs to the length limit.
-    out = greedy(eng, 16, stop_token_ids=[stop_id], ignore_eos=True)
+    out = greedy(eng, STOP_SEARCH_TOKENS, text=text, stop_token_ids=[stop_id], ignore_eos=True)
     assert out["meta_info"]["finish_reason"]["type"] == "length" and out["output_ids"] == ref
 
 
@@ -409,23 +441,20 @@ def test_stop_strings(eng: Eng) -> None:
     from tandem.model_source import load_tokenizer
 
     tok = load_tokenizer(eng.model_path)
-    for text in (PROMPT, "hello world", "abc", "Once upon a time", "0123"):
-        ref = greedy(eng, 24, text=text)["output_ids"]
-        for k in range(1, len(ref)):
-            piece = tok.decode([ref[k]])
-            before = tok.decode(ref[:k])
-            if len(piece) == 1 and piece.isprintable() and piece not in before:
-                break
-        else:
-            continue
-        out = greedy(eng, 24, text=text, stop=[piece, "never-happens"])
-        assert out["meta_info"]["finish_reason"] == {"type": "stop", "matched": piece}
-        assert out["output_ids"] == ref[:k + 1]
-        assert out["text"] == before
-        kept = greedy(eng, 24, text=text, stop=piece, no_stop_trim=True)
-        assert kept["text"] == before + piece
-        return
-    pytest.skip("no greedy output with a fresh printable character")
+
+    def one_new_char(ids: list[int], k: int) -> bool:  # a stop string that first occurs at token k
+        piece = tok.decode([ids[k]])
+        return len(piece) == 1 and piece.isascii() and piece.isprintable() and piece not in tok.decode(ids[:k])
+
+    text, ref, k = _fresh_stop(eng, one_new_char)
+    piece, before = tok.decode([ref[k]]), tok.decode(ref[:k])
+    out = greedy(eng, STOP_SEARCH_TOKENS, text=text, stop=[piece, "never-happens"])
+    fr = out["meta_info"]["finish_reason"]
+    assert fr == {"type": "stop", "matched": piece}, (text, ref, k, fr)
+    assert out["output_ids"] == ref[:k + 1]
+    assert out["text"] == before
+    kept = greedy(eng, STOP_SEARCH_TOKENS, text=text, stop=piece, no_stop_trim=True)
+    assert kept["text"] == before + piece
 
 
 def test_streaming_matches_non_streaming(eng: Eng) -> None:

@@ -1,9 +1,11 @@
 """The embedded engine against the SGLang API conformance suite (tests/engine_conformance.py):
 directly, through a real sglang-router, and (with $TANDEM_SGLANG_URL) a real SGLang server,
-plus embedded-only checks: startup errors, the thread-count default, SamplingParams parsing."""
+plus embedded-only checks: startup errors, the thread-count default, SamplingParams parsing, and
+the scheduler's waiting-queue order (in process)."""
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 import time
@@ -12,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from engine_conformance import *  # noqa: F401,F403  (fixtures and conformance tests)
-from engine_conformance import ROOT, write_run_config
+from engine_conformance import ROOT, core_generate, wait_load, write_run_config
 
 ENGINE_BACKEND = "embedded"
 
@@ -61,3 +63,42 @@ def test_default_torch_threads_leave_room() -> None:
 
     assert default_torch_threads(1) >= 1
     assert default_torch_threads(10 ** 6) == 1
+
+
+def test_waiting_requests_are_admitted_by_priority_when_enabled(tmp_path: Path) -> None:
+    """The embedded scheduler with one running slot: a long request holds it while six more queue
+    behind it, one at a time so their arrival order is known; then it is aborted and the six run
+    one after another. With priority scheduling they run by `priority`, larger first (SGLang's
+    default; none counts as 0), in arrival order within a priority; without it, in arrival order."""
+    from tandem.config import config_from_json
+    from tandem.engine.embedded import EmbeddedCore
+    from tandem.model_source import resolve_model_path
+
+    model_path = resolve_model_path(config_from_json(write_run_config(tmp_path / "config.json", "embedded")))
+    arrivals = [("a", None), ("b", 2), ("c", 0), ("d", 5), ("e", 2), ("f", -1)]
+
+    async def order(by_priority: bool) -> list[str]:
+        core = EmbeddedCore.load(model_path, max_running_requests=1, priority_scheduling=by_priority)
+        await core.start()
+        done: list[str] = []
+
+        async def one(name: str, priority: int | None) -> None:
+            await core_generate(core, [65], priority=priority, max_new_tokens=2, ignore_eos=True)
+            done.append(name)
+
+        try:
+            hold = asyncio.create_task(core_generate(core, [65], rid="hold", max_new_tokens=4000, ignore_eos=True))
+            await wait_load(core, 1, 0)
+            queued = []
+            for i, (name, priority) in enumerate(arrivals):
+                queued.append(asyncio.create_task(one(name, priority)))
+                await wait_load(core, 1, i + 1)
+            assert await core.abort("hold") == 1, "the long request ended before the others queued behind it"
+            await asyncio.gather(*queued)
+            assert (await hold).finish_reason.type == "abort"
+        finally:
+            await core.shutdown()
+        return done
+
+    assert asyncio.run(order(True)) == ["d", "b", "e", "a", "c", "f"]
+    assert asyncio.run(order(False)) == ["a", "b", "c", "d", "e", "f"]

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from engine_conformance import *  # noqa: F401,F403  (fixtures and conformance tests)
-from engine_conformance import ROOT, start_engine, stop_process
+from engine_conformance import ROOT, core_generate, start_engine, stop_process, wait_load
 from tandem.sim.latency import LatencyModel
 from tandem.sim.profiles import (CapacityParams, DecodeParams, Dist, EngineProfile, PrefillParams, ProfileError,
                                  engine_profile_from_dict, load_engine_profile, load_workload_profile)
@@ -278,15 +278,6 @@ def _core(profile: EngineProfile | None = None, time_scale: float = 1000.0, trac
                          time_scale=time_scale, trace_path=trace, priority_scheduling=priority_scheduling)
 
 
-async def _gen(core, ids, priority: int | None = None, **sp):
-    from tandem.engine.core import SamplingParams
-
-    req = core.make_request(input_ids=ids, sampling=SamplingParams(**sp), return_logprob=True, priority=priority)
-    async for _ in core.generate(req):
-        pass
-    return req
-
-
 def test_core_wall_time_follows_the_model_divided_by_time_scale(tmp_path):
     """One request alone: prefill 2000 tokens + 400 decode steps, computed from the profile, at 50x."""
     prof = EngineProfile()
@@ -297,7 +288,7 @@ def test_core_wall_time_follows_the_model_divided_by_time_scale(tmp_path):
         core = _core(prof, time_scale=50.0, trace=tmp_path / "e.jsonl")
         await core.start()
         t0 = time.perf_counter()
-        req = await _gen(core, [65] * 2000, max_new_tokens=400, ignore_eos=True)
+        req = await core_generate(core, [65] * 2000, max_new_tokens=400, ignore_eos=True)
         wall = time.perf_counter() - t0
         load = core.get_load()
         await core.shutdown()
@@ -318,10 +309,10 @@ def test_core_tokens_are_plausible_and_greedy_is_deterministic():
     async def run():
         core = _core()
         await core.start()
-        a = await _gen(core, [70] * 30, max_new_tokens=64, temperature=0.0, ignore_eos=True)
-        b = await _gen(core, [70] * 30, max_new_tokens=64, temperature=0.0, ignore_eos=True)
-        c = await _gen(core, [71] * 30, max_new_tokens=64, temperature=0.0, ignore_eos=True)
-        d = await _gen(core, [70] * 30, max_new_tokens=5000, temperature=1.0)  # stops by itself (EOS)
+        a = await core_generate(core, [70] * 30, max_new_tokens=64, temperature=0.0, ignore_eos=True)
+        b = await core_generate(core, [70] * 30, max_new_tokens=64, temperature=0.0, ignore_eos=True)
+        c = await core_generate(core, [71] * 30, max_new_tokens=64, temperature=0.0, ignore_eos=True)
+        d = await core_generate(core, [70] * 30, max_new_tokens=5000, temperature=1.0)  # stops by itself (EOS)
         await core.shutdown()
         return core, a, b, c, d
 
@@ -342,7 +333,7 @@ def test_core_queue_depth_is_visible_in_get_load():
     async def run():
         core = _core(prof, time_scale=20.0)
         await core.start()
-        tasks = [asyncio.create_task(_gen(core, [66 + i] * 1000, max_new_tokens=400, ignore_eos=True))
+        tasks = [asyncio.create_task(core_generate(core, [66 + i] * 1000, max_new_tokens=400, ignore_eos=True))
                  for i in range(6)]
         load = core.get_load().to_json()
         deadline = time.monotonic() + 30
@@ -369,21 +360,15 @@ def test_core_serves_requests_by_their_priority_when_enabled():
         done: list[str] = []
 
         async def one(name: str, ids: list[int], priority: int) -> None:
-            await _gen(core, ids, priority=priority, max_new_tokens=400, ignore_eos=True)
+            await core_generate(core, ids, priority=priority, max_new_tokens=400, ignore_eos=True)
             done.append(name)
 
-        async def until(running: int, waiting: int) -> None:  # events, not the clock: the engine's own queue
-            deadline = time.monotonic() + 30
-            while (core.get_load().num_running_reqs, core.get_load().num_waiting_reqs) != (running, waiting):
-                assert time.monotonic() < deadline, (core.get_load(), done)
-                await asyncio.sleep(0.001)
-
         first = asyncio.create_task(one("first", [66] * 1000, -1))
-        await until(1, 0)
+        await wait_load(core, 1, 0)
         late_step = asyncio.create_task(one("next-step", [67] * 1000, -2))
-        await until(1, 1)
+        await wait_load(core, 1, 1)
         this_step = asyncio.create_task(one("this-step", [68] * 1000, -1))
-        await until(1, 2)
+        await wait_load(core, 1, 2)
         assert not done, "the first request ended before both others queued behind it"
         await asyncio.gather(first, late_step, this_step)
         await core.shutdown()
@@ -479,7 +464,7 @@ def test_token_scale_keeps_model_timing_with_fewer_wire_tokens():
         core = SimEngineCore(tokenizer=build_byte_tokenizer(), model_path="sim", profile=prof, time_scale=1000.0,
                              token_scale=4)
         await core.start()
-        req = await _gen(core, [65] * 500, max_new_tokens=100, ignore_eos=True)
+        req = await core_generate(core, [65] * 500, max_new_tokens=100, ignore_eos=True)
         load = core.get_load()
         await core.shutdown()
         return req, load
