@@ -194,8 +194,12 @@ def absolutize_paths(cfg: TandemConfig) -> None:
         cfg.model.path = str((Path.cwd() / cfg.model.path).resolve())
 
 
-def _raise_interrupt(signum, frame):
-    raise KeyboardInterrupt(f"signal {signum}")
+class Stop(KeyboardInterrupt):
+    """SIGTERM: stop like Ctrl-C, and exit 128 + SIGTERM as a scheduler (k8s, SLURM) expects."""
+
+
+def _raise_stop(signum, frame):
+    raise Stop(f"signal {signum}")
 
 
 def split_resume(argv: list[str]) -> tuple[str | None, list[str]]:
@@ -213,7 +217,10 @@ def split_resume(argv: list[str]) -> tuple[str | None, list[str]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    signal.signal(signal.SIGTERM, _raise_interrupt)
+    signal.signal(signal.SIGTERM, _raise_stop)
+    # Started from a job that ignores SIGINT (`cmd &` in a script, nohup), Python would leave it
+    # ignored, and an explicit `kill -INT` could no longer stop the run cleanly.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     sup = None
     try:
         resume_dir, argv = split_resume(list(sys.argv[1:] if argv is None else argv))
@@ -254,9 +261,9 @@ def main(argv: list[str] | None = None) -> int:
             RuntimeError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as stop:
         print("tandem: interrupted; stopping all processes", file=sys.stderr)
-        return 130
+        return 128 + (signal.SIGTERM if isinstance(stop, Stop) else signal.SIGINT)
     finally:
         if sup is not None:
             sup.shutdown()

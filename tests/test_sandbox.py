@@ -191,7 +191,8 @@ def test_oversized_diff_is_refused_without_reading_it(sandbox):
 
 # ----------------------------------------------------------------------------- owner dies
 OWNER = textwrap.dedent("""
-    import sys, time
+    import signal, sys, time
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C stops it, even from a job that ignores SIGINT
     from concurrent.futures import ThreadPoolExecutor
     from pathlib import Path
     from tandem.sandbox import Isolation, Limits, SandboxPool, TemplateCache
