@@ -355,6 +355,9 @@ def sample_from_output(prompt_ids: list[int], out: dict, tokenizer) -> Sample:
     finish = meta.get("finish_reason") or {}
     sample.finish_reason = finish.get("type", "") if isinstance(finish, dict) else str(finish)
     sample.response_text = out.get("text", "")
+    # The version the engine finished on: above weight_version, the sample spans a weight update
+    # (partial_rollout = "continue"); "drain" and "abort" never produce such a sample.
+    sample.metadata["finish_weight_version"] = int(meta.get("engine_weight_version") or sample.weight_version)
     return sample
 
 

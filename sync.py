@@ -247,18 +247,20 @@ async def sync_engines(client, engine_urls: list[str], path: str | os.PathLike, 
     drain: close the client's gate so no new request starts, wait until the requests in
     flight finish, reload, reopen. abort / continue: the engines pause themselves (abort
     returns in-flight requests, which the producer regenerates; in_place keeps decoding
-    them on the new weights after continue_generation).
+    them on the new weights after continue_generation). Under abort the gate is closed too:
+    a regenerated request must start once the client knows the new version, or its sample
+    would be labelled with the old one.
     """
     start = time.monotonic()
-    drain = policy == "drain"
-    if drain:
+    gated = policy in ("drain", "abort")
+    if gated:
         client.close_gate()
     try:
-        if drain:
+        if policy == "drain":
             await client.wait_idle()
         await reload_engines(engine_urls, path, version, policy=policy, timeout_s=timeout_s, http=http)
         client.weight_version = version
     finally:
-        if drain:
+        if gated:
             client.open_gate()
     return time.monotonic() - start

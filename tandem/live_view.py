@@ -50,11 +50,13 @@ class LiveView:
         for key in SHOWN:
             if key in self.latest:
                 metrics.add_row(key, _fmt(self.latest[key]))
-        queues = Table(title="engine queue depth (waiting + running)", box=None, show_header=False)
+        # The heading is its own line: as a table title rich would wrap it to the table's narrow width.
+        queues = Table(box=None, show_header=False)
         if self.queues is not None:
             for name, hist in self.queues.history.items():
                 queues.add_row(name, sparkline(list(hist)), str(hist[-1]) if hist else "-")
-        return Group(self._progress, f"[dim]{self.status}[/dim]", metrics, queues)
+        return Group(self._progress, f"[dim]{self.status}[/dim]", metrics, "engine queue depth (waiting + running)",
+                     queues)
 
     def set_status(self, text: str) -> None:
         self.status = text

@@ -25,10 +25,24 @@ from typing import Callable
 
 REPO = Path(__file__).resolve().parents[1]
 FAULTS_FILE = "tests/_faults.py"
+MARGIN_S = 2.0
+"""What a loaded 2-core CI box may add to a check, a probe or a shutdown; time bounds add it once."""
+ORPHAN_GRACE_S = 2.0
+"""How long a descendant may outlive the launcher (a parent-death SIGKILL being delivered) before it counts as an orphan."""
 PROMPTS, GROUP = 2, 4
 SMALL = ["--rollout.prompts_per_step", str(PROMPTS), "--rollout.samples_per_prompt", str(GROUP),
          "--logging.tensorboard", "false", "--logging.live", "off", "--engine.startup_timeout_s", "150",
          "--rollout.reward", f"{FAULTS_FILE}:parity_reward"]
+
+
+def children_gone_bound_s() -> float:
+    """Signal to the launcher -> its last child gone: the launcher SIGTERMs every child and SIGKILLs
+    what is left after Supervisor.shutdown's grace period; a loaded box adds MARGIN_S."""
+    import inspect
+
+    from tandem.supervisor import Supervisor
+
+    return inspect.signature(Supervisor.shutdown).parameters["grace_s"].default + MARGIN_S
 
 
 def parity_reward(sample, row) -> float:
@@ -42,8 +56,11 @@ class Launch:
     """One `python train.py ...` process, with its output in files and its descendants tracked."""
 
     def __init__(self, run_dir: Path, args: list[str], *, resume: bool = False, env: dict[str, str] | None = None,
-                 wrapper: list[str] | None = None, tag: str = "launch"):
+                 wrapper: list[str] | None = None, tag: str = "launch", terminal: bool = False):
+        """terminal: the launcher's stdout is a pseudo-terminal (what a user at a shell sees)."""
         import psutil
+
+        from _reaper import launched_pid, reaped  # here: the launcher loads this file as a reward plug-in
 
         self.run_dir = Path(run_dir)
         logs = self.run_dir.parent / f"{self.run_dir.name}-launcher-logs"
@@ -51,10 +68,20 @@ class Launch:
         self.out_path, self.err_path = logs / f"{tag}.out", logs / f"{tag}.err"
         target = ["--resume", str(self.run_dir)] if resume else ["--run-dir", str(self.run_dir)]
         entry = wrapper or ["train.py"]
+        # Under a child subreaper (tests/_reaper.py), which starts the launcher in its own
+        # session: os.killpg(self.pid) is "kill the whole launcher group", and every
+        # descendant that outlives the launcher is caught, not only those a poll happened to see.
+        self.report_path = logs / f"{tag}.reaper.json"
+        for stale in (self.report_path, Path(f"{self.report_path}.pid")):
+            stale.unlink(missing_ok=True)
+        stdout = _terminal_into(self.out_path) if terminal else open(self.out_path, "w")
         self.proc = subprocess.Popen(
-            [sys.executable, *entry, *target, *args], cwd=REPO, env={**os.environ, **(env or {})},
-            stdout=open(self.out_path, "w"), stderr=open(self.err_path, "w"), stdin=subprocess.DEVNULL,
-            start_new_session=True)  # its own process group: os.killpg(pid) is "kill the whole launcher group"
+            reaped([sys.executable, *entry, *target, *args], str(self.report_path), ORPHAN_GRACE_S), cwd=REPO,
+            env={**os.environ, **(env or {})}, stdout=stdout, stderr=open(self.err_path, "w"),
+            stdin=subprocess.DEVNULL, start_new_session=True)
+        stdout.close()
+        self.pid = launched_pid(str(self.report_path), self.proc)
+        """The launcher's pid (self.proc is the reaper around it; its exit status is the launcher's)."""
         self.started = time.monotonic()
         self.started_wall = time.time()
         self.seen: dict[int, psutil.Process] = {}
@@ -67,7 +94,7 @@ class Launch:
 
         while not self._stop.is_set():
             try:
-                for p in psutil.Process(self.proc.pid).children(recursive=True):
+                for p in psutil.Process(self.pid).children(recursive=True):
                     self.seen.setdefault(p.pid, p)
             except psutil.NoSuchProcess:
                 return
@@ -140,20 +167,33 @@ class Launch:
         try:
             rc = self.proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.kill_all()
             raise AssertionError(f"launcher did not exit within {timeout_s:.0f}s\n{self.describe()}")
         finally:
             self._stop.set()
         return rc
 
+    def os_kill(self, sig: int) -> None:
+        """Signal the launcher itself (not the reaper around it)."""
+        os.kill(self.pid, sig)
+
+    def shutdown_report(self, signalled_at: float) -> tuple[float, list[dict]]:
+        """After the launcher exited: seconds from `signalled_at` (time.time()) until its last
+        descendant was gone, and the descendants that outlived it by ORPHAN_GRACE_S (killed since)."""
+        from _reaper import read_report
+
+        report = read_report(str(self.report_path))
+        return report["last_gone_at"] - signalled_at, report["orphans"]
+
     def kill_all(self) -> None:
         """Clean-up for a failed test: nothing of ours may outlive it."""
         self._stop.set()
         procs = list(self.seen.values())
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        for group in (self.pid, self.proc.pid):
+            try:
+                os.killpg(group, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         for p in procs:
             try:
                 p.kill()
@@ -163,6 +203,34 @@ class Launch:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             pass
+
+
+def _terminal_into(path: Path):
+    """The slave end of a 120x40 pseudo-terminal; a thread copies what is written to it into `path`
+    (and keeps draining it, so the writer never blocks on a full terminal buffer)."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
+
+    def copy() -> None:
+        with open(path, "wb") as out:
+            while True:
+                try:
+                    chunk = os.read(master, 65536)
+                except OSError:  # EIO: every writer has closed the terminal
+                    break
+                if not chunk:
+                    break
+                out.write(chunk)
+                out.flush()
+        os.close(master)
+
+    threading.Thread(target=copy, daemon=True).start()
+    return os.fdopen(slave, "wb")
 
 
 def survivors(procs, within_s: float) -> list:
@@ -301,15 +369,18 @@ def record(name: str, value) -> None:
 
 # --------------------------------------------------------------------------- exact references
 def expected_prompts(run_dir: Path, steps: int) -> dict[int, set[int]]:
-    """The prompts an uninterrupted run trains on, step by step: the seeded data cursor's order
-    (no oversampling, no stale drops, so step k takes the next prompts_per_step rows)."""
+    """The prompts an uninterrupted run draws, step by step: the seeded data cursor's order
+    (no stale drops, so step k draws the next ceil(prompts_per_step * oversample) rows; without
+    oversampling it trains on exactly those)."""
+    import math
+
     from rollout import PromptCursor, load_dataset_rows
     from tandem.config import config_from_json
 
     cfg = config_from_json(str(Path(run_dir) / "config.json"))
     rows = load_dataset_rows(cfg.rollout.data_path, cfg.rollout.prompt_key).rows
     cursor = PromptCursor(len(rows), cfg.run.seed, cfg.rollout.shuffle)
-    k = cfg.rollout.prompts_per_step
+    k = math.ceil(cfg.rollout.prompts_per_step * cfg.rollout.oversample)
     return {s: {int(rows[cursor.next()]["_index"]) for _ in range(k)} for s in range(steps)}
 
 

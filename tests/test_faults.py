@@ -38,8 +38,8 @@ import httpx
 import psutil
 import pytest
 
-from _faults import (GROUP, PROMPTS, SMALL, Launch, base_weights, batch, check_batches, checkpoint_state,
-                     expected_prompts, final_weights, l2, metrics, mount_tmpfs, prompt_indices, record, rel_l2,
+from _faults import (GROUP, MARGIN_S, PROMPTS, SMALL, Launch, base_weights, batch, check_batches, checkpoint_state,
+                     children_gone_bound_s, expected_prompts, final_weights, l2, metrics, mount_tmpfs, prompt_indices, record, rel_l2,
                      remount_tmpfs, replay_weights, rows_done, survivors, umount)
 
 UNRESPONSIVE_S = 3.0
@@ -47,8 +47,6 @@ CHECK_S = 0.5
 FAULTS = ["--faults.engine_unresponsive_s", str(UNRESPONSIVE_S), "--faults.engine_check_interval_s", str(CHECK_S)]
 PROBE_S = 2.0
 """Longest /health probe the engine doctor waits for (tandem/fleet.py)."""
-MARGIN_S = 2.0
-"""What a loaded 2-core CI box may add to a check or a probe; the detection bounds add it once."""
 
 
 class TrainerBrake:
@@ -143,6 +141,7 @@ def test_engine_faults_recovered(tmp_path, mode):
             brake.release()
         launch.kill_all()
     assert rc == 0, launch.describe()
+    assert launch.shutdown_report(time.time())[1] == [], "a child outlived the launcher"
 
     # Both faults were real: the killed engine is gone, the stopped one was killed, not left hanging.
     assert not survivors([victim, hung], 5), "a faulted engine process is still running"
@@ -181,6 +180,28 @@ def test_engine_faults_recovered(tmp_path, mode):
     record(f"{mode}.router_failed_sends", failed_sends)
     record(f"{mode}.longest_rollout_s", round(longest_rollout_s, 2))
     record(f"{mode}.trainer_brake_used", [b.used for b in brakes])
+
+
+def test_an_engine_that_keeps_failing_stops_the_run(tmp_path):
+    """faults.max_engine_restarts = 1: the first kill -9 is recovered, the second stops the run
+    with the cause, the limit and the engine's log tail; nothing outlives the launcher."""
+    run = tmp_path / "run"
+    launch = Launch(run, ["--engines", "1", "--steps", "1000", "--faults.max_engine_restarts", "1", *FAULTS, *SMALL])
+    try:
+        launch.wait_until(lambda: rows_done(run) >= 1, 240, "the first step")
+        launch.engine("engine0").kill()
+        pos = launch.wait_stderr("tandem: engine0 back after", 180)
+        launch.engine("engine0").kill()  # the restarted incarnation
+        rc = launch.wait(120)
+    finally:
+        launch.kill_all()
+    assert rc == 1, launch.describe()
+    error = launch.stderr[pos:]
+    assert "engine0 failed again (exited (signal 9)) after 1 restart(s) (faults.max_engine_restarts = 1)" in error, \
+        launch.describe()
+    assert "last lines of" in error and "engine0.log" in error and "tandem.engine" in error  # the log tail
+    assert launch.shutdown_report(time.time())[1] == [], "a child outlived the launcher"
+    assert [r["engine"] for r in json.loads((run / "recoveries.json").read_text())] == ["engine0"]
 
 
 # =============================================================================== checkpoint writes (in-process)
@@ -244,10 +265,13 @@ def test_checkpoint_write_failures_keep_the_previous_checkpoint(tmp_path, monkey
 CHAIN_STEPS = 8
 CHAIN = ["--engines", "1", "--steps", str(CHAIN_STEPS), "--mode", "async", "--checkpoint.interval", "2",
          "--checkpoint.keep_last", "2", "--run.seed", "7", "--rollout.max_new_tokens", "24", *FAULTS, *SMALL]
-CHILDREN_GONE_S = 10.0
+CHILDREN_GONE_S = children_gone_bound_s()
 REFERENCE_RUNS = os.environ.get("TANDEM_FAULTS_REFERENCE_RUNS") == "1"
 """Also run two uninterrupted runs alongside the chain and measure how far the final weights are
 from theirs (about two more launches of CPU; off by default)."""
+RESUME_NOISE_FACTOR = 1.5
+"""With the reference runs: the chain's distance to each may exceed the two references' distance to
+each other by this factor (three samples of run-to-run noise; they measured 0.152 vs 0.148)."""
 
 
 def in_flight(run: Path, since_wall: float) -> bool:
@@ -292,17 +316,17 @@ def test_crash_chain_resumes_exactly(tmp_path):
         it ever started must be gone within CHILDREN_GONE_S."""
         children = list(launch.seen.values())
         assert len(children) >= 3, f"{what}: expected engine, router and trainer; saw {len(children)} processes"
-        sent = time.monotonic()
-        (os.killpg if group else os.kill)(launch.proc.pid, sig)
-        left = survivors(children, CHILDREN_GONE_S)
-        children_s = time.monotonic() - sent
-        if left:
-            problems.append(f"{what}: {len(left)} child(ren) still running {CHILDREN_GONE_S:.0f}s after the "
-                            f"signal: {[' '.join(p.cmdline()[1:3]) for p in left if p.is_running()]}")
-            launch.kill_all()
-        launch.wait(60)
-        record(f"chain.{what}", {"children_gone_s": round(children_s, 2),
-                                       "launcher_exit_s": round(time.monotonic() - sent, 2)})
+        sent = time.time()
+        (os.killpg if group else os.kill)(launch.pid, sig)
+        launch.wait(CHILDREN_GONE_S + 30)
+        launcher_exit_s = time.time() - sent
+        children_s, orphans = launch.shutdown_report(sent)  # every descendant, not only those polled
+        if orphans:
+            problems.append(f"{what}: {len(orphans)} descendant(s) outlived the launcher: {orphans}")
+        if children_s > CHILDREN_GONE_S:
+            problems.append(f"{what}: the last child was gone {children_s:.1f}s after the signal "
+                            f"(bound: {CHILDREN_GONE_S:.0f}s)")
+        record(f"chain.{what}", {"children_gone_s": round(children_s, 2), "launcher_exit_s": round(launcher_exit_s, 2)})
 
     def resume(tag: str, env: dict | None = None, args: list[str] | None = None) -> tuple[Launch, int]:
         """--resume: it must pick the latest complete checkpoint and keep the steps before it."""
@@ -335,7 +359,7 @@ def test_crash_chain_resumes_exactly(tmp_path):
             s1 = Launch(run, CHAIN, tag="1-disk-full", wrapper=["tests/_faults.py", "--enospc-at-checkpoint", "4"])
         launches.append(s1)
         assert s1.wait(300) == 1, s1.describe()
-        assert not survivors(list(s1.seen.values()), CHILDREN_GONE_S)
+        assert s1.shutdown_report(time.time())[1] == [], "a child outlived the launcher's failure exit"
         state = checkpoint_state(run)
         assert state["complete"] == [2], state
         error = s1.stderr[s1.stderr.find("error:"):] if "error:" in s1.stderr else ""
@@ -455,6 +479,10 @@ def test_crash_chain_resumes_exactly(tmp_path):
             "l2(ref2, ref1)": l2(r2, r1), "l2(ref1, base)": l2(r1, base), "l2(ref2, base)": l2(r2, base),
             "l2(chain, base)": l2(final, base)})
         assert prompt_indices(tmp_path / "ref1") == prompt_indices(tmp_path / "ref2") == expected
+        # What the README quotes: crashes and resumes move the final weights no farther from an
+        # uninterrupted run than sampling noise moves two uninterrupted runs from each other.
+        noise = rel_l2(r2, r1)
+        assert max(rel_l2(final, r1), rel_l2(final, r2)) <= RESUME_NOISE_FACTOR * noise, noise
 
     assert not problems, "\n".join(problems)
 

@@ -1,34 +1,38 @@
-"""The real launcher end to end: 2 engines behind the real sglang-router, the trainer, both modes.
+"""The real launcher end to end: engines behind the real sglang-router, the trainer, both modes.
 
 Every process here is real (engine subprocesses on loopback ports, sglang-router, the
-trainer process); only the model is tiny. These tests also cover teardown: after a normal
-finish, a failure or SIGINT, no child of the launcher may survive.
+trainer process); only the model is tiny. The reward is tests/_faults.py's parity reward:
+a tiny random model never earns the echo task's reward, so nothing would train, and neither
+staleness nor a weight sync could show in the logprobs.
+
+Every launch runs under a child subreaper (tests/_reaper.py): whatever descendant outlives
+the launcher, after a normal finish, a failure, SIGINT or SIGTERM, is caught and fails the
+test, however briefly it lived.
 """
 
+from __future__ import annotations
+
 import json
-import os
+import re
 import signal
 import socket
-import subprocess
-import sys
 import time
 from pathlib import Path
 
-import psutil
 import pytest
 
-from tandem.metrics import REQUIRED_KEYS
+from _faults import (MARGIN_S, SMALL, Launch, batch, check_batches, children_gone_bound_s, expected_prompts, metrics,
+                     prompt_indices, rows_done)
 
 REPO = Path(__file__).resolve().parents[1]
-SMALL = ["--rollout.prompts_per_step", "2", "--rollout.samples_per_prompt", "4", "--logging.tensorboard", "false",
-         "--engine.startup_timeout_s", "120"]
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
+NUMERICS_TOL = 1e-3
+"""Mean |Δ logprob| that engine and trainer numerics alone may produce on the same weights (fp32, CPU)."""
 
 
 def readme_metric_keys() -> list[str]:
     """The metrics.jsonl keys the README's "Metrics and the live view" section promises (every backticked
     key of its first paragraph, the plug-in's own `agent_*` metrics aside)."""
-    import re
-
     text = (REPO / "README.md").read_text()
     section = text.split("## Metrics and the live view", 1)[1].split("`logprob_mismatch` is the mean", 1)[0]
     keys = [k.strip() for block in re.findall(r"`([^`]+)`", section) for k in block.split(",")]
@@ -37,94 +41,225 @@ def readme_metric_keys() -> list[str]:
     return keys
 
 
-def launch(run_dir: Path, *args: str, **kw) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "train.py", "--run-dir", str(run_dir), *SMALL, *args], cwd=REPO,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+def finished(launch: Launch, timeout_s: float = 300) -> int:
+    """Wait for the launcher; no descendant may outlive it."""
+    rc = launch.wait(timeout_s)
+    assert launch.shutdown_report(time.time())[1] == [], "a child outlived the launcher"
+    return rc
 
 
-def descendants(pid: int) -> list[psutil.Process]:
-    try:
-        return psutil.Process(pid).children(recursive=True)
-    except psutil.NoSuchProcess:
-        return []
+def stop_with(launch: Launch, sig: int) -> int:
+    """Send `sig` to the launcher: every child must be gone within the supervisor's grace (+ margin)."""
+    sent = time.time()
+    launch.os_kill(sig)
+    rc = launch.wait(children_gone_bound_s() + 30)
+    gone_s, orphans = launch.shutdown_report(sent)
+    assert orphans == [], f"descendants outlived the launcher: {orphans}"
+    assert gone_s <= children_gone_bound_s(), f"last child gone {gone_s:.1f}s after {signal.Signals(sig).name}"
+    assert "tandem: interrupted; stopping all processes" in launch.stderr, "the launcher did not stop its children"
+    for log in sorted((launch.run_dir / "logs").glob("engine*.log")):  # SIGTERM, not the parent-death SIGKILL
+        last = log.read_text(errors="replace").rstrip().splitlines()[-1]
+        assert "Finished server process" in last, f"{log.name} did not shut down on SIGTERM: {last}"
+    print(f"FIGURE children_gone_s[{signal.Signals(sig).name}] = {gone_s:.2f}")
+    return rc
 
 
-def assert_all_gone(procs: list[psutil.Process], within_s: float = 10.0) -> None:
-    deadline = time.monotonic() + within_s
-    alive = procs
-    while alive and time.monotonic() < deadline:
-        alive = [p for p in alive if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
-        time.sleep(0.1)
-    assert not alive, f"orphans left: {[(p.pid, p.cmdline()[:4]) for p in alive]}"
+# --------------------------------------------------------------------------- what a run leaves behind
+def replayed_logprobs(run: Path, version: int, samples: list[dict]) -> list[list[float]]:
+    """Per sample, log p(response token) under weight version `version`, computed here with plain
+    transformers from the published checkpoint, independently of the trainer's and engine's code."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from tandem.config import config_from_json
+    from tandem.model_source import resolve_model_path
+
+    cfg = config_from_json(str(run / "config.json"))
+    path = resolve_model_path(cfg) if version == 0 else run / "weights" / f"step_{version:06d}"
+    model = AutoModelForCausalLM.from_pretrained(str(path), torch_dtype=torch.float32).eval()
+    temperature = cfg.rollout.temperature if cfg.rollout.temperature > 0 else 1.0
+    out = []
+    with torch.no_grad():
+        for s in samples:
+            ids = torch.tensor([s["prompt_ids"] + s["response_ids"]])
+            logp = torch.log_softmax(model(ids).logits[0, :-1].float() / temperature, dim=-1)
+            picked = logp.gather(1, ids[0, 1:, None])[:, 0]
+            out.append(picked[-len(s["response_ids"]):].tolist())
+    return out
 
 
-def run_to_end(run_dir: Path, *args: str, timeout: float = 300) -> tuple[subprocess.CompletedProcess, list]:
-    proc = launch(run_dir, *args)
-    kids: dict[int, psutil.Process] = {}
-    deadline = time.monotonic() + timeout
-    while proc.poll() is None and time.monotonic() < deadline:
-        for k in descendants(proc.pid):
-            kids.setdefault(k.pid, k)
-        time.sleep(0.2)
-    if proc.poll() is None:
-        proc.kill()
-    out, err = proc.communicate(timeout=30)
-    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err), list(kids.values())
+def check_logprobs(run: Path, rows: list[dict]) -> list[float]:
+    """Each sample's engine logprobs are those of the version it claims, and each step's
+    logprob_mismatch is the mean |trainer - engine| with the trainer on version `step`, lag included.
+    Returns the mismatch recomputed for the steps with stale samples."""
+    stale_mismatch = []
+    for row in rows:
+        samples = batch(run, row["step"])["samples"]
+        trainer_logp = replayed_logprobs(run, row["step"], samples)
+        by_version = {v: replayed_logprobs(run, v, [s for s in samples if s["weight_version"] == v])
+                      for v in {s["weight_version"] for s in samples}}
+        diffs, served = [], {v: iter(lps) for v, lps in by_version.items()}
+        for s, trainer in zip(samples, trainer_logp):
+            own = next(served[s["weight_version"]])
+            mask = s["loss_mask"]
+            engine = s["rollout_logprobs"]
+            err = [abs(a - b) for a, b, m in zip(own, engine, mask) if m]
+            assert sum(err) / len(err) < NUMERICS_TOL, f"step {row['step']}: a sample's logprobs are not those of " \
+                f"weight version {s['weight_version']} (mean |Δ| {sum(err) / len(err):.3g})"
+            diffs += [abs(a - b) for a, b, m in zip(trainer, engine, mask) if m]
+        expected = sum(diffs) / len(diffs)
+        assert row["logprob_mismatch"] == pytest.approx(expected, abs=2e-4), (row["step"], expected)
+        if row["staleness_max"] > 0:
+            stale_mismatch.append(expected)
+    return stale_mismatch
 
 
-@pytest.mark.parametrize("mode", ["sync", "async"])
-def test_two_engines_two_steps(tmp_path, mode):
-    result, kids = run_to_end(tmp_path, "--engines", "2", "--steps", "2", "--mode", mode)
-    assert result.returncode == 0, result.stderr[-3000:]
-    rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
-    assert [r["step"] for r in rows] == [0, 1]
+def check_tensorboard(run: Path, rows: list[dict]) -> None:
+    """Every numeric metric of every step is in the TensorBoard events, at its step, with its value."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(run / "tensorboard"), size_guidance={"scalars": 0})
+    events.Reload()
+    tags = set(events.Tags()["scalars"])
+    numeric = [k for k, v in rows[0].items() if isinstance(v, (int, float)) and not isinstance(v, bool) and k != "step"]
+    assert set(numeric) <= tags, sorted(set(numeric) - tags)
+    for key in numeric:
+        logged = {e.step: e.value for e in events.Scalars(key)}
+        assert sorted(logged) == [r["step"] for r in rows], key
+        for r in rows:
+            assert logged[r["step"]] == pytest.approx(r[key], rel=1e-5, abs=1e-6), (key, r["step"])
+
+
+def check_plain_lines(stdout: str, rows: list[dict], total: int) -> None:
+    """Off a terminal: one line per step, with that step's figures."""
+    lines = [line for line in stdout.splitlines() if line.startswith("step ")]
+    assert len(lines) == len(rows), lines
+    for line, r in zip(lines, rows):
+        assert line.startswith(f"step {r['step'] + 1}/{total} ")
+        assert f"reward_mean={r['reward_mean']:.4g}" in line and f"loss={r['loss']:.4g}" in line
+
+
+def check_live_view(screen: str, total: int) -> None:
+    """On a terminal: the rich view (progress bar to the end, latest metrics, each engine's queue
+    sparkline), and no plain per-step lines."""
+    text = ANSI.sub("", screen)
+    assert f"{total}/{total}" in text, text[-2000:]
+    assert "reward_mean" in text and "trainer_idle_ratio" in text
+    assert "engine queue depth" in text and "engine0" in text and "engine1" in text
+    assert not re.search(r"^step \d+/\d+ reward_mean=", text, re.M), "plain lines printed on a terminal"
+
+
+# --------------------------------------------------------------------------- tests
+@pytest.mark.parametrize("mode,policy,terminal", [pytest.param("sync", "continue", False, id="sync-continue-plain"),
+                                                  pytest.param("async", "drain", True, id="async-drain-terminal")])
+def test_two_engines_end_to_end(tmp_path, mode, policy, terminal):
+    steps = 3
+    run = tmp_path / "run"
+    launch = Launch(run, ["--engines", "2", "--steps", str(steps), "--mode", mode, "--rollout.partial_rollout", policy,
+                          "--rollout.max_new_tokens", "48", "--sync.keep_last", "8", *SMALL,
+                          "--logging.tensorboard", "true", "--logging.live", "auto"], terminal=terminal)
+    assert finished(launch) == 0, launch.describe()
+    rows = metrics(run)
+    assert check_batches(run, steps) == []  # every step: 2 groups of 4, none lost, none stale-dropped
     documented = readme_metric_keys()
     for row in rows:
-        assert not [k for k in REQUIRED_KEYS if k not in row]
         assert not [k for k in documented if k not in row], "README documents metrics the run does not log"
-        assert row["samples"] == 8
         assert row["staleness_max"] <= (0 if mode == "sync" else 1)
         assert row["step_time"] > 0 and 0 <= row["trainer_idle_ratio"] <= 1
-        if row["staleness_max"] == 0:  # on-policy: only numerics separate engine and trainer
-            assert row["logprob_mismatch"] < 1e-3, "engine and trainer disagree on the sampled tokens"
-    assert rows[-1]["weight_version"] == 2
-    endpoints = json.loads((tmp_path / "endpoints.json").read_text())
+    assert rows[-1]["weight_version"] == steps
+    stale = check_logprobs(run, rows)
+    if mode == "async":
+        # The lag is real and is what the metric reports: at least one step trained on samples of
+        # the previous version, whose mismatch is well above numerics.
+        assert stale and max(stale) > 5 * NUMERICS_TOL, stale
+    if policy == "drain":  # drained before every sync: no sample spans a weight update, none aborted
+        for step in range(steps):
+            for s in batch(run, step)["samples"]:
+                assert s["metadata"]["finish_weight_version"] == s["weight_version"], (step, s["metadata"])
+        assert all(r["recycled_groups"] == 0 for r in rows)
+    endpoints = json.loads((run / "endpoints.json").read_text())
     assert endpoints["router"].startswith("http://127.0.0.1:") and len(endpoints["engines"]) == 2
     for name in ("engine0", "engine1", "router", "trainer"):
-        assert (tmp_path / "logs" / f"{name}.log").exists()
-    queue = [json.loads(line) for line in (tmp_path / "queue.jsonl").read_text().splitlines()]
+        assert (run / "logs" / f"{name}.log").exists()
+    queue = [json.loads(line) for line in (run / "queue.jsonl").read_text().splitlines()]
     assert {q["engine"] for q in queue} == {"engine0", "engine1"}
-    assert sorted(p.name for p in (tmp_path / "weights").iterdir()) == ["step_000001", "step_000002"]
-    assert len(kids) >= 4
-    assert_all_gone(kids)
+    check_tensorboard(run, rows)
+    if terminal:
+        check_live_view(launch.stdout, steps)
+    else:
+        check_plain_lines(launch.stdout, rows, steps)
+
+
+def test_resume_extends_an_oversampled_run_that_aborts(tmp_path):
+    """--resume DIR --steps N continues a finished run to N steps: numbering, data cursor, weight
+    versions and TensorBoard carry on; with oversampling (3 groups drawn per step, 2 trained) and
+    abort (in-flight groups aborted by each sync and regenerated under the new weights).
+
+    Steps 0 and 1 start together, so the first sync meets nothing in flight; step 2 starts at the
+    first sync and its 12 requests of up to 128 tokens (over a second of decoding here) are still
+    running when step 1, already rolled out, is trained and synced a few hundred ms later."""
+    run = tmp_path / "run"
+    steps, extended = 4, 6
+    common = ["--engines", "1", "--mode", "async", "--rollout.oversample", "1.5", "--rollout.partial_rollout", "abort",
+              "--rollout.max_new_tokens", "128", "--checkpoint.interval", "2", *SMALL, "--logging.tensorboard", "true"]
+    first = Launch(run, ["--steps", str(steps), *common], tag="first")
+    assert finished(first) == 0, first.describe()
+    extend = Launch(run, ["--steps", str(extended)], resume=True, tag="extend")
+    assert finished(extend) == 0, extend.describe()
+    assert f"resuming at step {steps}" in extend.stdout, extend.describe()
+
+    rows = metrics(run)
+    assert check_batches(run, extended) == []  # every step once, 8 samples, no prompt trained twice
+    assert [r["weight_version"] for r in rows] == list(range(1, extended + 1))
+    drawn, trained = expected_prompts(run, extended), prompt_indices(run)
+    for step in range(extended):  # the cursor resumed exactly: each step trained on 2 of the 3 rows it drew
+        assert len(drawn[step]) == 3 and trained[step] <= drawn[step], (step, trained[step], drawn[step])
+    assert all(r["oversample_discarded"] == 1 for r in rows), [r["oversample_discarded"] for r in rows]
+    # abort: groups in flight at a sync were aborted by the engine and regenerated once the new
+    # version was served, so no sample holds tokens of two versions or claims an older one.
+    assert sum(r["recycled_groups"] for r in rows) >= 1, [r["recycled_groups"] for r in rows]
+    for step in range(extended):
+        for s in batch(run, step)["samples"]:
+            assert s["metadata"]["finish_weight_version"] == s["weight_version"], (step, s["metadata"])
+    check_tensorboard(run, rows)
 
 
 def test_sigint_leaves_no_child(tmp_path):
-    proc = launch(tmp_path, "--engines", "2", "--steps", "1000")
-    kids: dict[int, psutil.Process] = {}
-    deadline = time.monotonic() + 180
-    metrics = tmp_path / "metrics.jsonl"
-    while time.monotonic() < deadline and proc.poll() is None:
-        for k in descendants(proc.pid):
-            kids.setdefault(k.pid, k)
-        if metrics.exists() and metrics.read_text().strip():
-            break
-        time.sleep(0.2)
-    assert proc.poll() is None, proc.communicate()[1][-2000:]
-    for k in descendants(proc.pid):
-        kids.setdefault(k.pid, k)
-    proc.send_signal(signal.SIGINT)
-    proc.wait(timeout=20)
-    assert proc.returncode == 130
-    assert_all_gone(list(kids.values()), within_s=10)
+    launch = Launch(tmp_path / "run", ["--engines", "2", "--steps", "1000", *SMALL])
+    try:
+        launch.wait_until(lambda: rows_done(tmp_path / "run") >= 1, 240, "the first step")
+        assert stop_with(launch, signal.SIGINT) == 128 + signal.SIGINT, launch.describe()
+    finally:
+        launch.kill_all()
+
+
+def test_stall_is_reported_and_sigterm_stops_a_stalled_run(tmp_path):
+    """The watchdog names what the run waits on; SIGTERM then stops it, the stopped trainer included."""
+    stall_s, check_s = 3.0, 0.5  # check_s: the watchdog's interval (train.watch_children)
+    run = tmp_path / "run"
+    launch = Launch(run, ["--engines", "1", "--steps", "1000", "--faults.stall_warning_s", str(stall_s), *SMALL])
+    try:
+        launch.wait_until(lambda: rows_done(run) >= 1, 240, "the first step")
+        launch.child("tandem.trainer").suspend()  # a trainer that stopped making progress
+        stopped, start = time.monotonic(), len(launch.stderr)
+        launch.wait_stderr("tandem: watchdog: no step finished for", stall_s + check_s + 30, start)
+        warned_s = time.monotonic() - stopped
+        warning = launch.stderr[start:].split("tandem: watchdog:", 1)[1].splitlines()[0]
+        assert "waiting on trainer" in warning, warning
+        # The last step finished before the trainer was stopped, so the warning is due within
+        # stall_warning_s and one watchdog interval of the stop.
+        assert warned_s <= stall_s + check_s + MARGIN_S, warned_s
+        print(f"FIGURE stall_warning_after_s = {warned_s:.2f} (stall_warning_s = {stall_s})")
+        assert stop_with(launch, signal.SIGTERM) == 128 + signal.SIGTERM, launch.describe()
+    finally:
+        launch.kill_all()
 
 
 def test_engine_that_cannot_start_stops_everything(tmp_path):
-    result, kids = run_to_end(tmp_path, "--engines", "2", "--steps", "2", "--model.path", str(tmp_path / "no-model"),
-                              timeout=180)
-    assert result.returncode == 1
-    assert "engine0" in result.stderr and "no-model" in result.stderr  # names the engine, shows its log tail
-    assert_all_gone(kids)
+    launch = Launch(tmp_path / "run", ["--engines", "2", "--steps", "2", "--model.path", str(tmp_path / "no-model"),
+                                       *SMALL])
+    assert finished(launch, 180) == 1
+    assert "engine0" in launch.stderr and "no-model" in launch.stderr  # names the engine, shows its log tail
 
 
 def test_port_in_use_is_a_clear_error(tmp_path):
@@ -132,20 +267,18 @@ def test_port_in_use_is_a_clear_error(tmp_path):
         s.bind(("127.0.0.1", 0))
         s.listen()
         port = s.getsockname()[1]
-        result, kids = run_to_end(tmp_path, "--router.port", str(port), "--steps", "1", timeout=180)
-    assert result.returncode == 2
-    assert f"router.port = {port}" in result.stderr and "already in use" in result.stderr
-    assert_all_gone(kids)
+        launch = Launch(tmp_path / "run", ["--router.port", str(port), "--steps", "1", *SMALL])
+        assert finished(launch, 180) == 2
+    assert f"router.port = {port}" in launch.stderr and "already in use" in launch.stderr
 
 
 def test_malformed_rows_are_skipped_and_reported(tmp_path):
     data = tmp_path / "data.jsonl"
     good = [json.dumps({"prompt": f"{d}=", "label": str(d), "length": 8}) for d in range(10)]
     data.write_text("\n".join(good[:5] + ["{not json", json.dumps({"label": "3"})] + good[5:]) + "\n")
-    result, kids = run_to_end(tmp_path / "run", "--engines", "1", "--steps", "1", "--mode", "sync",
-                              "--rollout.data_path", str(data))
-    assert result.returncode == 0, result.stderr[-2000:]
-    assert "skipped 2 malformed row(s)" in result.stderr
+    launch = Launch(tmp_path / "run", ["--engines", "1", "--steps", "1", "--mode", "sync", *SMALL,
+                                       "--rollout.data_path", str(data)])
+    assert finished(launch) == 0, launch.describe()
+    assert "skipped 2 malformed row(s)" in launch.stderr
     report = json.loads((tmp_path / "run" / "data_report.json").read_text())
     assert report["skipped"] == 2 and report["rows"] == 10
-    assert_all_gone(kids)
