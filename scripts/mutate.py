@@ -1,11 +1,12 @@
-"""Break each reward and sandbox defence once; the test that guards it must fail.
+"""Break the code once per mutation; the test that guards it must fail.
 
-    python scripts/mutate_defences.py              # every mutation (about 5 minutes on 2 cores)
-    python scripts/mutate_defences.py "no seccomp" # one, by name
+    python scripts/mutate.py defences               # reward and sandbox defences (about 5 minutes on 2 cores)
+    python scripts/mutate.py suite                  # what the suite's end-to-end tests claim (about 12 minutes)
+    python scripts/mutate.py suite "no drain"       # one, by name
 
-Each mutation replaces one exact piece of code (it refuses, STALE, when that code has moved
-on), runs the guarding test(s), and restores the file, whatever happens. CAUGHT means the test
-failed with the defence broken. Do not edit the tree while it runs: it rewrites files in place.
+Each mutation replaces exact pieces of code (it refuses, STALE, when that code has moved on),
+runs the guarding test(s), and restores the files, whatever happens. CAUGHT means the test
+failed with the code broken. Do not edit the tree while it runs: it rewrites files in place.
 """
 import subprocess
 import sys
@@ -16,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 NL = "\n"
 F = "tests/test_reward_forgery.py::"
 H = "tests/test_sandbox_hardening.py::"
-M = [
+DEFENCES = [
  ("no canaries", "tandem/grading.py", "disguise = insert_canaries(sb.testbed, task.test_files, task.fail_to_pass)",
   "disguise = insert_canaries(sb.testbed, [], ())", F + "test_forgery_scores_zero_with_tamper"),
  ("no stdout cross-check", "tandem/verdict.py", "    if forged:" + NL, "    if False:" + NL, F + "test_forgery_scores_zero_with_tamper"),
@@ -27,8 +28,8 @@ M = [
  ("plugin autoload on", "tandem/grading.py", 'env = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", ', 'env = {', F + "test_forgery_scores_zero_with_tamper"),
  ("graded .git kept", "tandem/grading.py", '            remove_tree(sb.testbed / ".git")' + NL, "", F + "test_forgery_scores_zero_with_tamper"),
  ("tests not restored", "tandem/grading.py",
-  '            dropped = sorted(set(dropped) | set(restore_protected(sb.testbed, sb.template / "testbed", task.test_files)))' + NL,
-  "", F + "test_edits_to_graded_tests_are_undone_however_the_diff_spells_the_path"),
+  '            restored = restore_protected(sb.testbed, sb.template / "testbed", task.test_files)',
+  "            restored = []", F + "test_edits_to_graded_tests_are_undone_however_the_diff_spells_the_path"),
  ("originals keep names", "tandem/canaries.py", "    renamed = _renames(source, tests, names)", "    renamed = {}",
   F + "test_canary_names_and_places_tell_nothing"),
  ("twins only after original", "tandem/canaries.py",
@@ -83,21 +84,78 @@ M = [
  ("no tamper metric", "tandem/agent/rollout.py", 'sum(bool(s.reward_info.get("tamper")) for s in samples) / len(samples)', "0.0",
   F + "test_forgery_through_the_agent_loop_is_flagged_and_the_run_goes_on"),
 ]
-ONLY = sys.argv[1:]
-for name, rel, old, new, tests in M:
-    if tests is None or (ONLY and name not in ONLY):
-        continue
+L = "tests/test_launcher.py::"
+E2E_ASYNC = L + "test_two_engines_end_to_end[async-drain-terminal]"
+E2E_SYNC = L + "test_two_engines_end_to_end[sync-continue-plain]"
+RESUME = L + "test_resume_extends_an_oversampled_run_that_aborts"
+SUITE = [
+ ("README metric not logged", "train.py", '"dropped_stale": batch.dropped_stale, "recycled_groups": batch.recycled,',
+  '"dropped_stale": batch.dropped_stale,', E2E_SYNC),
+ ("engine ignores new weights", "tandem/engine/embedded.py", "            await self._call(lambda: self._t_swap(tensors))",
+  "            pass", E2E_SYNC),
+ ("mismatch not measured", "tandem/trainer/torch_backend.py", 'sums["mismatch"] += float(', 'sums["mismatch"] += 0.0 * float(',
+  E2E_ASYNC),
+ ("no drain", "sync.py", [('PAUSE_MODE = {"drain": None,', 'PAUSE_MODE = {"drain": "in_place",'),
+                          ('        if policy == "drain":' + NL + "            await client.wait_idle()", '        if False:' + NL + "            pass")],
+  None, E2E_ASYNC),
+ ("abort not gated", "sync.py", 'gated = policy in ("drain", "abort")', 'gated = policy in ("drain",)', RESUME),
+ ("abort read as a finish", "rollout.py", '            raise RolloutAborted(finish.get("message", "aborted by engine"))', "            pass",
+  RESUME),
+ ("resume restarts the cursor", "train.py",
+  '                          **({k: start.cursor[k] for k in ("epoch", "position")} if start.cursor else {}))', "                          )",
+  RESUME),
+ ("TensorBoard drops ints", "tandem/metrics.py", "if isinstance(value, (int, float)) and not isinstance(value, bool) and key != \"step\":",
+  "if isinstance(value, float) and key != \"step\":", E2E_SYNC),
+ ("plain line off by one", "tandem/live_view.py", 'print(f"step {row[\'step\'] + 1}/{self.total} "', 'print(f"step {row[\'step\']}/{self.total} "',
+  E2E_SYNC),
+ ("live view ignores the terminal", "tandem/live_view.py", '(mode == "auto" and sys.stdout.isatty())', "False", E2E_ASYNC),
+ ("watchdog never warns", "train.py", "        elif not warned and time.monotonic() - last_progress > stall_s:",
+  "        elif False:", L + "test_stall_is_reported_and_sigterm_stops_a_stalled_run"),
+ ("SIGTERM not handled", "train.py", "    signal.signal(signal.SIGTERM, _raise_stop)" + NL, "",
+  L + "test_stall_is_reported_and_sigterm_stops_a_stalled_run"),
+ ("no shutdown at exit", "train.py", "            sup.shutdown()" + NL, "            pass" + NL, L + "test_sigint_leaves_no_child"),
+ ("restarts never run out", "tandem/fleet.py", "        if self.restarts > self.cfg.faults.max_engine_restarts:",
+  "        if False:", "tests/test_faults.py::test_an_engine_that_keeps_failing_stops_the_run"),
+ ("priority ignored", "tandem/engine/embedded.py", "enqueue(self._waiting, self._inbox.popleft(), by_priority=self.priority_scheduling)",
+  "enqueue(self._waiting, self._inbox.popleft(), by_priority=False)",
+  "tests/test_engine_api.py::test_waiting_requests_are_admitted_by_priority_when_enabled"),
+ ("priority leaks to the caller", "tandem/producer.py", "        dropped = 0" + NL,
+  "        dropped = 0" + NL + "        REQUEST_PRIORITY.set(-step)  # the step's own retries first" + NL,
+  "tests/test_routing.py::test_the_producer_gives_every_group_the_priority_of_its_step"),
+ ("publish without rename", "sync.py", "        os.replace(tmp, final)", "        shutil.copytree(tmp, final)",
+  "tests/test_weight_sync.py::test_a_publish_stopped_or_killed_at_any_moment_never_exposes_a_partial_version"),
+ ("' - ' split back", "tandem/verdict.py", '        elif depth == 0 and rest.startswith(" - ", i):', '        elif rest.startswith(" - ", i):',
+  F + "test_parse_pytest_report_keeps_parametrized_ids_whole"),
+]
+SETS = {"defences": DEFENCES, "suite": SUITE}
+
+
+def run(name: str, rel: str, edits: list[tuple[str, str]], tests: str) -> None:
     path = ROOT / rel
-    orig = path.read_text()
-    if orig.count(old) != 1:
-        print(f"STALE  | {name} | {rel} | pattern found {orig.count(old)} times", flush=True)
-        continue
-    path.write_text(orig.replace(old, new))
+    orig = text = path.read_text()
+    for old, new in edits:
+        if text.count(old) != 1:
+            print(f"STALE  | {name} | {rel} | pattern found {text.count(old)} times", flush=True)
+            return
+        text = text.replace(old, new)
+    path.write_text(text)
     try:
-        r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", f"--basetemp={tempfile.mkdtemp(prefix='mutate-')}",
-                            *tests.split()], cwd=ROOT, capture_output=True, text=True, timeout=900)
+        r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
+                            f"--basetemp={tempfile.mkdtemp(prefix='mutate-')}", *tests.split()],
+                           cwd=ROOT, capture_output=True, text=True, timeout=900)
     finally:
         path.write_text(orig)
     last = r.stdout.strip().splitlines()[-1] if r.stdout.strip() else r.stderr[-200:]
-    failed = [l.split(" - ")[0] for l in r.stdout.splitlines() if l.startswith("FAILED")]
-    print(f"{'CAUGHT' if r.returncode else 'MISSED'} | {name} | {last} | {failed[:1]}", flush=True)
+    failed = [line.split(" - ")[0] for line in r.stdout.splitlines() if line.startswith("FAILED")]
+    why = next((line[1:].strip()[:160] for line in r.stdout.splitlines() if line.startswith("E ")), "")
+    print(f"{'CAUGHT' if r.returncode else 'MISSED'} | {name} | {last} | {failed[:1]} | {why}", flush=True)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 2 or sys.argv[1] not in SETS:
+        sys.exit(f"usage: {sys.argv[0]} {{{','.join(SETS)}}} [mutation name ...]")
+    only = sys.argv[2:]
+    for name, rel, old, new, tests in SETS[sys.argv[1]]:
+        if tests is not None and (not only or name in only):
+            # One (old, new) replacement, or a list of them with new = None.
+            run(name, rel, old if new is None else [(old, new)], tests)
