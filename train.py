@@ -217,10 +217,9 @@ def split_resume(argv: list[str]) -> tuple[str | None, list[str]]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # SIGINT keeps the disposition the launcher inherited: started under nohup or as a script's
+    # background job, the user asked for it to be ignored.
     signal.signal(signal.SIGTERM, _raise_stop)
-    # Started from a job that ignores SIGINT (`cmd &` in a script, nohup), Python would leave it
-    # ignored, and an explicit `kill -INT` could no longer stop the run cleanly.
-    signal.signal(signal.SIGINT, signal.default_int_handler)
     sup = None
     try:
         resume_dir, argv = split_resume(list(sys.argv[1:] if argv is None else argv))

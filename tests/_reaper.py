@@ -77,11 +77,16 @@ def main(argv: list[str]) -> int:
     assert argv[2] == "--", "usage: _reaper.py REPORT.json GRACE_S -- COMMAND..."
     if ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1) != 0:
         sys.exit(f"prctl(PR_SET_CHILD_SUBREAPER) failed: {os.strerror(ctypes.get_errno())}")
+    started: list[subprocess.Popen] = []
+    # Forwarding handlers go in before the child starts. A Python-level handler is reset to the
+    # default at exec, whereas an ignored SIGINT (a suite started from a script's background job or
+    # nohup) would be inherited, and the Ctrl-C tests would test that job, not the launcher.
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda signum, frame: [c.send_signal(signum) for c in started])
     child = subprocess.Popen(command, start_new_session=True)
+    started.append(child)
     with open(report_path + ".pid", "w") as f:
         f.write(f"{child.pid}\n")
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda signum, frame: child.send_signal(signum))
     rc = child.wait()
     exited_at = time.time()
     deadline = time.monotonic() + grace_s
