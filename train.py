@@ -23,19 +23,20 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent
 sys.path.insert(0, str(REPO))
 
-from rollout import (DataError, EngineClient, PluginError, PromptCursor, RolloutContext,  # noqa: E402
+from tandem.rollout import (DataError, EngineClient, PluginError, PromptCursor, RolloutContext,  # noqa: E402
                      load_dataset_rows, load_plugin, sampling_params_from_config)
-from sync import PublishError, SyncError  # noqa: E402
-from tandem import checkpoint, run_state  # noqa: E402
-from tandem.cluster import Cluster, start_cluster  # noqa: E402
-from tandem.fleet import EngineCrashLoop, Fleet  # noqa: E402
+from tandem.weights import PublishError, SyncError  # noqa: E402
+from tandem import checkpoint  # noqa: E402
+from tandem.orchestrator import run_state  # noqa: E402
+from tandem.orchestrator.cluster import Cluster, start_cluster  # noqa: E402
+from tandem.orchestrator.fleet import EngineCrashLoop, Fleet  # noqa: E402
 from tandem.config import ConfigError, TandemConfig, load_config  # noqa: E402
 from tandem.handoff import HandoffTimeout, wait_train_result, write_batch  # noqa: E402
-from tandem.live_view import LiveView  # noqa: E402
-from tandem.metrics import MetricsLog, QueueMonitor, rollout_metrics  # noqa: E402
+from tandem.orchestrator.live_view import LiveView  # noqa: E402
+from tandem.orchestrator.metrics import MetricsLog, QueueMonitor, rollout_metrics  # noqa: E402
 from tandem.model_source import load_tokenizer, resolve_model_path  # noqa: E402
-from tandem.producer import RolloutProducer  # noqa: E402
-from tandem.supervisor import ChildFailed, Supervisor  # noqa: E402
+from tandem.orchestrator.producer import RolloutProducer  # noqa: E402
+from tandem.orchestrator.supervisor import ChildFailed, Supervisor  # noqa: E402
 
 TRAIN_KEYS = ("loss", "kl", "entropy", "clip_frac", "grad_norm", "logprob_mismatch", "train_time")
 

@@ -115,12 +115,12 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from sync import publish_weights, reload_engines, version_dir
-    from tandem.cluster import start_engines
+    from tandem.weights import publish_weights, reload_engines, version_dir
+    from tandem.orchestrator.cluster import start_engines
     from tandem.config import TandemConfig
     from tandem.model_source import resolve_model_path
     from tandem.placement import plan_placement
-    from tandem.supervisor import Supervisor
+    from tandem.orchestrator.supervisor import Supervisor
     from tandem.trainer.sim_backend import make_weights
 
     cap = min(4.0, mem_available_gb() / 4)

@@ -80,7 +80,7 @@ def trl_worker(spec: dict) -> dict:
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
-    from reward import echo_reward
+    from tandem.rewards import echo_reward
     from tandem.config import load_config
     from tandem.model_source import resolve_model_path
     from tandem.sample import Sample

@@ -107,7 +107,7 @@ def main() -> int:
         + (f" ({torch.cuda.get_device_name(0)})" if cuda else "") + f", tiny model at {base_dir}")
 
     # ---- 1. train
-    from sync import publish_weights
+    from tandem.weights import publish_weights
     from tandem.trainer.megatron_backend import MegatronTrainer
 
     t = time.perf_counter()
@@ -131,7 +131,7 @@ def main() -> int:
 
     # ---- 3. engine on the base model, then reload
     from tandem.engine.sglang_launch import sglang_command, sglang_python
-    from tandem.supervisor import free_port
+    from tandem.ports import free_port
 
     port = free_port()
     url = f"http://127.0.0.1:{port}"

@@ -24,7 +24,7 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from reward import echo_reward  # noqa: E402
+from tandem.rewards import echo_reward  # noqa: E402
 from tandem.config import build_config  # noqa: E402
 from tandem.losses import assign_advantages  # noqa: E402
 from tandem.model_source import load_tokenizer, resolve_model_path  # noqa: E402

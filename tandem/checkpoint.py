@@ -25,9 +25,9 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from sync import check_free_space
+from tandem.weights import check_free_space
 
-from tandem.supervisor import fault_hold
+from tandem.orchestrator.supervisor import fault_hold
 
 CKPT_DIR = "checkpoints"
 

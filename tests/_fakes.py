@@ -12,9 +12,7 @@ longer than max_new_tokens are cut and finish with "length", as a real engine wo
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
-import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -22,6 +20,8 @@ from pathlib import Path
 from typing import Callable
 
 import httpx
+
+from tandem.ports import free_port
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -32,12 +32,6 @@ Policy = Callable[[str, int], str]
 def fake_logprob(token_id: int, position: int) -> float:
     """A deterministic, position-dependent value, so misaligned logprobs are caught."""
     return -round(0.01 * ((token_id * 7 + position * 13) % 97 + 1), 4)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class ScriptedEngine:
@@ -139,7 +133,7 @@ class Router:
     """A real `sglang_router.launch_router` process, started with tandem's own router command."""
 
     def __init__(self, worker_url: str | list[str], log_path: Path, cfg=None):
-        from tandem.cluster import router_command
+        from tandem.orchestrator.cluster import router_command
         from tandem.config import TandemConfig
 
         self.port = free_port()

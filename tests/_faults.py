@@ -40,7 +40,7 @@ def children_gone_bound_s() -> float:
     what is left after Supervisor.shutdown's grace period; a loaded box adds MARGIN_S."""
     import inspect
 
-    from tandem.supervisor import Supervisor
+    from tandem.orchestrator.supervisor import Supervisor
 
     return inspect.signature(Supervisor.shutdown).parameters["grace_s"].default + MARGIN_S
 
@@ -316,7 +316,7 @@ def final_weights(run_dir: Path) -> dict:
     """The last published weight version's tensors (float64 for distances)."""
     from safetensors.torch import load_file
 
-    from sync import published_versions, version_dir
+    from tandem.weights import published_versions, version_dir
 
     v = published_versions(run_dir)[-1]
     tensors: dict = {}
@@ -374,7 +374,7 @@ def expected_prompts(run_dir: Path, steps: int) -> dict[int, set[int]]:
     oversampling it trains on exactly those)."""
     import math
 
-    from rollout import PromptCursor, load_dataset_rows
+    from tandem.rollout import PromptCursor, load_dataset_rows
     from tandem.config import config_from_json
 
     cfg = config_from_json(str(Path(run_dir) / "config.json"))

@@ -91,7 +91,7 @@ class InProcessEngine:
 
 def make_ctx(cfg: TandemConfig, engine, reward_fn=None):
     """The lead's real RolloutContext around a given engine client."""
-    from rollout import RolloutContext, sampling_params_from_config
+    from tandem.rollout import RolloutContext, sampling_params_from_config
     from tandem.grading import swe_reward
 
     executor = ThreadPoolExecutor(max_workers=cfg.rollout.concurrency + 16, thread_name_prefix="rollout")

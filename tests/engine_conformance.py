@@ -25,7 +25,6 @@ import asyncio
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -36,18 +35,14 @@ from typing import Any, Callable, Iterator
 import httpx
 import pytest
 
+from tandem.ports import free_port
+
 ROOT = Path(__file__).resolve().parents[1]
 LOGPROB_TOL = 1e-4  # fp32 CPU: batched/left-padded attention vs. one unpadded HF forward
 PROMPT = "The quick brown fox"
 
 
 # --------------------------------------------------------------------------- process helpers
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def wait_http(url: str, proc: subprocess.Popen | None, timeout: float, what: str, log: Path | None = None) -> None:
     deadline = time.time() + timeout
     while time.time() < deadline:

@@ -14,7 +14,7 @@ import asyncio
 
 import torch
 
-from rollout import EngineClient
+from tandem.rollout import EngineClient
 from tandem.agent import swe_agent_rollout
 from tandem.agent.rollout import agent_step_metrics
 from tandem.grading import reset_runtime

@@ -151,7 +151,7 @@ def test_end_disk_limit():
 
 # ----------------------------------------------------------------------------- the plug-in around the loop
 def test_abort_for_a_weight_update_cancels_the_group_and_frees_its_sandboxes(tmp_path):
-    from rollout import RolloutAborted
+    from tandem.rollout import RolloutAborted
     from tandem.agent import swe_agent_rollout
     from tandem.grading import get_runtime, reset_runtime
     from tests._swe import make_cfg, make_ctx, row_named

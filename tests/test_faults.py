@@ -19,7 +19,7 @@
    (run with -s) and appended to $TANDEM_FAULT_FIGURES when that is set.
 
 A phase that lasts milliseconds on a tiny model (a checkpoint's finalize, a weight sync) is
-held open with the launcher's test hook TANDEM_FAULT_HOLD (tandem/supervisor.py), which the
+held open with the launcher's test hook TANDEM_FAULT_HOLD (tandem/orchestrator/supervisor.py), which the
 hold announces on stderr; rollout is caught by polling the engines' /get_load.
 """
 
@@ -46,7 +46,7 @@ UNRESPONSIVE_S = 3.0
 CHECK_S = 0.5
 FAULTS = ["--faults.engine_unresponsive_s", str(UNRESPONSIVE_S), "--faults.engine_check_interval_s", str(CHECK_S)]
 PROBE_S = 2.0
-"""Longest /health probe the engine doctor waits for (tandem/fleet.py)."""
+"""Longest /health probe the engine doctor waits for (tandem/orchestrator/fleet.py)."""
 
 
 class TrainerBrake:

@@ -190,7 +190,7 @@ def test_megatron_backend_matches_torch_backend(tmp_path, cache_dir, torch_refer
 
     # 5. export -> HF safetensors (the real publish path) -> from_pretrained: same logits
     sys.path.insert(0, str(ROOT))
-    from sync import publish_weights
+    from tandem.weights import publish_weights
 
     src = resolve_model_path(make_cfg(cache_dir, "torch"))
     path = publish_weights(export, src, tmp_path / "run", version=1, keep_last=2)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from rollout import DataError, PluginError, load_dataset_rows, load_plugin, score_sample
+from tandem.rollout import DataError, PluginError, load_dataset_rows, load_plugin, score_sample
 from tandem.errors import RunFatal
 from tandem.sample import Sample
 from tandem.sandbox import SandboxInfraError

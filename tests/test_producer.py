@@ -4,9 +4,9 @@ import asyncio
 
 import pytest
 
-from rollout import PromptCursor, RolloutAborted, RolloutContext
+from tandem.rollout import PromptCursor, RolloutAborted, RolloutContext
 from tandem.config import TandemConfig
-from tandem.producer import RolloutProducer
+from tandem.orchestrator.producer import RolloutProducer
 from tandem.sample import Sample
 
 

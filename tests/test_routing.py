@@ -12,10 +12,10 @@ from __future__ import annotations
 import asyncio
 import time
 
-from rollout import REQUEST_PRIORITY, EngineClient, PromptCursor, RolloutContext
-from tandem.cluster import router_command, router_ready
+from tandem.rollout import REQUEST_PRIORITY, EngineClient, PromptCursor, RolloutContext
+from tandem.orchestrator.cluster import router_command, router_ready
 from tandem.config import TandemConfig
-from tandem.producer import RolloutProducer
+from tandem.orchestrator.producer import RolloutProducer
 from tandem.sample import Sample
 from tests._fakes import Router, ScriptedEngine
 from tests._swe import tiny_tokenizer

@@ -383,7 +383,7 @@ def test_core_weight_reload_reads_files_and_blocks_for_reload_s(tmp_path):
     for reload_s; a bad directory fails and keeps the version."""
     import torch
 
-    from sync import publish_weights
+    from tandem.weights import publish_weights
     from tandem.trainer.sim_backend import make_weights
 
     src = tmp_path / "src"
@@ -501,7 +501,7 @@ class _CoreClient:
 def test_agentic_rollout_builds_multi_turn_samples(tmp_path, token_scale):
     from concurrent.futures import ThreadPoolExecutor
 
-    from rollout import RolloutContext
+    from tandem.rollout import RolloutContext
     from tandem.config import TandemConfig
     from tandem.engine.sim import SimEngineCore
     from tandem.model_source import build_byte_tokenizer

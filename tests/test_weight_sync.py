@@ -14,14 +14,14 @@ import httpx
 import pytest
 import torch
 
-from sync import SyncError, publish_weights, published_versions, reload_engines, version_dir
+from tandem.weights import SyncError, publish_weights, published_versions, reload_engines, version_dir
 from tandem import losses
-from tandem.cluster import start_engines, start_router
+from tandem.orchestrator.cluster import start_engines, start_router
 from tandem.config import TandemConfig
 from tandem.model_source import resolve_model_path
 from tandem.placement import plan_placement
 from tandem.sample import Sample
-from tandem.supervisor import Supervisor
+from tandem.orchestrator.supervisor import Supervisor
 from tandem.trainer.torch_backend import TorchTrainer
 
 REPO = Path(__file__).resolve().parents[1]
@@ -102,7 +102,7 @@ def test_failed_load_keeps_previous_version(cluster):
 
 PUBLISHER = """
 import os, sys, torch
-from sync import publish_weights, version_dir
+from tandem.weights import publish_weights, version_dir
 run_dir, model_path = sys.argv[1], sys.argv[2]
 print("ready", flush=True)
 for v in range(1, 10_000):  # version v holds the value v; 2000 shard entries make deleting it take a while

@@ -130,8 +130,8 @@ def main(argv: list[str] | None = None) -> int:
 
     cfg = config_from_json(args.run_config)
     from tandem.model_source import resolve_model_path
-    from sync import publish_weights  # repo-root module (the supervisor puts the root on PYTHONPATH);
-    # imported here so a broken install fails at start-up, not after the first step
+    from tandem.weights import publish_weights  # imported here so a broken install fails
+    # at start-up, not after the first step
 
     backend = make_backend(cfg)
     if args.resume_from:

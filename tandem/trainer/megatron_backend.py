@@ -28,12 +28,9 @@ full [s, s] score matrix and Transformer Engine is not part of this stack.
 from __future__ import annotations
 
 import json
-import math
 import os
-import socket
 import sys
 import time
-from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -43,6 +40,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from tandem import losses
+from tandem.ports import free_port
 from tandem.config import TandemConfig
 from tandem.model_source import resolve_model_path
 from tandem.sample import Sample
@@ -70,12 +68,6 @@ def trainer_launch_command(cfg: TandemConfig, run_config_path: str | os.PathLike
     return [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--node-rank", "0",
             "--nproc-per-node", str(n), "--master-addr", "127.0.0.1", "--master-port", str(port),
             "-m", "tandem.trainer", "--run-config", str(run_config_path), *(extra_args or [])]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 # --------------------------------------------------------------------------- model building

@@ -17,7 +17,8 @@ import httpx
 
 from tandem.config import ConfigError, TandemConfig
 from tandem.placement import Placement, plan_placement, visible_gpu_count
-from tandem.supervisor import Child, Supervisor, free_port, port_is_free
+from tandem.orchestrator.supervisor import Child, Supervisor
+from tandem.ports import free_port, port_is_free
 
 
 @dataclass

@@ -14,7 +14,6 @@ import asyncio
 import ctypes
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -71,22 +70,6 @@ async def fault_hold_async(phase: str, n: int) -> None:
     seconds = _fault_hold_seconds(phase, n)
     if seconds:
         await asyncio.sleep(seconds)
-
-
-def free_port() -> int:
-    """A port nothing listens on right now, on 127.0.0.1 only."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def port_is_free(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-        return True
 
 
 def tail(path: Path, lines: int = 20) -> str:

@@ -22,7 +22,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Callable
 
-from rollout import REQUEST_PRIORITY, PromptCursor, RolloutAborted, RolloutContext
+from tandem.rollout import REQUEST_PRIORITY, PromptCursor, RolloutAborted, RolloutContext
 from tandem.sample import Sample
 
 

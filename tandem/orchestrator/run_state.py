@@ -12,7 +12,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from sync import published_versions, version_dir
+from tandem.weights import published_versions, version_dir
 from tandem import checkpoint
 from tandem.config import ConfigError, TandemConfig
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from tandem.metrics import QueueMonitor
+from tandem.orchestrator.metrics import QueueMonitor
 
 SPARK = " ▁▂▃▄▅▆▇█"
 SHOWN = ("reward_mean", "response_len_mean", "loss", "kl", "entropy", "clip_frac", "grad_norm",

@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 
 import httpx
 
-from sync import SyncError, reload_engines, sync_engines
+from tandem.weights import SyncError, reload_engines, sync_engines
 from tandem.config import TandemConfig
-from tandem.supervisor import Child, ChildFailed, Supervisor, fault_hold_async, tail
+from tandem.orchestrator.supervisor import Child, ChildFailed, Supervisor, fault_hold_async, tail
 
 
 PROBE_FLOOR_S = 0.25
