@@ -1,0 +1,127 @@
+"""The engine client rollouts call: SGLang's native /generate through the router, with retries,
+request priorities and sticky sessions."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+
+import aiohttp
+
+
+class RolloutAborted(RuntimeError):
+    """The engine aborted the request (a weight update with policy 'abort'); the group is regenerated."""
+
+
+class GenerationError(RuntimeError):
+    pass
+
+
+REQUEST_PRIORITY: contextvars.ContextVar[int | None] = contextvars.ContextVar("tandem_request_priority",
+                                                                             default=None)
+"""SGLang request priority of the generate calls made in this task. The rollout producer sets it
+to -step in each group's task (larger = served first), so engines that schedule by priority
+(engine.priority_scheduling) finish the step the trainer waits on before the next one's."""
+
+ROUTING_KEY_HEADER = "x-smg-routing-key"
+"""sglang-router's session header: its 'manual' policy pins every request with one key to one worker."""
+
+
+class EngineClient:
+    """Async client for SGLang's /generate through the router, with the drain gate.
+
+    All generation goes through `generate`, so the orchestrator can count requests in
+    flight and close a gate in front of new ones: that is how 'drain, then sync' works.
+    """
+
+    def __init__(self, base_url: str, concurrency: int, timeout_s: float, retries: int = 8):
+        self.base_url = base_url
+        self.timeout_s = timeout_s
+        self.retries = retries
+        self._sem = asyncio.Semaphore(concurrency)
+        self._open = asyncio.Event()
+        self._open.set()
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self.in_flight = 0
+        self.retried = 0
+        """Requests that failed once (e.g. their engine died) and were sent again."""
+        self.generated_tokens = 0
+        self.weight_version = 0
+        """Version every engine is known to serve; set by weight sync before the gate reopens."""
+        # aiohttp, not httpx: httpx's pool bookkeeping scans every pooled connection on each
+        # request, which at hundreds of concurrent rollouts cost the orchestrator as much CPU
+        # as the engines themselves (measured by bench/trl_compare.py's profile).
+        self._concurrency = concurrency
+        self._http: aiohttp.ClientSession | None = None
+
+    async def close(self) -> None:
+        if self._http is not None:
+            await self._http.close()
+
+    def _session(self) -> aiohttp.ClientSession:
+        if self._http is None:  # created inside the running event loop, as aiohttp requires
+            self._http = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=self._concurrency + 8),
+                timeout=aiohttp.ClientTimeout(total=self.timeout_s))
+        return self._http
+
+    def close_gate(self) -> None:
+        self._open.clear()
+
+    def open_gate(self) -> None:
+        self._open.set()
+
+    async def wait_idle(self) -> None:
+        await self._idle.wait()
+
+    async def generate(self, input_ids: list[int], sampling_params: dict, return_logprob: bool = True,
+                       routing_key: str | None = None) -> dict:
+        """One /generate call. `routing_key` names the session (one agent trajectory): with
+        router.policy = 'manual' every call with the same key lands on the same engine."""
+        async with self._sem:
+            await self._open.wait()
+            self.in_flight += 1
+            self._idle.clear()
+            start_version = self.weight_version
+            payload = {"input_ids": input_ids, "sampling_params": sampling_params, "return_logprob": return_logprob}
+            if (priority := REQUEST_PRIORITY.get()) is not None:
+                payload["priority"] = priority
+            try:
+                out = await self._post_with_retry(payload, routing_key)
+            finally:
+                self.in_flight -= 1
+                if self.in_flight == 0:
+                    self._idle.set()
+        meta = out.setdefault("meta_info", {})
+        # An engine reports the version it finished on; with in-place updates earlier tokens
+        # may be older. Staleness must count the oldest, so keep the smaller of the two.
+        meta["engine_weight_version"] = meta.get("weight_version")
+        try:
+            meta["weight_version"] = str(min(int(meta.get("weight_version", start_version)), start_version))
+        except (TypeError, ValueError):
+            meta["weight_version"] = str(start_version)
+        finish = meta.get("finish_reason") or {}
+        if isinstance(finish, dict) and finish.get("type") == "abort":
+            raise RolloutAborted(finish.get("message", "aborted by engine"))
+        self.generated_tokens += len(out.get("output_ids", []))
+        return out
+
+    async def _post_with_retry(self, payload: dict, routing_key: str | None = None) -> dict:
+        last: Exception | None = None
+        headers = {ROUTING_KEY_HEADER: routing_key} if routing_key else None
+        for attempt in range(self.retries + 1):
+            try:
+                async with self._session().post(f"{self.base_url}/generate", json=payload, headers=headers) as resp:
+                    if resp.status == 200:
+                        return await resp.json()
+                    text = await resp.text()
+                last = GenerationError(f"/generate answered HTTP {resp.status}: {text[:300]}")
+                if resp.status < 500:
+                    break
+            except (aiohttp.ClientError, asyncio.TimeoutError) as err:
+                last = GenerationError(f"/generate transport error: {err!r}")
+            if attempt < self.retries:
+                self.retried += 1
+                await asyncio.sleep(min(2.0, 0.2 * 2**attempt))
+        raise last  # type: ignore[misc]

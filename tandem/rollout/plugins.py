@@ -1,0 +1,141 @@
+"""Plug-ins: the rollout and reward contracts as types, and how a config names a function.
+
+A config names a plug-in as 'package.module:function' or 'path/to/file.py:function'. The
+names users knew before the package existed, `rollout:…` and `reward:…` (the top-level
+scripts), resolve to the package modules, so old configs keep working.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import importlib.util
+import inspect
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Awaitable,
+    Callable,
+    Protocol,
+    Union,
+    runtime_checkable,
+)
+
+from tandem.errors import RunFatal
+from tandem.sample import Sample
+
+if TYPE_CHECKING:
+    from tandem.rollout.context import RolloutContext
+
+RewardResult = Union[float, tuple[float, dict[str, Any]]]
+"""A reward: a number, or a number and an info dict (kept in sample.reward_info; put a "reason"
+there for any 0)."""
+
+
+@runtime_checkable
+class RolloutFn(Protocol):
+    """`async def fn(ctx, row, group_size) -> list[Sample]`: one group of samples for one dataset
+    row. Raise RolloutAborted to have the group regenerated, RunFatal to stop the run."""
+
+    def __call__(self, ctx: RolloutContext, row: dict, group_size: int) -> Awaitable[list[Sample]]: ...
+
+
+@runtime_checkable
+class RewardFn(Protocol):
+    """`fn(sample, row) -> RewardResult`, sync (run on the rollout pool) or async."""
+
+    def __call__(self, sample: Sample, row: dict) -> RewardResult | Awaitable[RewardResult]: ...
+
+
+LEGACY_MODULES = {"rollout": "tandem.rollout", "reward": "tandem.rewards"}
+"""Module names of the top-level entry points, resolved to the package (no import of the scripts)."""
+
+CONTRACTS = {"rollout": (RolloutFn, ("ctx", "row", "group_size"), True), "reward": (RewardFn, ("sample", "row"), None)}
+"""kind -> (protocol, its positional parameters, must it be a coroutine function (None: either))."""
+
+
+class PluginError(ValueError):
+    pass
+
+
+def load_plugin(spec: str, what: str) -> Callable:
+    """Resolve 'pkg.module:fn' or 'path/to/file.py:fn' to the function."""
+    module_name, sep, attr = spec.rpartition(":")
+    if not sep or not module_name or not attr:
+        raise PluginError(f"{what} '{spec}' must look like 'module:function' or 'file.py:function'")
+    module_name = LEGACY_MODULES.get(module_name, module_name)
+    try:
+        if module_name.endswith(".py"):
+            path = Path(module_name).resolve()
+            if not path.exists():
+                raise PluginError(f"{what} '{spec}': file {path} does not exist")
+            mod_spec = importlib.util.spec_from_file_location(f"tandem_plugin_{path.stem}", path)
+            module = importlib.util.module_from_spec(mod_spec)
+            mod_spec.loader.exec_module(module)
+        else:
+            module = importlib.import_module(module_name)
+    except ImportError as err:
+        raise PluginError(f"{what} '{spec}': cannot import {module_name}: {err}") from err
+    fn = getattr(module, attr, None)
+    if not callable(fn):
+        raise PluginError(f"{what} '{spec}': {module_name} has no function {attr}")
+    return fn
+
+
+def check_contract(fn: Callable, kind: str, spec: str) -> Callable:
+    """Refuse at start-up a function that cannot meet the contract, instead of failing mid-run."""
+    _, params, must_be_async = CONTRACTS[kind]
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError) as err:
+        raise PluginError(f"{kind} plug-in '{spec}': no signature to check: {err}") from err
+    try:
+        signature.bind(*params)
+    except TypeError as err:
+        raise PluginError(f"{kind} plug-in '{spec}' must take ({', '.join(params)}): {err}") from err
+    is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))
+    if must_be_async and not is_async:
+        raise PluginError(f"{kind} plug-in '{spec}' must be an async function (async def)")
+    return fn
+
+
+def load_rollout_fn(spec: str) -> RolloutFn:
+    return check_contract(load_plugin(spec, "rollout.function"), "rollout", spec)
+
+
+def load_reward_fn(spec: str) -> RewardFn:
+    return check_contract(load_plugin(spec, "rollout.reward"), "reward", spec)
+
+
+def check_rollout_result(result: Any, spec: str) -> list[Sample]:
+    """What a rollout function returned, checked: a non-empty list of Samples."""
+    if not isinstance(result, list) or not result or not all(isinstance(s, Sample) for s in result):
+        got = type(result).__name__ if not isinstance(result, list) else f"list of {sorted({type(s).__name__ for s in result}) or 'nothing'}"
+        raise PluginError(f"rollout plug-in '{spec}' must return a non-empty list[Sample], got {got}")
+    return result
+
+
+async def score_sample(reward_fn: Callable, sample: Sample, row: dict, timeout_s: float,
+                       executor: ThreadPoolExecutor | None) -> tuple[float, dict]:
+    start = time.monotonic()
+    try:
+        if inspect.iscoroutinefunction(reward_fn):
+            result = await asyncio.wait_for(reward_fn(sample, row), timeout_s)
+        else:
+            loop = asyncio.get_running_loop()
+            result = await asyncio.wait_for(loop.run_in_executor(executor, reward_fn, sample, row), timeout_s)
+    except asyncio.TimeoutError:
+        return 0.0, {"reason": f"timeout: reward took longer than {timeout_s}s", "reward_time": timeout_s}
+    except RunFatal:  # the plug-in asks to stop the run (e.g. a sandbox that keeps failing)
+        raise
+    except Exception as err:  # a broken reward must not crash the run
+        return 0.0, {"reason": f"error: {type(err).__name__}: {err}", "reward_time": time.monotonic() - start}
+    reward, info = (result if isinstance(result, tuple) else (result, {}))
+    try:
+        reward = float(reward)
+    except (TypeError, ValueError):
+        return 0.0, {"reason": f"error: reward function returned {reward!r}, not a number"}
+    return reward, {**dict(info), "reward_time": time.monotonic() - start}

@@ -1,0 +1,49 @@
+"""The default rollout: one prompt, G independent completions, token in and token out."""
+
+from __future__ import annotations
+
+import asyncio
+
+from tandem.rollout.client import GenerationError
+from tandem.rollout.context import RolloutContext
+from tandem.sample import Sample
+
+
+def encode_prompt(tokenizer, prompt: str | list[dict], apply_chat_template: bool) -> list[int]:
+    if isinstance(prompt, list):
+        return list(tokenizer.apply_chat_template(prompt, add_generation_prompt=True, tokenize=True, return_dict=False))
+    if apply_chat_template:
+        return list(tokenizer.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True,
+                                                  tokenize=True, return_dict=False))
+    return tokenizer(prompt, add_special_tokens=False)["input_ids"]
+
+
+def sample_from_output(prompt_ids: list[int], out: dict, tokenizer) -> Sample:
+    """Turn one /generate answer into a Sample, keeping the engine's ids and logprobs verbatim."""
+    meta = out.get("meta_info", {})
+    ids = list(out["output_ids"])
+    lps = [float(t[0]) for t in meta.get("output_token_logprobs", [])]
+    if len(lps) != len(ids):
+        raise GenerationError(f"engine returned {len(ids)} output ids but {len(lps)} logprobs")
+    sample = Sample(prompt_ids=list(prompt_ids), weight_version=int(meta.get("weight_version", 0) or 0))
+    sample.append_model_tokens(ids, lps)
+    finish = meta.get("finish_reason") or {}
+    sample.finish_reason = finish.get("type", "") if isinstance(finish, dict) else str(finish)
+    sample.response_text = out.get("text", "")
+    # The version the engine finished on: above weight_version, the sample spans a weight update
+    # (partial_rollout = "continue"); "drain" and "abort" never produce such a sample.
+    sample.metadata["finish_weight_version"] = int(meta.get("engine_weight_version") or sample.weight_version)
+    return sample
+
+
+async def single_turn(ctx: RolloutContext, row: dict, group_size: int) -> list[Sample]:
+    """One prompt, G independent completions, each scored by the reward plug-in."""
+    prompt_ids = encode_prompt(ctx.tokenizer, row[ctx.cfg.rollout.prompt_key], ctx.cfg.rollout.apply_chat_template)
+
+    async def one() -> Sample:
+        out = await ctx.engine.generate(prompt_ids, dict(ctx.sampling_params))
+        sample = sample_from_output(prompt_ids, out, ctx.tokenizer)
+        await ctx.score(sample, row)
+        return sample
+
+    return list(await asyncio.gather(*(one() for _ in range(group_size))))

@@ -1,0 +1,159 @@
+"""Trainer side of weight sync: publish version V as an HF checkpoint under
+`<run_dir>/weights/step_V/`, through a temporary directory and one rename, so an engine can never
+load a half-written version; then prune all but the last K versions."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+
+WEIGHTS_DIR = "weights"
+MAX_SHARD_BYTES = 5 * 1024**3
+# Files an engine needs beside the tensors to treat the directory as a model.
+SIDECAR_FILES = (
+    "config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
+    "special_tokens_map.json", "chat_template.jinja", "vocab.json", "merges.txt", "tokenizer.model",
+    "added_tokens.json",
+)
+
+
+class PublishError(RuntimeError):
+    """Writing a weight version failed; nothing was published."""
+
+
+
+def version_dir(run_dir: str | os.PathLike, version: int) -> Path:
+    return Path(run_dir) / WEIGHTS_DIR / f"step_{version:06d}"
+
+
+def published_versions(run_dir: str | os.PathLike) -> list[int]:
+    root = Path(run_dir) / WEIGHTS_DIR
+    if not root.exists():
+        return []
+    return sorted(int(p.name.split("_")[1]) for p in root.glob("step_*") if p.name.split("_")[1].isdigit())
+
+
+def _tensor_bytes(t) -> int:
+    return t.numel() * t.element_size()
+
+
+def _shards(state_dict: dict) -> list[dict]:
+    shards, current, size = [], {}, 0
+    for name, tensor in state_dict.items():
+        nbytes = _tensor_bytes(tensor)
+        if current and size + nbytes > MAX_SHARD_BYTES:
+            shards.append(current)
+            current, size = {}, 0
+        current[name] = tensor
+        size += nbytes
+    if current:
+        shards.append(current)
+    return shards
+
+
+def _drop_tied(state_dict: dict, config: dict) -> dict:
+    # safetensors refuses tensors that share storage; HF re-ties lm_head on load.
+    if config.get("tie_word_embeddings") and "lm_head.weight" in state_dict:
+        state_dict = {k: v for k, v in state_dict.items() if k != "lm_head.weight"}
+    return state_dict
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def check_free_space(target: Path, needed_bytes: int, what: str, margin: float = 1.1,
+                     error: type[Exception] = PublishError, consequence: str = "") -> None:
+    """Refuse to start a write the disk cannot hold, rather than leave a partial one."""
+    probe = target
+    while not probe.exists():
+        probe = probe.parent
+    free = shutil.disk_usage(probe).free
+    if free < needed_bytes * margin:
+        raise error(f"not enough free disk for {what} under {target}: need {needed_bytes * margin / 1e6:.1f} MB, "
+                    f"{free / 1e6:.1f} MB free{consequence}")
+
+
+def write_hf_checkpoint(state_dict: dict, source_model_dir: str | os.PathLike, out_dir: Path) -> None:
+    """Write tensors (sharded like HF) plus the config/tokenizer sidecars into out_dir."""
+    from safetensors.torch import save_file
+
+    source = Path(source_model_dir)
+    config = json.loads((source / "config.json").read_text())
+    state_dict = _drop_tied(state_dict, config)
+    out_dir.mkdir(parents=True)
+    shards = _shards(state_dict)
+    weight_map = {}
+    for i, shard in enumerate(shards):
+        name = "model.safetensors" if len(shards) == 1 else f"model-{i + 1:05d}-of-{len(shards):05d}.safetensors"
+        save_file({k: v.detach().contiguous().cpu() for k, v in shard.items()}, str(out_dir / name),
+                  metadata={"format": "pt"})
+        weight_map.update({k: name for k in shard})
+    if len(shards) > 1:
+        total = sum(_tensor_bytes(t) for t in state_dict.values())
+        (out_dir / "model.safetensors.index.json").write_text(
+            json.dumps({"metadata": {"total_size": total}, "weight_map": weight_map}, indent=1))
+    for fname in SIDECAR_FILES:
+        if (source / fname).exists():
+            shutil.copy2(source / fname, out_dir / fname)
+    for f in out_dir.iterdir():
+        with open(f, "rb") as fh:
+            os.fsync(fh.fileno())
+    _fsync_dir(out_dir)
+
+
+def publish_weights(state_dict: dict, source_model_dir: str | os.PathLike, run_dir: str | os.PathLike,
+                    version: int, keep_last: int) -> Path:
+    """Atomically publish weight version `version`; returns its directory."""
+    final = version_dir(run_dir, version)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    _remove_abandoned_temps(final.parent)
+    tmp = final.with_name(f".{final.name}.tmp{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        check_free_space(final.parent, sum(_tensor_bytes(t) for t in state_dict.values()), f"weight version {version}")
+        write_hf_checkpoint(state_dict, source_model_dir, tmp)
+        if final.exists():  # re-publishing the same version (e.g. after a resume)
+            _retire_version_dir(final)
+        os.replace(tmp, final)
+        _fsync_dir(final.parent)
+    except Exception as err:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if isinstance(err, PublishError):
+            raise
+        raise PublishError(f"publishing weight version {version} to {final} failed: {err}") from err
+    prune_versions(run_dir, keep_last)
+    return final
+
+
+def _remove_abandoned_temps(weights_dir: Path) -> None:
+    """A publish or prune killed midway leaves .step_N.tmp<pid> / .step_N.del<pid> (whole weight copies)."""
+    for hidden in weights_dir.glob(".step_*"):
+        pid = "".join(c for c in hidden.name.rsplit(".", 1)[-1] if c.isdigit())
+        if pid and int(pid) != os.getpid() and not Path(f"/proc/{pid}").exists():
+            shutil.rmtree(hidden, ignore_errors=True)
+
+
+def prune_versions(run_dir: str | os.PathLike, keep_last: int) -> list[int]:
+    versions = published_versions(run_dir)
+    doomed = versions[:-keep_last] if keep_last > 0 else []
+    for v in doomed:
+        _retire_version_dir(version_dir(run_dir, v))
+    return doomed
+
+
+def _retire_version_dir(path: Path) -> None:
+    """Unlist a version in one rename, then delete it: a kill midway never leaves a half-deleted version listed."""
+    hidden = path.with_name(f".{path.name}.del{os.getpid()}")
+    try:
+        os.replace(path, hidden)
+    except FileNotFoundError:
+        return
+    shutil.rmtree(hidden, ignore_errors=True)
