@@ -23,11 +23,10 @@ import os
 import random
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from tandem.weights import check_free_space
 
-from tandem.orchestrator.supervisor import fault_hold
 
 CKPT_DIR = "checkpoints"
 
@@ -153,14 +152,16 @@ def save_trainer_part(run_dir: str | os.PathLike, step: int, rank: int, state: d
     return tmp
 
 
-def finalize(run_dir: str | os.PathLike, step: int, orchestrator_state: dict[str, Any], keep_last: int) -> Path:
-    """Add the orchestrator's part to the trainer's, fsync, and publish with one rename."""
+def finalize(run_dir: str | os.PathLike, step: int, orchestrator_state: dict[str, Any], keep_last: int,
+             before_rename: Callable[[], None] = lambda: None) -> Path:
+    """Add the orchestrator's part to the trainer's, fsync, and publish with one rename.
+    `before_rename` runs when every part is written and nothing is renamed (a test seam)."""
     tmp, final = tmp_dir(run_dir, step), final_dir(run_dir, step)
     if not (tmp / "trainer_rank000.pt").exists():
         raise CheckpointError(f"checkpoint {step}: the trainer's part is missing in {tmp}")
     try:
         (tmp / "orchestrator.json").write_text(json.dumps(orchestrator_state, indent=1))
-        fault_hold("checkpoint", step)  # test hook (TANDEM_FAULT_HOLD): every part written, nothing renamed
+        before_rename()
         _fsync_tree(tmp)
         if final.exists():
             shutil.rmtree(final)

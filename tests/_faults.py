@@ -13,6 +13,7 @@ The share of even token ids varies inside every group, so every step has a gradi
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -23,8 +24,12 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from tandem.orchestrator.hooks import RunHooks
+
 REPO = Path(__file__).resolve().parents[1]
 FAULTS_FILE = "tests/_faults.py"
+INSTRUMENTED = ["-m", "tests._faults"]
+"""The launcher with a test's hooks (`instrumented_main`), in place of train.py."""
 MARGIN_S = 2.0
 """What a loaded 2-core CI box may add to a check, a probe or a shutdown; time bounds add it once."""
 ORPHAN_GRACE_S = 2.0
@@ -443,15 +448,36 @@ def umount(path: Path) -> None:
     subprocess.run(["umount", "-l", str(path)], capture_output=True)
 
 
-# --------------------------------------------------------------------------- injected disk-full
-def _launch_with_full_disk_at_checkpoint(step: int, argv: list[str]) -> int:
-    """The real launcher (train.main), with the checkpoint's fsync failing on `step` as on a
-    full disk: half of orchestrator.json is on disk, then ENOSPC. Used where no tmpfs can be
-    mounted (not root), so the orchestrator's half of a checkpoint write fails instead."""
+# --------------------------------------------------------------------------- an instrumented launcher
+class FaultHold(RunHooks):
+    """Hold the launcher at PHASE of N (tandem/orchestrator/hooks.py) for S seconds, announced on
+    stderr, so a test can interrupt it exactly there."""
+
+    def __init__(self, spec: str):
+        phase, n, seconds = (spec.split(":") + ["30"])[:3]
+        self.phase, self.n, self.seconds = phase, int(n), float(seconds)
+
+    def _hit(self, phase: str, n: int) -> bool:
+        if (phase, n) != (self.phase, self.n):
+            return False
+        print(f"tandem: fault hold: {phase} {n} for {self.seconds:g}s", file=sys.stderr, flush=True)
+        return True
+
+    def at(self, phase: str, n: int) -> None:
+        if self._hit(phase, n):
+            time.sleep(self.seconds)
+
+    async def at_async(self, phase: str, n: int) -> None:
+        if self._hit(phase, n):
+            await asyncio.sleep(self.seconds)
+
+
+def full_disk_at_checkpoint(step: int) -> None:
+    """The checkpoint's fsync fails on `step` as on a full disk: half of orchestrator.json is on
+    disk, then ENOSPC. Used where no tmpfs can be mounted (not root), so the orchestrator's half
+    of a checkpoint write fails instead."""
     import errno
 
-    sys.path.insert(0, str(REPO))
-    import train
     from tandem import checkpoint
 
     real_fsync = checkpoint._fsync_tree
@@ -464,11 +490,23 @@ def _launch_with_full_disk_at_checkpoint(step: int, argv: list[str]) -> int:
         real_fsync(path)
 
     checkpoint._fsync_tree = full_disk
-    return train.main(argv)
+
+
+def instrumented_main(argv: list[str]) -> int:
+    """The real launcher, with `--hold PHASE:N[:S]` (a FaultHold) and `--enospc-at-checkpoint N`
+    taken off the front of its arguments."""
+    from tandem.orchestrator.launcher import main
+
+    hooks = RunHooks()
+    while argv[:1] in (["--hold"], ["--enospc-at-checkpoint"]):
+        if argv[0] == "--hold":
+            hooks = FaultHold(argv[1])
+        else:
+            full_disk_at_checkpoint(int(argv[1]))
+        argv = argv[2:]
+    return main(argv, hooks=hooks)
 
 
 if __name__ == "__main__":
-    # python tests/_faults.py --enospc-at-checkpoint N <train.py arguments>
-    if len(sys.argv) > 2 and sys.argv[1] == "--enospc-at-checkpoint":
-        sys.exit(_launch_with_full_disk_at_checkpoint(int(sys.argv[2]), sys.argv[3:]))
-    sys.exit(f"usage: {sys.argv[0]} --enospc-at-checkpoint N <train.py arguments>")
+    # python -m tests._faults [--hold PHASE:N[:S]] [--enospc-at-checkpoint N] <train.py arguments>
+    sys.exit(instrumented_main(sys.argv[1:]))

@@ -1,7 +1,7 @@
 """A real `train.py` run whose engines are scripted policies, half of them forging their reward.
 
-    python tests/_forging_run.py launch <train.py arguments>     # the real launcher (train.main)
-    python tests/_forging_run.py engine --port P                  # one scripted engine (started by the above)
+    python -m tests._forging_run launch <train.py arguments>     # the real launcher
+    python -m tests._forging_run engine --port P                  # one scripted engine (started by the above)
 
 Only the engine processes are fakes (the edge): each is tests/_fakes.ScriptedEngine on a real
 loopback port, speaking SGLang's /generate and weight-sync API. Everything else is the
@@ -17,10 +17,7 @@ from __future__ import annotations
 import argparse
 import sys
 import threading
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
 def policy(prompt: str, turn: int) -> str:
     from tests._swe import PATCH_REPORTS_CODE, SENTINEL, bash, bundled_rows, fix_command, write_file
@@ -42,14 +39,14 @@ def serve_engine(port: int) -> None:
 
 
 def launch(argv: list[str]) -> int:
-    import train
-    from tandem import cluster
+    from tandem.orchestrator import cluster
+    from tandem.orchestrator.launcher import main
 
     def scripted_engine(cfg, name, port, run_config, model_path):
-        return [sys.executable, str(Path(__file__).resolve()), "engine", "--port", str(port)]
+        return [sys.executable, "-m", "tests._forging_run", "engine", "--port", str(port)]
 
     cluster.engine_command = scripted_engine
-    return train.main(argv)
+    return main(argv)
 
 
 if __name__ == "__main__":

@@ -116,7 +116,7 @@ def test_a_forging_policy_through_the_real_launcher_scores_zero_and_the_run_goes
     from tests._swe import REPO, bundled_rows
 
     run_dir = tmp_path / "run"
-    args = [sys.executable, "tests/_forging_run.py", "launch", "--config", "configs/coding_agent.toml",
+    args = [sys.executable, "-m", "tests._forging_run", "launch", "--config", "configs/coding_agent.toml",
             "--run-dir", str(run_dir), "--run.steps", "3", "--rollout.max_new_tokens", "1024",
             "--agent.max_context_tokens", "4000", "--logging.live", "off", "--engine.startup_timeout_s", "120"]
     done = subprocess.run(args, cwd=REPO, capture_output=True, text=True, timeout=600)

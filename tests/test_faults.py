@@ -19,8 +19,9 @@
    (run with -s) and appended to $TANDEM_FAULT_FIGURES when that is set.
 
 A phase that lasts milliseconds on a tiny model (a checkpoint's finalize, a weight sync) is
-held open with the launcher's test hook TANDEM_FAULT_HOLD (tandem/orchestrator/supervisor.py), which the
-hold announces on stderr; rollout is caught by polling the engines' /get_load.
+held open by a FaultHold (tests/_faults.py), a RunHooks object the test's instrumented launcher
+(`python -m tests._faults --hold PHASE:N:S ...`) passes to the real one; the hold announces
+itself on stderr; rollout is caught by polling the engines' /get_load.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ import httpx
 import psutil
 import pytest
 
-from _faults import (GROUP, MARGIN_S, PROMPTS, SMALL, Launch, base_weights, batch, check_batches, checkpoint_state,
+from _faults import (GROUP, INSTRUMENTED, MARGIN_S, PROMPTS, SMALL, Launch, base_weights, batch, check_batches, checkpoint_state,
                      children_gone_bound_s, expected_prompts, final_weights, l2, metrics, mount_tmpfs, prompt_indices, record, rel_l2,
                      remount_tmpfs, replay_weights, rows_done, survivors, umount)
 
@@ -328,11 +329,12 @@ def test_crash_chain_resumes_exactly(tmp_path):
                             f"(bound: {CHILDREN_GONE_S:.0f}s)")
         record(f"chain.{what}", {"children_gone_s": round(children_s, 2), "launcher_exit_s": round(launcher_exit_s, 2)})
 
-    def resume(tag: str, env: dict | None = None, args: list[str] | None = None) -> tuple[Launch, int]:
+    def resume(tag: str, hold: str | None = None, args: list[str] | None = None) -> tuple[Launch, int]:
         """--resume: it must pick the latest complete checkpoint and keep the steps before it."""
         expect = checkpoint_state(run)["complete"][-1]
         before = prompt_indices(run)
-        launch = Launch(run, args or [], resume=True, env=env, tag=tag)
+        wrapper = INSTRUMENTED + (["--hold", hold] if hold else [])
+        launch = Launch(run, args or [], resume=True, tag=tag, wrapper=wrapper)
         launches.append(launch)
         at = resumed_at(launch)
         assert at == expect, f"{tag}: resumed at {at}, the latest complete checkpoint is {expect}"
@@ -356,7 +358,7 @@ def test_crash_chain_resumes_exactly(tmp_path):
         if tmpfs:  # a real full disk: 3 MB holds one checkpoint (~2.4 MB), not two
             s1 = Launch(run, CHAIN, tag="1-disk-full")
         else:  # not root: the orchestrator's half of checkpoint 4 hits ENOSPC halfway (injected)
-            s1 = Launch(run, CHAIN, tag="1-disk-full", wrapper=["tests/_faults.py", "--enospc-at-checkpoint", "4"])
+            s1 = Launch(run, CHAIN, tag="1-disk-full", wrapper=[*INSTRUMENTED, "--enospc-at-checkpoint", "4"])
         launches.append(s1)
         assert s1.wait(300) == 1, s1.describe()
         assert s1.shutdown_report(time.time())[1] == [], "a child outlived the launcher's failure exit"
@@ -374,7 +376,7 @@ def test_crash_chain_resumes_exactly(tmp_path):
             remount_tmpfs(ckpt_mount, "64m")  # the operator frees space, then resumes
 
         # 2. Ctrl-C while checkpoint 4 is being finalized (held 2 s, as a slow fsync would).
-        s2, _ = resume("2-ctrl-c-checkpoint", {"TANDEM_FAULT_HOLD": "checkpoint:4:2"})
+        s2, _ = resume("2-ctrl-c-checkpoint", "checkpoint:4:2")
         s2.wait_stderr("tandem: fault hold: checkpoint 4", 240)
         stop(s2, signal.SIGINT, "ctrl_c_checkpoint")
         assert s2.proc.returncode == 130, s2.describe()
@@ -388,7 +390,7 @@ def test_crash_chain_resumes_exactly(tmp_path):
         note(f"2-ctrl-c-checkpoint: {state}")
 
         # 3. Ctrl-C during the weight sync to version 5 (engines serve it; the step is not recorded).
-        s3, _ = resume("3-ctrl-c-sync", {"TANDEM_FAULT_HOLD": "sync:5:30"})
+        s3, _ = resume("3-ctrl-c-sync", "sync:5:30")
         s3.wait_stderr("tandem: fault hold: sync 5", 240)
         stop(s3, signal.SIGINT, "ctrl_c_sync")
         assert s3.proc.returncode == 130, s3.describe()
@@ -427,7 +429,7 @@ def test_crash_chain_resumes_exactly(tmp_path):
         #    done. Its children (each in its own session) die by PR_SET_PDEATHSIG. The .tmp
         #    then holds every part but was never renamed, so it must not be picked.
         last = checkpoint_state(run)["complete"][-1]
-        s5, _ = resume("5-kill-group", {"TANDEM_FAULT_HOLD": f"checkpoint:{last + 2}:60"},
+        s5, _ = resume("5-kill-group", f"checkpoint:{last + 2}:60",
                        args=["--rollout.max_new_tokens", "24"])
         s5.wait_stderr(f"tandem: fault hold: checkpoint {last + 2}", 240)
         stop(s5, signal.SIGKILL, "kill9_group", group=True)

@@ -20,7 +20,8 @@ import httpx
 
 from tandem.weights import SyncError, reload_engines, sync_engines
 from tandem.config import TandemConfig
-from tandem.orchestrator.supervisor import Child, ChildFailed, Supervisor, fault_hold_async, tail
+from tandem.orchestrator.hooks import NO_HOOKS, RunHooks
+from tandem.orchestrator.supervisor import Child, ChildFailed, Supervisor, tail
 
 
 PROBE_FLOOR_S = 0.25
@@ -43,8 +44,9 @@ class Recovery:
 
 
 class Fleet:
-    def __init__(self, cfg: TandemConfig, sup: Supervisor, engines: dict[str, str], router_url: str):
-        self.cfg, self.sup, self.engines, self.router_url = cfg, sup, engines, router_url
+    def __init__(self, cfg: TandemConfig, sup: Supervisor, engines: dict[str, str], router_url: str,
+                 hooks: RunHooks = NO_HOOKS):
+        self.cfg, self.sup, self.engines, self.router_url, self.hooks = cfg, sup, engines, router_url, hooks
         self.lock = asyncio.Lock()
         self.weights: tuple[str, int] | None = None
         """(path, version) every engine should serve; None = the base model."""
@@ -74,7 +76,7 @@ class Fleet:
                 client.open_gate()
                 print(f"tandem: weight sync skipped dead engine(s); the doctor restores them: {err}", file=sys.stderr)
                 seconds = 0.0
-            await fault_hold_async("sync", version)  # test hook: engines serve `version`, the step is not recorded
+            await self.hooks.at_async("sync", version)
             return seconds
 
     # ------------------------------------------------------------------ doctor

@@ -22,7 +22,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Callable
 
-from tandem.rollout import REQUEST_PRIORITY, PromptCursor, RolloutAborted, RolloutContext
+from tandem.rollout import REQUEST_PRIORITY, PromptCursor, RolloutAborted, RolloutContext, check_rollout_result
 from tandem.sample import Sample
 
 
@@ -112,7 +112,8 @@ class RolloutProducer:
         try:
             while True:
                 try:
-                    samples = await self.rollout_fn(self.ctx, row, self.group_size)
+                    samples = check_rollout_result(await self.rollout_fn(self.ctx, row, self.group_size),
+                                                   self.ctx.cfg.rollout.function)
                     break
                 except RolloutAborted:
                     # Aborted by a weight update: regenerate the whole group under new weights.

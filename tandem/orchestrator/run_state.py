@@ -8,13 +8,14 @@ its steps exactly as an uninterrupted one would and never trains on a leftover b
 from __future__ import annotations
 
 import json
+import random
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
 from tandem.weights import published_versions, version_dir
 from tandem import checkpoint
-from tandem.config import ConfigError, TandemConfig
+from tandem.config import ConfigError, TandemConfig, without_removed_keys
 
 
 @dataclass
@@ -31,7 +32,7 @@ def resume_base_tree(run_dir: str) -> dict:
     path = Path(run_dir) / "config.json"
     if not path.exists():
         raise ConfigError(f"--resume {run_dir}: no config.json there (is it a tandem run directory?)")
-    return json.loads(path.read_text())
+    return without_removed_keys(json.loads(path.read_text()))  # keys an older tandem still wrote
 
 
 def fresh(run_dir: Path, cfg: TandemConfig) -> StartPoint:
@@ -41,6 +42,7 @@ def fresh(run_dir: Path, cfg: TandemConfig) -> StartPoint:
     for sub in ("rollouts", "trainer", "weights", checkpoint.CKPT_DIR):
         shutil.rmtree(run_dir / sub, ignore_errors=True)
     (run_dir / "config.json").write_text(cfg.model_dump_json(indent=2))
+    random.seed(cfg.run.seed)  # the orchestrator's Python-side choices (retry jitter, plug-ins) repeat
     return StartPoint()
 
 
@@ -71,6 +73,8 @@ def resume(run_dir: Path, cfg: TandemConfig) -> StartPoint:
         if v > version:
             shutil.rmtree(version_dir(run_dir, v), ignore_errors=True)
     (run_dir / "config.json").write_text(cfg.model_dump_json(indent=2))
+    if "python_rng" in state:  # continue the Python-side random stream where the checkpoint left it
+        checkpoint.restore_python_rng(state["python_rng"])
     return StartPoint(step, version, state.get("cursor"), latest)
 
 

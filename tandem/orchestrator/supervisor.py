@@ -10,12 +10,10 @@ group, waits, then SIGKILLs whatever is left.
 
 from __future__ import annotations
 
-import asyncio
 import ctypes
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -39,37 +37,6 @@ def _die_with_parent() -> None:
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     except OSError:
         pass
-
-
-FAULT_HOLD_ENV = "TANDEM_FAULT_HOLD"
-
-
-def _fault_hold_seconds(phase: str, n: int) -> float:
-    """Test hook for the fault-injection tests: with TANDEM_FAULT_HOLD="<phase>:<n>[:<seconds>]"
-    the launcher pauses at that point of that step (default 30 s) and says so on stderr, so a
-    test can press Ctrl-C exactly there. Phases: "checkpoint" (checkpoint n half written:
-    orchestrator part in the .tmp directory, not yet fsynced or renamed) and "sync" (engines
-    already serve weight version n, the step is not yet recorded). Unset: no effect at all.
-    """
-    spec = os.environ.get(FAULT_HOLD_ENV, "")
-    parts = spec.split(":")
-    if len(parts) < 2 or parts[0] != phase or parts[1] != str(n):
-        return 0.0
-    seconds = float(parts[2]) if len(parts) > 2 else 30.0
-    print(f"tandem: fault hold: {phase} {n} for {seconds:g}s ({FAULT_HOLD_ENV})", file=sys.stderr, flush=True)
-    return seconds
-
-
-def fault_hold(phase: str, n: int) -> None:
-    seconds = _fault_hold_seconds(phase, n)
-    if seconds:
-        time.sleep(seconds)
-
-
-async def fault_hold_async(phase: str, n: int) -> None:
-    seconds = _fault_hold_seconds(phase, n)
-    if seconds:
-        await asyncio.sleep(seconds)
 
 
 def tail(path: Path, lines: int = 20) -> str:
@@ -116,7 +83,7 @@ class Supervisor:
     def start(self, name: str, cmd: list[str], *, env: dict[str, str] | None = None, url: str | None = None,
               role: str = "", critical: bool = True) -> Child:
         child = Child(name, cmd, self.log_dir / f"{name}.log", env or {}, url, role, critical=critical)
-        full_env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(self.cwd), **child.env}
+        full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **child.env}
         log = open(child.log_path, "ab")
         log.write(f"$ {' '.join(cmd)}\n".encode())
         log.flush()

@@ -1,0 +1,31 @@
+"""The `tandem` command: one entry point for the project's processes.
+
+    tandem train [ARGS]    the launcher (= python train.py ARGS)
+    tandem engine [ARGS]   tandem's own engine server (= python -m tandem.engine ARGS)
+"""
+
+from __future__ import annotations
+
+import sys
+
+USAGE = __doc__.split("\n\n", 1)[1]
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    command, rest = (argv[0], argv[1:]) if argv else ("", [])
+    if command == "train":
+        from tandem.orchestrator.launcher import main as train_main
+        return train_main(rest)
+    if command == "engine":
+        from tandem.engine.__main__ import main as engine_main
+        return engine_main(rest) or 0
+    if command in ("-h", "--help"):
+        print(f"usage:\n{USAGE}")
+        return 0
+    print(f"tandem: unknown command {command!r}\nusage:\n{USAGE}", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

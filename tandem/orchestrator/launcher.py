@@ -1,0 +1,143 @@
+"""tandem's launcher: validate the config, data and plug-ins, start the engines, sglang-router and
+the trainer as supervised children, run the loop (tandem/orchestrator/loop.py), tear down.
+
+    tandem train [--resume RUN_DIR] [--section.key value ...]    (= python train.py ...)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import sys
+from pathlib import Path
+
+from tandem import checkpoint
+from tandem.config import ConfigError, TandemConfig, load_config
+from tandem.handoff import HandoffTimeout
+from tandem.model_source import resolve_model_path
+from tandem.orchestrator import run_state
+from tandem.orchestrator.cluster import start_cluster
+from tandem.orchestrator.fleet import EngineCrashLoop
+from tandem.orchestrator.hooks import NO_HOOKS, RunHooks
+from tandem.orchestrator.loop import orchestrate
+from tandem.orchestrator.supervisor import ChildFailed, Supervisor
+from tandem.paths import PROJECT_ROOT
+from tandem.rollout import DataError, PluginError, load_dataset_rows, load_reward_fn, load_rollout_fn
+from tandem.weights import PublishError, SyncError
+
+def absolutize_paths(cfg: TandemConfig) -> None:
+    """Children may run elsewhere (torchrun, other cwd): hand them absolute paths.
+
+    A relative path means the caller's directory; shipped defaults (data/, profiles/)
+    fall back to the repository when they are not found there.
+    """
+    def resolve(path: str) -> str:
+        p = Path(path).expanduser()
+        if p.is_absolute():
+            return str(p)
+        here = Path.cwd() / p
+        return str(here if here.exists() or not (PROJECT_ROOT / p).exists() else PROJECT_ROOT / p)
+
+    cfg.run.run_dir = str(Path(cfg.run.run_dir).expanduser().resolve())
+    cfg.run.cache_dir = str(Path(cfg.run.cache_dir).expanduser().resolve())
+    cfg.rollout.data_path = resolve(cfg.rollout.data_path)
+    cfg.engine.sim.profile = resolve(cfg.engine.sim.profile)
+    cfg.engine.sim.workload = resolve(cfg.engine.sim.workload)
+    for section, key in (("agent", "prompt_file"), ("sandbox", "root_dir"), ("sandbox", "python")):
+        value = getattr(getattr(cfg, section), key)
+        if value and "/" in value:  # a bare name (e.g. "python3") is looked up on PATH
+            setattr(getattr(cfg, section), key, resolve(value))
+    if cfg.model.path != "tiny" and (Path.cwd() / cfg.model.path).exists():
+        cfg.model.path = str((Path.cwd() / cfg.model.path).resolve())
+
+
+class Stop(KeyboardInterrupt):
+    """SIGTERM: stop like Ctrl-C, and exit 128 + SIGTERM as a scheduler (k8s, SLURM) expects."""
+
+
+def _raise_stop(signum, frame):
+    raise Stop(f"signal {signum}")
+
+
+def split_resume(argv: list[str]) -> tuple[str | None, list[str]]:
+    """`--resume R` continues the run in R from its latest complete checkpoint."""
+    rest, resume = [], None
+    i = 0
+    while i < len(argv):
+        if argv[i] == "--resume" and i + 1 < len(argv):
+            resume, i = argv[i + 1], i + 2
+        elif argv[i].startswith("--resume="):
+            resume, i = argv[i].split("=", 1)[1], i + 1
+        else:
+            rest, i = rest + [argv[i]], i + 1
+    return resume, rest
+
+
+def load_run(argv: list[str]) -> tuple[TandemConfig, bool]:
+    """The run's config: a fresh one from config.toml and the command line, or (--resume DIR) the
+    saved run's config with the command line over it. Returns (config, resuming)."""
+    resume_dir, argv = split_resume(argv)
+    if not resume_dir:
+        return load_config(argv), False
+    cfg = load_config(argv, base_tree=run_state.resume_base_tree(resume_dir))
+    cfg.run.run_dir = resume_dir
+    return cfg, True
+
+
+def check_inputs(cfg: TandemConfig) -> tuple:
+    """Data and plug-ins, checked before any child starts: (dataset, rollout_fn, reward_fn)."""
+    dataset = load_dataset_rows(cfg.rollout.data_path, cfg.rollout.prompt_key)
+    if dataset.skipped:
+        print(f"warning: skipped {dataset.skipped} malformed row(s) of {cfg.rollout.data_path}: "
+              f"{'; '.join(dataset.skipped_examples[:3])}", file=sys.stderr)
+    return dataset, load_rollout_fn(cfg.rollout.function), load_reward_fn(cfg.rollout.reward)
+
+
+def run(cfg: TandemConfig, sup: Supervisor, start: run_state.StartPoint, inputs: tuple, hooks: RunHooks) -> None:
+    """Start the engines, the router and the trainer under `sup`, then run the loop to the end."""
+    dataset, rollout_fn, reward_fn = inputs
+    run_dir = Path(cfg.run.run_dir)
+    (run_dir / "data_report.json").write_text(json.dumps(
+        {"rows": len(dataset.rows), "skipped": dataset.skipped, "examples": dataset.skipped_examples}))
+    model_path = resolve_model_path(cfg)
+    print(f"tandem: run dir {run_dir}; {cfg.engine.count} {cfg.engine.backend} engine(s), "
+          f"{cfg.trainer.backend} trainer, mode {cfg.run.mode} (staleness {cfg.effective_staleness})"
+          + (f"; resuming at step {start.step} from {start.checkpoint_dir}" if start.checkpoint_dir else ""),
+          flush=True)
+    trainer_args = (["--start-step", str(start.step), "--resume-from", str(start.checkpoint_dir)]
+                    if start.checkpoint_dir else [])
+    cluster = start_cluster(cfg, sup, run_dir, run_dir / "config.json", model_path, trainer_args)
+    print(f"tandem: router {cluster.router_url}; endpoints in {run_dir / 'endpoints.json'}", flush=True)
+    asyncio.run(orchestrate(cfg, run_dir, sup, cluster, model_path, dataset, rollout_fn, reward_fn, start, hooks))
+    print(f"tandem: finished {cfg.run.steps} steps; metrics in {run_dir / 'metrics.jsonl'}", flush=True)
+
+
+def main(argv: list[str] | None = None, hooks: RunHooks = NO_HOOKS) -> int:
+    """Exit status: 0 done, 2 bad config/data/plug-in, 1 a failure, 130/143 Ctrl-C/SIGTERM."""
+    # SIGINT keeps the disposition the launcher inherited: started under nohup or as a script's
+    # background job, the user asked for it to be ignored.
+    signal.signal(signal.SIGTERM, _raise_stop)
+    sup = None
+    try:
+        cfg, resuming = load_run(list(sys.argv[1:] if argv is None else argv))
+        absolutize_paths(cfg)
+        inputs = check_inputs(cfg)
+        run_dir = Path(cfg.run.run_dir)
+        start = run_state.resume(run_dir, cfg) if resuming else run_state.fresh(run_dir, cfg)
+        sup = Supervisor(run_dir, PROJECT_ROOT)
+        run(cfg, sup, start, inputs, hooks)
+        return 0
+    except (ConfigError, DataError, PluginError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except (ChildFailed, SyncError, PublishError, HandoffTimeout, EngineCrashLoop, checkpoint.CheckpointError,
+            RuntimeError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt as stop:
+        print("tandem: interrupted; stopping all processes", file=sys.stderr)
+        return 128 + (signal.SIGTERM if isinstance(stop, Stop) else signal.SIGINT)
+    finally:
+        if sup is not None:
+            sup.shutdown()

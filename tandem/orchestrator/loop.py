@@ -1,0 +1,160 @@
+"""The RL loop: one loop for both modes. The producer may run `staleness` weight versions ahead
+of the trainer (0 = sync), so rollout for step k+staleness overlaps training on step k."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from tandem import checkpoint
+from tandem.config import TandemConfig
+from tandem.handoff import wait_train_result, write_batch
+from tandem.model_source import load_tokenizer
+from tandem.orchestrator import run_state
+from tandem.orchestrator.cluster import Cluster
+from tandem.orchestrator.fleet import Fleet
+from tandem.orchestrator.hooks import NO_HOOKS, RunHooks
+from tandem.orchestrator.live_view import LiveView
+from tandem.orchestrator.metrics import MetricsLog, QueueMonitor, rollout_metrics
+from tandem.orchestrator.producer import RolloutProducer
+from tandem.orchestrator.supervisor import ChildFailed, Supervisor
+from tandem.rollout import EngineClient, PromptCursor, RolloutContext, sampling_params_from_config
+
+TRAIN_KEYS = ("loss", "kl", "entropy", "clip_frac", "grad_norm", "logprob_mismatch", "train_time")
+
+
+async def run_loop(cfg: TandemConfig, run_dir: Path, producer: RolloutProducer, ctx: RolloutContext,
+                   cluster: Cluster, fleet: Fleet, metrics: MetricsLog, view: LiveView, start_step: int,
+                   hooks: RunHooks = NO_HOOKS) -> None:
+    """The whole RL loop. Rollout for step k+staleness overlaps training on step k."""
+    from tandem.losses import assign_advantages  # torch: imported only once a run starts
+
+    # Steps are timed at the trainer's cadence: from one trained step to the next, so
+    # step_time = trainer_wait_time (rollout tail + weight sync) + train time.
+    last_result = time.monotonic()
+    for step in range(start_step, cfg.run.steps):
+        view.set_status(f"step {step}: rolling out (waiting on engines)")
+        batch = await producer.take(step)                                  # 1. rollout
+        assign_advantages(batch.samples, cfg.trainer.loss.use_std_norm)
+        await asyncio.to_thread(write_batch, run_dir, step, batch.samples)  # off the loop: rollouts keep flowing
+        batch_written = time.monotonic()
+        view.set_status(f"step {step}: training (waiting on trainer)")
+        result = await wait_trainer(run_dir, step, cfg, cluster)                     # 2. train
+        result_at = time.monotonic()
+        reload_s = 0.0
+        if result.get("weight_version") is not None:                        # 3. sync
+            view.set_status(f"step {step}: syncing weights v{result['weight_version']} (waiting on engines)")
+            reload_s = await fleet.sync(ctx.engine, result["weights_path"], result["weight_version"],
+                                        cfg.rollout.partial_rollout, cfg.sync.reload_timeout_s)
+            await producer.set_version(result["weight_version"])
+        row = {"step": step, "weight_version": producer.version, **rollout_metrics(batch.samples, step),
+               **{k: result.get(k, 0.0) for k in TRAIN_KEYS},
+               "step_time": result_at - last_result, "rollout_time": batch.rollout_time,
+               "sync_time": reload_s + result.get("publish_time", 0.0), "reload_time": reload_s,
+               "trainer_wait_time": batch_written - last_result,
+               "gen_tokens_per_s": sum(s.num_model_tokens for s in batch.samples) / max(batch.rollout_time, 1e-9),
+               "dropped_stale": batch.dropped_stale, "recycled_groups": batch.recycled,
+               "oversample_discarded": batch.discarded, "longest_group_s": batch.longest_group_s,
+               "requests_retried": ctx.engine.retried, **fleet.metrics(),
+               **step_plugin_metrics(producer.rollout_fn, batch.samples)}
+        row["trainer_idle_ratio"] = row["trainer_wait_time"] / max(row["step_time"], 1e-9)
+        metrics.log(row)
+        view.step_done(row)
+        if result.get("checkpoint_tmp"):  # checkpoint (atomic), after the row: checkpoint N => rows 0..N-1
+            view.set_status(f"step {step}: checkpointing")
+            finalize_checkpoint(run_dir, step + 1, producer, cfg, hooks)
+        last_result = result_at
+
+
+async def wait_trainer(run_dir: Path, step: int, cfg: TandemConfig, cluster: Cluster) -> dict:
+    """The trainer's answer for `step`, polled in a thread that stops as soon as this task is
+    cancelled (Ctrl-C: asyncio.run joins its threads before returning, so a thread that kept
+    polling would hold the launcher, and every child, for as long as the step takes). A dead
+    trainer is reported with its exit and log tail."""
+    cancelled = threading.Event()
+    try:
+        return await asyncio.to_thread(wait_train_result, run_dir, step, cfg.sync.trainer_timeout_s,
+                                       lambda: cluster.trainer.alive and not cancelled.is_set())
+    except RuntimeError:
+        if not cluster.trainer.alive:
+            raise ChildFailed(cluster.trainer.describe_exit()) from None
+        raise
+    finally:
+        cancelled.set()
+
+
+def finalize_checkpoint(run_dir: Path, next_step: int, producer: RolloutProducer, cfg: TandemConfig,
+                        hooks: RunHooks = NO_HOOKS) -> None:
+    state = run_state.orchestrator_state(next_step, next_step, producer.cursor_state_for(next_step))
+    checkpoint.finalize(run_dir, next_step, state, cfg.checkpoint.keep_last,
+                        before_rename=lambda: hooks.at("checkpoint", next_step))
+
+
+def step_plugin_metrics(rollout_fn, samples) -> dict:
+    """A rollout plug-in may report its own per-step metrics (e.g. the coding agent's pass@1)."""
+    fn = getattr(rollout_fn, "step_metrics", None)
+    return dict(fn(samples)) if fn else {}
+
+
+async def watch_children(sup: Supervisor, metrics: MetricsLog, view: LiveView, stall_s: float,
+                         interval_s: float = 0.5) -> None:
+    """Stop on a dead critical child; report (never silently sit in) a stall."""
+    last_rows, last_progress, warned = 0, time.monotonic(), False
+    while True:
+        sup.check()  # raises ChildFailed with the dead child's log tail
+        if len(metrics.rows) != last_rows:
+            last_rows, last_progress, warned = len(metrics.rows), time.monotonic(), False
+        elif not warned and time.monotonic() - last_progress > stall_s:
+            warned = True
+            print(f"tandem: watchdog: no step finished for {time.monotonic() - last_progress:.0f}s; "
+                  f"now {view.status}", file=sys.stderr, flush=True)
+        await asyncio.sleep(interval_s)
+
+
+async def orchestrate(cfg: TandemConfig, run_dir: Path, sup: Supervisor, cluster: Cluster, model_path: str,
+                      dataset, rollout_fn, reward_fn, start: run_state.StartPoint,
+                      hooks: RunHooks = NO_HOOKS) -> None:
+    client = EngineClient(cluster.router_url, cfg.rollout.concurrency, cfg.rollout.request_timeout_s)
+    # Sandboxes and graders block; size their pool to the rollouts in flight, not asyncio's default.
+    executor = ThreadPoolExecutor(max_workers=cfg.rollout.concurrency + 16, thread_name_prefix="rollout")
+    ctx = RolloutContext(cfg, load_tokenizer(model_path, cfg.model.trust_remote_code), client, executor, reward_fn,
+                         sampling_params_from_config(cfg))
+    fleet = Fleet(cfg, sup, cluster.engines, cluster.router_url, hooks)
+    if start.checkpoint_dir is not None:  # engines come back on the checkpoint's weights
+        await fleet.sync(client, str(start.checkpoint_dir / "hf"), start.weight_version, "drain",
+                         cfg.sync.reload_timeout_s)
+    cursor = PromptCursor(len(dataset.rows), cfg.run.seed, cfg.rollout.shuffle,
+                          **({k: start.cursor[k] for k in ("epoch", "position")} if start.cursor else {}))
+    producer = RolloutProducer(ctx, dataset.rows, cursor, rollout_fn, start_step=start.step,
+                               total_steps=cfg.run.steps, staleness=cfg.effective_staleness,
+                               engine_version=start.weight_version)
+    monitor = QueueMonitor(cluster.engines, run_dir / "queue.jsonl", cfg.logging.queue_sample_interval_s)
+    metrics = MetricsLog(run_dir, cfg.logging.tensorboard)
+    view = LiveView(cfg.run.steps, start.step, monitor, cfg.logging.live)
+    producer.start()
+    tasks = [asyncio.create_task(run_loop(cfg, run_dir, producer, ctx, cluster, fleet, metrics, view, start.step, hooks)),
+             asyncio.create_task(watch_children(sup, metrics, view, cfg.faults.stall_warning_s)),
+             asyncio.create_task(monitor.run(), name="queue-monitor")]
+    if cfg.faults.max_engine_restarts > 0:
+        tasks.append(asyncio.create_task(fleet.run_doctor(), name="engine-doctor"))
+    try:
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        for task in done:
+            task.result()  # re-raise whatever stopped us
+    finally:
+        for task in tasks:
+            task.cancel()
+        await producer.stop()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        view.close()
+        metrics.close()
+        await client.close()
+        await fleet.close()
+        executor.shutdown(wait=False, cancel_futures=True)
+        if fleet.recoveries:
+            (run_dir / "recoveries.json").write_text(json.dumps([r.__dict__ for r in fleet.recoveries], indent=1))
