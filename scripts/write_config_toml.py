@@ -1,8 +1,8 @@
 """Regenerate config.toml from the typed defaults: `python scripts/write_config_toml.py`.
 
 config.toml is the user-facing copy of the config tree; generating it keeps every key,
-default and docstring in one place (tandem/config.py). tests/test_config.py fails if the
-two drift apart.
+default and docstring in one place (the models of tandem/config/). tests/test_config.py
+fails if the two drift apart.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ HEADER = """\
 # tandem configuration. Every key can be overridden on the command line as --section.key VALUE,
 # e.g. `python train.py --engines 3 --mode async --trainer.lr 1e-6`. `python train.py --help` lists them.
 # The defaults are the CPU run: a tiny Qwen3 model built locally, the echo task, 2 embedded engines.
-# Generated from tandem/config.py by scripts/write_config_toml.py.
+# Generated from the models in tandem/config/ by scripts/write_config_toml.py.
 """
 
 

@@ -7,7 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from tandem.config import ConfigError, TandemConfig, _help_rows, load_config
+from pydantic import BaseModel, ValidationError
+
+from tandem.config import (REMOVED_KEYS, ConfigError, TandemConfig, build_config, help_rows, load_config,
+                           without_removed_keys)
+from tandem.config.errors import key_path
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -23,7 +27,7 @@ def test_config_toml_matches_the_typed_defaults():
     tree = tomllib.loads((REPO / "config.toml").read_text())
     assert TandemConfig.model_validate(tree) == TandemConfig()
     # Keys whose default is None (unset) appear commented out.
-    flat = {row[0] for row in _help_rows(TandemConfig) if row[2] != "None"}
+    flat = {row[0] for row in help_rows(TandemConfig) if row[2] != "None"}
 
     def keys(node, prefix=""):
         for k, v in node.items():
@@ -57,6 +61,14 @@ def test_cli_overrides_and_shorthands(tmp_path):
     (["--mode", "sync", "--sync.every_k_steps", "2"], "sync.every_k_steps"),
     (["--rollout", "3"], "unknown option '--rollout'"),
     (["--steps"], "needs a value"),
+    # ranges declared on the fields
+    (["--engines", "0"], "config key 'engine.count': Input should be greater than or equal to 1 (got 0)"),
+    (["--engine.sim.time_scale", "0"], "config key 'engine.sim.time_scale': Input should be greater than 0 (got 0)"),
+    (["--rollout.top_p", "1.5"], "config key 'rollout.top_p': Input should be less than or equal to 1 (got 1.5)"),
+    (["--router.port", "70000"], "config key 'router.port': Input should be less than or equal to 65535"),
+    (["--trainer.loss.dual_clip_c", "1.0"], "config key 'trainer.loss.dual_clip_c': Input should be greater than 1"),
+    (["--trainer.betas", "[0.9, 1.0]"], "config key 'trainer.betas', item 1: Input should be less than 1 (got 1.0)"),
+    (["--sandbox.prepare_retries", "-1"], "config key 'sandbox.prepare_retries': Input should be greater than"),
 ])
 def test_bad_input_names_the_key(argv, needle):
     with pytest.raises(ConfigError) as err:
@@ -72,11 +84,14 @@ def test_unknown_key_in_file_is_named(tmp_path):
 
 
 def documented_fields() -> dict[str, str]:
-    """--section.key -> the docstring under that field, read from tandem/config.py's source (not from pydantic)."""
+    """--section.key -> the docstring under that field, read from the source of the models in
+    tandem/config/ (not from pydantic)."""
     import ast
 
-    tree = ast.parse((REPO / "tandem" / "config.py").read_text())
-    classes = {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
+    classes = {}
+    for module in sorted((REPO / "tandem" / "config").glob("*.py")):
+        tree = ast.parse(module.read_text())
+        classes.update({node.name: node for node in tree.body if isinstance(node, ast.ClassDef)})
 
     def fields(cls: ast.ClassDef, prefix: str):
         body = cls.body
@@ -103,7 +118,7 @@ def test_help_lists_every_key_with_its_docstring():
     documented = documented_fields()
     assert len(documented) > 100
     for flag, doc in documented.items():
-        assert doc, f"{flag} has no docstring in tandem/config.py"
+        assert doc, f"{flag} has no docstring in tandem/config/"
         assert f"{flag} (" in text, f"{flag} missing from --help"
         assert doc in text, f"{flag}: its docstring is not in --help"
     listed = {line.split()[0] for line in out.stdout.splitlines() if line.startswith("  --") and "." in line.split()[0]}
@@ -119,3 +134,123 @@ def test_train_py_help_and_bad_key_exit_codes():
                          text=True, timeout=60)
     assert bad.returncode == 2
     assert bad.stderr.strip().splitlines() == ["error: unknown config key 'rollout.nope'"]
+
+
+def bounded_fields(model: type[BaseModel] = TandemConfig, prefix: str = ""):
+    """(dotted key, a value just outside the range declared on it) for every bound of every field."""
+    for name, field in model.model_fields.items():
+        if isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel):
+            yield from bounded_fields(field.annotation, f"{prefix}{name}.")
+        for constraint in field.metadata:
+            for attr, past in (("ge", -1), ("gt", 0), ("le", 1), ("lt", 0)):
+                bound = getattr(constraint, attr, None)
+                if bound is not None:
+                    yield f"{prefix}{name}", bound + past
+
+
+def tree_with(dotted: str, value) -> dict:
+    *sections, key = dotted.split(".")
+    tree = node = {}
+    for name in sections:
+        node = node.setdefault(name, {})
+    node[key] = value
+    return tree
+
+
+BOUNDED = list(bounded_fields())
+
+
+def test_numeric_fields_declare_their_ranges():
+    keys = {key for key, _ in BOUNDED}
+    assert len(keys) >= 60
+    for key in ("run.steps", "engine.count", "rollout.max_staleness", "rollout.top_p", "trainer.loss.dual_clip_c",
+                "router.port", "sync.every_k_steps", "checkpoint.interval", "agent.max_turns", "sandbox.memory_mb"):
+        assert key in keys, key
+
+
+@pytest.mark.parametrize("key, value", BOUNDED, ids=[f"{k}={v}" for k, v in BOUNDED])
+def test_a_value_outside_the_range_names_the_key(key, value):
+    with pytest.raises(ConfigError) as err:
+        build_config(tree_with(key, value))
+    assert f"config key '{key}': Input should be" in str(err.value)
+    assert f"(got {value!r})" in str(err.value)
+
+
+def test_help_shows_the_bounds():
+    rows = {flag: kind for flag, kind, _, _ in help_rows(TandemConfig)}
+    assert rows["--engine.count"] == "int, >= 1"
+    assert rows["--rollout.top_p"] == "float, > 0.0, <= 1.0"
+    assert rows["--trainer.loss.dual_clip_c"] == "float | None, > 1.0"
+    assert rows["--trainer.betas"] == "tuple[float, float]"
+    assert rows["--run.mode"] == "sync|async"
+
+
+def test_top_k_is_off_or_positive():
+    assert build_config(tree_with("rollout.top_k", -1)).rollout.top_k == -1
+    assert build_config(tree_with("rollout.top_k", 5)).rollout.top_k == 5
+    with pytest.raises(ConfigError, match=r"config key 'rollout.top_k': must be -1 \(off\) or at least 1 \(got 0\)"):
+        build_config(tree_with("rollout.top_k", 0))
+
+
+def test_megatron_gpus_fill_whole_model_replicas():
+    def megatron(gpus, tp, pp=1, backend="megatron"):
+        return build_config({"trainer": {"backend": backend, "gpus": gpus,
+                                         "megatron": {"tensor_parallel": tp, "pipeline_parallel": pp}}})
+
+    assert megatron(4, 2).trainer.gpus == 4 and megatron(6, 1, 3).trainer.gpus == 6
+    assert megatron(3, 2, backend="torch").trainer.gpus == 3  # only megatron shards the model
+    with pytest.raises(ConfigError) as err:
+        megatron(6, 2, 2)
+    assert str(err.value) == ("config: trainer.gpus (6) must be a multiple of trainer.megatron.tensor_parallel"
+                              " x pipeline_parallel (2 x 2 = 4)")
+    cfg = megatron(4, 2)
+    with pytest.raises(ValidationError, match="trainer.gpus"):  # assignment re-checks the rule
+        cfg.trainer.gpus = 3
+
+
+def test_weights_published_within_staleness_bound():
+    def cfg(mode, staleness, every_k):
+        return build_config({"run": {"mode": mode}, "rollout": {"max_staleness": staleness},
+                             "sync": {"every_k_steps": every_k}})
+
+    assert cfg("async", 1, 2).sync.every_k_steps == 2
+    assert cfg("sync", 3, 1).effective_staleness == 0
+    with pytest.raises(ConfigError) as err:
+        cfg("async", 1, 3)
+    assert str(err.value) == ("config: sync.every_k_steps is 3, but with staleness bound 1 (run.mode=async) "
+                              "weights must be synced at least every 2 step(s)")
+    with pytest.raises(ConfigError, match=r"staleness bound 0 \(run.mode=sync\)"):
+        cfg("sync", 3, 2)
+
+
+def test_list_positions_stay_out_of_the_key():
+    """The key named is one a user can type as --section.key; the position comes beside it."""
+    assert key_path(("rollout", "stop", 0)) == ("rollout.stop", [0])
+    assert key_path(("engine", "sglang_args", "8")) == ("engine.sglang_args.8", [])  # a dict key, not a position
+    with pytest.raises(ConfigError) as err:
+        load_config(["--rollout.stop", "['a', 1]"], config_file=str(REPO / "config.toml"))
+    assert str(err.value) == "config key 'rollout.stop', item 1: Input should be a valid string (got 1)"
+
+
+@pytest.mark.parametrize("where", ["file", "cli"])
+def test_a_removed_key_says_so_and_what_to_do(tmp_path, where):
+    toml = tmp_path / "c.toml"
+    toml.write_text('[rollout]\nlabel_key = "answer"\n' if where == "file" else "")
+    argv = ["--config", str(toml)] + (["--rollout.label_key", "answer"] if where == "cli" else [])
+    with pytest.raises(ConfigError) as err:
+        load_config(argv)
+    assert str(err.value) == f"config key 'rollout.label_key' was removed: {REMOVED_KEYS['rollout.label_key']}"
+    assert "delete the key" in str(err.value)
+
+
+def test_a_saved_config_with_a_removed_key_still_resumes():
+    saved = TandemConfig().model_dump(mode="json")
+    saved["rollout"]["label_key"] = "label"  # config.json of a run started before the key went
+    with pytest.raises(ConfigError, match="'rollout.label_key' was removed"):
+        load_config([], base_tree=saved)
+    cleaned = without_removed_keys(saved)
+    assert "label_key" in saved["rollout"] and "label_key" not in cleaned["rollout"]  # the input is not changed
+    cfg = load_config(["--steps", "5"], base_tree=cleaned)
+    assert cfg.run.steps == 5 and cfg.rollout == TandemConfig().rollout
+    assert without_removed_keys({"run": {"steps": 3}}) == {"run": {"steps": 3}}
+    assert without_removed_keys({"rollout": "not a section"}) == {"rollout": "not a section"}

@@ -132,8 +132,3 @@ def sglang_command(cfg: TandemConfig, port: int, model_path: str, weight_version
         cmd += ["--enable-priority-scheduling", "--disable-priority-preemption"]
     return cmd + extra_args(e.sglang_args)
 
-
-def emitted_flags(cmd: list[str]) -> list[str]:
-    """The `--flags` of a launch command (what tests check against SGLang's list)."""
-    start = cmd.index("sglang.launch_server") + 1
-    return [a for a in cmd[start:] if a.startswith("--")]

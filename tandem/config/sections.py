@@ -1,0 +1,297 @@
+"""The sections of the config tree that every run uses, one pydantic model per config.toml table.
+
+Every field carries a docstring, which is what `python train.py --help` prints and what
+scripts/write_config_toml.py writes into config.toml. Ranges are declared on the fields
+(`Field(ge=..)`), so pydantic names the key and the bound; a rule that ties several keys
+of one section together is a model validator named after the rule. The coding-agent
+sections are in tandem.config.agent_sections; the root, and the rules across sections,
+in tandem.config.schema.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic_core import PydanticCustomError
+
+RULE_ERROR = "config_rule"
+"""pydantic error type of a broken cross-field rule; its message names every key involved."""
+
+Port = Annotated[int, Field(ge=0, le=65535)]
+DecayRate = Annotated[float, Field(ge=0.0, lt=1.0)]
+
+
+def rule_broken(message: str) -> PydanticCustomError:
+    """The error a named model validator raises; ConfigError shows `message` as written."""
+    return PydanticCustomError(RULE_ERROR, message)
+
+
+class Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, validate_assignment=True)
+
+
+# --------------------------------------------------------------------------- run
+class RunConfig(Section):
+    mode: Literal["sync", "async"] = "async"
+    """sync: rollout, then train, then sync weights. async: the rollout of step k+1 overlaps training on step k, bounded by rollout.max_staleness."""
+    steps: int = Field(200, ge=1)
+    """Number of optimizer steps (trainer steps) to run."""
+    run_dir: str = "runs/default"
+    """Directory for logs, weights, metrics and endpoints.json of this run."""
+    seed: int = Field(0, ge=0)
+    """Seed for data order, sampling and model init."""
+    cache_dir: str = ".cache/tandem"
+    """Where locally built assets (the tiny model) are cached across runs."""
+
+
+# --------------------------------------------------------------------------- model
+class TinyModelConfig(Section):
+    hidden_size: int = Field(64, ge=1)
+    """Hidden size of the locally built tiny Qwen3 model."""
+    num_layers: int = Field(2, ge=1)
+    """Number of transformer layers of the tiny model."""
+    num_heads: int = Field(4, ge=1)
+    """Attention heads of the tiny model."""
+    num_kv_heads: int = Field(2, ge=1)
+    """Key/value heads (GQA) of the tiny model."""
+    head_dim: int = Field(16, ge=1)
+    """Per-head dimension of the tiny model."""
+    intermediate_size: int = Field(256, ge=1)
+    """MLP width of the tiny model."""
+    max_position_embeddings: int = Field(4096, ge=1)
+    """Longest context of the tiny model."""
+
+
+class ModelConfig(Section):
+    path: str = "tiny"
+    """'tiny' builds a tiny Qwen3-architecture model and byte tokenizer locally (no download); otherwise an HF model id (e.g. Qwen/Qwen3-0.6B) or a local directory, loaded through transformers."""
+    dtype: Literal["float32", "bfloat16", "float16"] = "float32"
+    """Parameter dtype for trainer and engines."""
+    trust_remote_code: bool = False
+    """Passed to transformers when loading model.path."""
+    tiny: TinyModelConfig = TinyModelConfig()
+    """Shape of the locally built tiny model (used when path = 'tiny')."""
+
+
+# --------------------------------------------------------------------------- engine
+class SimEngineConfig(Section):
+    profile: str = "profiles/engine/qwen3_14b_h100.toml"
+    """Latency-model profile (TOML) for engine.backend = 'sim'."""
+    time_scale: float = Field(100.0, gt=0)
+    """How many times faster than real time the sim runs: sim engines, the sim trainer's train time and the sim workload's tool time all divide by it."""
+    workload: str = "profiles/workload/reference_agentic.toml"
+    """Workload profile (TOML) read by the sim rollout plug-in tandem.sim.workload:agentic_rollout (turns, tokens and tool time per rollout)."""
+    token_scale: int = Field(1, ge=1)
+    """Each token on the wire stands for this many modelled tokens (sim engines and the sim workload agree on it): long agent contexts cost k times less HTTP/JSON work on a small machine, while the modelled GPU timing is unchanged."""
+
+
+class EngineConfig(Section):
+    backend: Literal["embedded", "sglang", "sim"] = "embedded"
+    """embedded: tandem's own SGLang-API server over an HF model (CPU or CUDA). sglang: real SGLang servers. sim: a latency-model engine for sizing studies."""
+    count: int = Field(2, ge=1)
+    """Number of engine processes (one GPU each on a GPU node)."""
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    """Where embedded engines run; auto picks cuda when GPUs exist."""
+    max_running_requests: int = Field(64, ge=1)
+    """Most requests an engine decodes in one batch; the rest wait in a FIFO queue."""
+    max_total_tokens: int = Field(262144, ge=1)
+    """KV budget in tokens across the running batch (prompt + generated)."""
+    priority_scheduling: bool = True
+    """Serve each engine's waiting queue by request priority (SGLang --enable-priority-scheduling, without preemption of running requests). The rollout producer gives every request the priority of its training step, older steps first, so the step the trainer waits on is served before rollouts started early for the next one."""
+    startup_timeout_s: float = Field(180.0, gt=0)
+    """How long an engine may take to answer /health before the run is stopped."""
+    base_port: Port = 0
+    """First engine port on 127.0.0.1 (engine i uses base_port + i); 0 picks free ports."""
+    mem_fraction_static: float = 0.85
+    """SGLang --mem-fraction-static for engine.backend = 'sglang'."""
+    sglang_args: dict[str, Any] = {}
+    """Extra SGLang server arguments, passed through as --key value (e.g. {context_length = 32768})."""
+    sim: SimEngineConfig = SimEngineConfig()
+    """Settings of the simulated engine."""
+
+
+class RouterConfig(Section):
+    port: Port = 0
+    """Router port on 127.0.0.1; 0 picks a free port."""
+    policy: Literal["random", "round_robin", "cache_aware", "power_of_two", "manual"] = "manual"
+    """sglang-router load-balancing policy. 'manual' keeps every request that carries the same
+    routing key (x-smg-routing-key: one per agent trajectory) on one engine, so each turn finds
+    the previous turns in that engine's prefix cache instead of re-prefilling the whole context."""
+    assignment_mode: Literal["random", "min_load", "min_group"] = "min_load"
+    """With policy 'manual': where a new routing key goes (sglang-router --assignment-mode):
+    'min_load' = the engine with the fewest requests in flight."""
+    startup_timeout_s: float = Field(60.0, gt=0)
+    """How long the router may take to come up and see every engine."""
+    health_check_interval_s: int = Field(5, ge=1)
+    """sglang-router --health-check-interval-secs."""
+
+
+# --------------------------------------------------------------------------- rollout
+class RolloutConfig(Section):
+    function: str = "rollout:single_turn"
+    """Rollout plug-in, 'module:function' or 'path/to/file.py:function'; it turns one prompt row into a group of samples."""
+    reward: str = "reward:echo_reward"
+    """Reward plug-in, 'module:function' or 'file.py:function'; it receives each sample with its whole dataset row (labels included)."""
+    data_path: str = "data/echo/train.jsonl"
+    """Local JSONL or parquet dataset, loaded with `datasets`."""
+    prompt_key: str = "prompt"
+    """Dataset field holding the prompt (a string, or a list of chat messages)."""
+    apply_chat_template: bool = False
+    """Wrap string prompts as a user message and apply the tokenizer's chat template."""
+    prompts_per_step: int = Field(8, ge=1)
+    """Groups (prompts) per training step."""
+    samples_per_prompt: int = Field(16, ge=1)
+    """G: samples drawn per prompt."""
+    oversample: float = Field(1.0, ge=1.0)
+    """Start ceil(prompts_per_step * oversample) groups per step and train on the first prompts_per_step to finish."""
+    max_new_tokens: int = Field(8, ge=1)
+    """Longest response per generation call."""
+    temperature: float = Field(1.0, ge=0.0)
+    """Sampling temperature (the trainer scores with the same temperature)."""
+    top_p: float = Field(1.0, gt=0.0, le=1.0)
+    """Nucleus sampling threshold."""
+    top_k: int = Field(-1, ge=-1)
+    """Top-k sampling; -1 disables it, else at least 1."""
+    stop: list[str] = []
+    """Stop strings."""
+    concurrency: int = Field(256, ge=1)
+    """Most generation requests in flight from the orchestrator at once."""
+    max_staleness: int = Field(1, ge=0)
+    """Async mode: the most weight versions a trained-on sample may lag the trainer. Sync mode forces 0."""
+    partial_rollout: Literal["drain", "abort", "continue"] = "continue"
+    """What in-flight rollouts do at a weight update: drain (finish, then sync), abort (abort and regenerate the group), continue (keep decoding on the new weights)."""
+    request_timeout_s: float = Field(300.0, gt=0)
+    """Timeout of one generation request."""
+    reward_timeout_s: float = Field(30.0, gt=0)
+    """A reward call that runs longer scores 0 with reason 'timeout'."""
+    shuffle: bool = True
+    """Shuffle the dataset each epoch (seeded by run.seed)."""
+
+    @field_validator("top_k")
+    @classmethod
+    def _top_k_is_off_or_positive(cls, top_k: int) -> int:
+        # The engines reject top_k = 0 per request; say so once, at load time.
+        if top_k == 0:
+            raise ValueError("must be -1 (off) or at least 1")
+        return top_k
+
+
+# --------------------------------------------------------------------------- trainer
+class LossConfig(Section):
+    eps_clip: float = Field(0.2, ge=0.0, le=1.0)
+    """PPO lower clip: ratio is clipped at 1 - eps_clip."""
+    eps_clip_high: float = Field(0.28, ge=0.0)
+    """PPO upper clip: ratio is clipped at 1 + eps_clip_high (asymmetric, DAPO-style)."""
+    dual_clip_c: float | None = Field(None, gt=1.0)
+    """Dual-clip constant c > 1 for negative advantages; None disables it."""
+    use_std_norm: bool = True
+    """GRPO: divide group-centred rewards by the group std (turned off automatically when G = 1)."""
+    kl_coef: float = Field(0.0, ge=0.0)
+    """Weight of the KL penalty to the frozen reference model; 0 disables the reference."""
+    kl_estimator: Literal["k1", "k2", "k3"] = "k3"
+    """KL estimator: k1 = x, k2 = x^2/2, k3 = exp(-x) - 1 + x with x = logp - logp_ref."""
+    entropy_coef: float = 0.0
+    """Entropy bonus weight (entropy is always reported)."""
+    aggregation: Literal["seq_mean_token_mean", "token_mean"] = "seq_mean_token_mean"
+    """Loss aggregation: mean over samples of each sample's token mean, or one mean over all tokens."""
+    tis: bool = False
+    """Truncated importance sampling on exp(logp_old - logp_rollout) to correct engine/trainer mismatch."""
+    tis_clip_high: float = Field(2.0, gt=0.0)
+    """Upper clamp of the TIS weight."""
+
+
+class SimTrainerConfig(Section):
+    train_time_s: float = Field(400.0, ge=0.0)
+    """Simulated train time per step, in (unscaled) seconds."""
+    weight_size_gb: float = Field(0.01, ge=0.0)
+    """Size of the weight version the sim trainer publishes each step."""
+
+
+class MegatronConfig(Section):
+    tensor_parallel: int = Field(2, ge=1)
+    """Megatron tensor-parallel size."""
+    pipeline_parallel: int = Field(1, ge=1)
+    """Megatron pipeline-parallel size."""
+    use_distributed_optimizer: bool = True
+    """Shard optimizer state across data-parallel ranks."""
+    bf16: bool = True
+    """Train in bf16 with fp32 master weights."""
+    recompute: bool = False
+    """Recompute each layer's activations in the backward pass (Megatron full recompute): far less memory for long contexts, about a third more compute."""
+
+
+class TrainerConfig(Section):
+    backend: Literal["torch", "megatron", "sim"] = "torch"
+    """torch: an HF causal LM trained with plain torch (CPU or one GPU). megatron: megatron-core across trainer.gpus. sim: a timed stand-in for sizing studies."""
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    """Where the torch trainer runs."""
+    gpus: int = Field(4, ge=1)
+    """GPUs given to the trainer on a GPU node (engines take the following ones)."""
+    lr: float = Field(2e-3, gt=0.0)
+    """AdamW learning rate."""
+    weight_decay: float = Field(0.0, ge=0.0)
+    """AdamW weight decay."""
+    betas: tuple[DecayRate, DecayRate] = (0.9, 0.99)
+    """AdamW betas, each in [0, 1)."""
+    grad_clip: float = Field(1.0, ge=0.0)
+    """Clip the global gradient norm to this value (0 disables clipping)."""
+    micro_batch_size: int = Field(16, ge=1)
+    """Samples per forward/backward micro-batch (gradients accumulate)."""
+    minibatches: int = Field(1, ge=1)
+    """Optimizer steps per training step; the batch is split into this many mini-batches."""
+    loss: LossConfig = LossConfig()
+    """Policy-loss settings shared by every trainer backend."""
+    megatron: MegatronConfig = MegatronConfig()
+    """Settings of the megatron backend."""
+    sim: SimTrainerConfig = SimTrainerConfig()
+    """Settings of the sim backend."""
+
+    @model_validator(mode="after")
+    def _megatron_gpus_fill_whole_model_replicas(self) -> TrainerConfig:
+        # Each data-parallel rank holds one whole tensor x pipeline model; a remainder GPU
+        # would have no rank to run.
+        tp, pp = self.megatron.tensor_parallel, self.megatron.pipeline_parallel
+        if self.backend == "megatron" and self.gpus % (tp * pp):
+            raise rule_broken(f"trainer.gpus ({self.gpus}) must be a multiple of trainer.megatron.tensor_parallel"
+                              f" x pipeline_parallel ({tp} x {pp} = {tp * pp})")
+        return self
+
+
+# --------------------------------------------------------------------------- sync, logging, faults
+class SyncConfig(Section):
+    every_k_steps: int = Field(1, ge=1)
+    """Publish weights and reload engines after every k optimizer steps."""
+    keep_last: int = Field(3, ge=1)
+    """Weight versions kept on disk; older ones are pruned."""
+    reload_timeout_s: float = Field(300.0, gt=0)
+    """Timeout of one engine's /update_weights_from_disk."""
+    trainer_timeout_s: float = Field(1800.0, gt=0)
+    """How long the orchestrator waits for one training step before stopping the run."""
+
+
+class LoggingConfig(Section):
+    live: Literal["auto", "on", "off"] = "auto"
+    """Rich live view in the terminal; auto shows it when stdout is a TTY, else prints one line per step."""
+    tensorboard: bool = True
+    """Write TensorBoard event files under <run_dir>/tensorboard."""
+    queue_sample_interval_s: float = Field(0.5, gt=0)
+    """How often each engine's /get_load is sampled into queue.jsonl."""
+
+
+class CheckpointConfig(Section):
+    interval: int = Field(10, ge=0)
+    """Save a checkpoint every this many steps (and after the last); 0 disables checkpoints."""
+    keep_last: int = Field(2, ge=1)
+    """Complete checkpoints kept on disk; older ones are removed."""
+
+
+class FaultsConfig(Section):
+    max_engine_restarts: int = Field(3, ge=0)
+    """Engine crashes (or hangs) the run survives by restarting the engine; one more stops the run. 0: any engine death stops the run."""
+    engine_check_interval_s: float = Field(1.0, gt=0)
+    """How often the engine doctor checks each engine's process and /health."""
+    engine_unresponsive_s: float = Field(10.0, gt=0)
+    """An engine whose /health has not answered for this long is declared hung, killed and replaced."""
+    stall_warning_s: float = Field(600.0, gt=0)
+    """The watchdog reports (with what is waiting on what) when no step has finished for this long."""
