@@ -19,6 +19,7 @@ import logging.config
 import os
 import sys
 import time
+from dataclasses import dataclass
 from typing import Any
 
 BACKENDS = {"embedded": "tandem.engine.embedded:EmbeddedCore", "sim": "tandem.engine.sim:SimEngineCore"}
@@ -50,7 +51,7 @@ def _fail(name: str, message: str, code: int = 2) -> None:
     raise SystemExit(code)
 
 
-def main(argv: list[str] | None = None) -> None:
+def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m tandem.engine", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--run-config", required=True, help="the run's resolved config.json")
@@ -59,38 +60,51 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--host", default="127.0.0.1", help="loopback address to bind (non-loopback is refused)")
     ap.add_argument("--torch-threads", type=int, default=None)
     ap.add_argument("--log-level", default="info")
-    args = ap.parse_args(argv)
-    name = args.name
+    return ap
 
+
+def _check_loopback(name: str, host: str) -> None:
     try:
-        if not ipaddress.ip_address(args.host).is_loopback:
-            _fail(name, f"--host {args.host} is not a loopback address; engines bind to 127.0.0.1 only")
+        if not ipaddress.ip_address(host).is_loopback:
+            _fail(name, f"--host {host} is not a loopback address; engines bind to 127.0.0.1 only")
     except ValueError:
-        _fail(name, f"--host {args.host!r} is not an IP address")
+        _fail(name, f"--host {host!r} is not an IP address")
 
-    # No downloads at run time: hub ids resolve from the local cache or fail at once.
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-    logging.config.dictConfig(_log_config(args.log_level))
-    log = logging.getLogger("tandem.engine")
 
+def _load_run_config(name: str, path: str) -> Any:
+    """The run config, refused early (before torch is imported) when this process cannot serve it."""
     from tandem.config import config_from_json
 
     try:
-        cfg = config_from_json(args.run_config)
+        cfg = config_from_json(path)
     except Exception as err:  # missing file, bad JSON, invalid values
-        _fail(name, f"cannot read run config {args.run_config!r}: {err}")
+        _fail(name, f"cannot read run config {path!r}: {err}")
 
     backend = cfg.engine.backend
     if backend not in BACKENDS:
         _fail(name, f"engine.backend = {backend!r} is not served by `python -m tandem.engine` "
                     f"(choose one of {sorted(BACKENDS)}; 'sglang' servers are launched directly)")
 
-    # A local path that does not exist fails here, before torch/transformers are imported.
     mp = cfg.model.path
     if mp != "tiny" and (os.path.isabs(mp) or mp.startswith((".", "~"))) and not os.path.isdir(os.path.expanduser(mp)):
         _fail(name, f"cannot load model from {mp!r}: no such directory")
+    return cfg
 
+
+@dataclass
+class LoadedCore:
+    core: Any
+    backend: str
+    model_path: str
+    torch_threads: int
+    started_at: float
+    """perf_counter() when loading the model began (the startup log reports the load time)."""
+
+
+def make_core(args: argparse.Namespace) -> LoadedCore:
+    """The configured backend's core with its model loaded; exits with one error line if it cannot."""
+    name = args.name
+    cfg = _load_run_config(name, args.run_config)
     threads = args.torch_threads or int(os.environ.get("TANDEM_TORCH_THREADS", "0")) or \
         default_torch_threads(cfg.engine.count)
     import torch
@@ -104,24 +118,41 @@ def main(argv: list[str] | None = None) -> None:
         model_path = resolve_model_path(cfg)
     except Exception as err:
         _fail(name, f"cannot build/resolve model {cfg.model.path!r}: {err}")
-    module_name, cls_name = BACKENDS[backend].split(":")
+    module_name, cls_name = BACKENDS[cfg.engine.backend].split(":")
     core_cls = getattr(importlib.import_module(module_name), cls_name)
     try:
         core = core_cls.from_config(cfg, model_path=model_path, name=name)
     except Exception as err:
         reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         _fail(name, f"cannot load model from {model_path!r}: {type(err).__name__}: {reason}")
+    return LoadedCore(core, cfg.engine.backend, model_path, threads, t0)
 
-    from tandem.engine.api import build_app
 
-    app = build_app(core, name=name)
-    log.info("%s: %s backend, model %s loaded in %.1fs, torch threads %d; serving on http://%s:%d",
-             name, backend, model_path, time.perf_counter() - t0, threads, args.host, args.port)
+def serve(loaded: LoadedCore, args: argparse.Namespace) -> None:
+    """Serve SGLang's HTTP API from the core until the process is stopped."""
+    from tandem.engine.http import build_app
+
+    app = build_app(loaded.core, name=args.name)
+    logging.getLogger("tandem.engine").info(
+        "%s: %s backend, model %s loaded in %.1fs, torch threads %d; serving on http://%s:%d",
+        args.name, loaded.backend, loaded.model_path, time.perf_counter() - loaded.started_at,
+        loaded.torch_threads, args.host, args.port)
 
     import uvicorn
 
     uvicorn.run(app, host=args.host, port=args.port, log_config=_log_config(args.log_level),
                 access_log=False, timeout_keep_alive=60, lifespan="on")
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    _check_loopback(args.name, args.host)
+    # No downloads at run time: hub ids resolve from the local cache or fail at once.
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    logging.config.dictConfig(_log_config(args.log_level))
+    serve(make_core(args), args)
+
 
 if __name__ == "__main__":
     main()

@@ -1,0 +1,50 @@
+"""SGLang's control-plane routes: weight updates from disk, pausing and continuing generation,
+flushing the prefix cache and aborting requests. sglang-router does not forward these, so the
+trainer / orchestrator call each engine directly."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+
+from tandem.engine.http.common import core_of, json_response, parse
+from tandem.engine.http.models import AbortReq, PauseGenerationReqInput, UpdateWeightFromDiskReqInput
+
+router = APIRouter()
+
+
+@router.post("/update_weights_from_disk")
+async def update_weights_from_disk(request: Request) -> Response:
+    obj = await parse(request, UpdateWeightFromDiskReqInput)
+    res = await core_of(request).update_weights_from_disk(
+        obj.model_path, obj.weight_version, abort_all_requests=obj.abort_all_requests,
+        flush_cache=obj.flush_cache, load_format=obj.load_format)
+    content = {"success": res.success, "message": res.message, "num_paused_requests": res.num_paused_requests}
+    return json_response(content, 200 if res.success else 400)
+
+
+@router.post("/pause_generation")
+async def pause_generation(request: Request) -> Response:
+    obj = await parse(request, PauseGenerationReqInput)
+    n = await core_of(request).pause(obj.mode)
+    return json_response({"message": "Generation paused successfully.", "status": "ok", "mode": obj.mode,
+                          "num_requests": n})
+
+
+@router.post("/continue_generation")
+async def continue_generation(request: Request) -> Response:
+    await core_of(request).resume()
+    return json_response({"message": "Generation continued successfully.", "status": "ok"})
+
+
+@router.api_route("/flush_cache", methods=["GET", "POST"])
+async def flush_cache(request: Request) -> Response:
+    ok, msg = await core_of(request).flush_cache()
+    return Response(content=msg + "\n", status_code=200 if ok else 400, media_type="text/plain")
+
+
+@router.post("/abort_request")
+async def abort_request(request: Request) -> Response:
+    obj = await parse(request, AbortReq)
+    await core_of(request).abort(obj.rid, abort_all=obj.abort_all)
+    return Response(status_code=200)
