@@ -12,11 +12,16 @@ slime's (see notes in LANDSCAPE.md, "math used by the peers"):
 
 All per-token tensors share one shape (usually [batch, seq]); `mask` is 1.0 where a token
 is trained on and 0.0 elsewhere (prompt, padding, tool/observation tokens).
+
+`PolicyLoss` puts those pieces together into the one micro-batch objective (policy
+gradient + KL - entropy) and its metric sums, which every trainer backend calls; it reads
+its settings from a loss config but holds no model or device state.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable, Literal
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterable, Literal, Protocol
 
 import torch
 from torch import Tensor
@@ -206,3 +211,70 @@ def logprob_mismatch(old_logp: Tensor, rollout_logp: Tensor, mask: Tensor) -> Te
     """Mean |logp_old - logp_rollout| over trained tokens (slime's train_rollout_logprob_abs_diff)."""
     return masked_mean((old_logp - rollout_logp).abs(), mask)
 
+
+
+# --------------------------------------------------------------------------- the micro-batch objective
+class LossInputs(Protocol):
+    """Per-token tensors of one micro-batch, all shaped like the log-probs scored for it."""
+
+    mask: Tensor
+    advantages: Tensor
+    rollout_logp: Tensor
+    old_logp: Tensor | None  # None: on-policy, the live log-probs (detached) are the old policy
+    ref_logp: Tensor | None  # None: no KL term
+
+
+@dataclass(frozen=True)
+class PolicyLoss:
+    """PPO-clip policy gradient (TIS-weighted when `tis`) + kl_coef * KL - entropy_coef * entropy.
+
+    Call it once per micro-batch with the denominators of the whole mini-batch (see
+    `aggregate`), so the micro-batch losses sum to the mini-batch loss and their gradients
+    accumulate to its gradient. It returns the loss to back-propagate and detached metric
+    sums: `loss` and `pg_loss` as this micro-batch's share, the others (`METRICS[2:]`) as
+    sums over its trained tokens, for the caller to divide by the token count.
+    """
+
+    eps_clip: float = 0.2
+    eps_clip_high: float | None = None
+    dual_clip_c: float | None = None
+    kl_coef: float = 0.0
+    kl_estimator: KLEstimator = "k3"
+    entropy_coef: float = 0.0
+    aggregation: Aggregation = "seq_mean_token_mean"
+    tis: bool = False
+    tis_clip_high: float = 2.0
+
+    METRICS: ClassVar[tuple[str, ...]] = ("loss", "pg_loss", "kl", "entropy", "clip_frac", "ppo_kl", "mismatch")
+
+    @classmethod
+    def from_config(cls, loss_cfg: Any) -> PolicyLoss:
+        """From `trainer.loss` (any object with these field names, e.g. tandem.config's LossConfig)."""
+        return cls(**{f.name: getattr(loss_cfg, f.name) for f in fields(cls)})
+
+    def __call__(self, logp: Tensor, entropy: Callable[[], Tensor], batch: LossInputs,
+                 num_samples: int, num_tokens: float) -> tuple[Tensor, dict[str, Tensor]]:
+        """`logp`: log-probs of the targets, with grad. `entropy`: computes the per-token entropy;
+        it is called with grad only when the entropy term is in the loss, because it needs the
+        full softmax and would otherwise keep it alive for backward."""
+        agg = dict(mode=self.aggregation, num_samples=num_samples, num_tokens=num_tokens)
+        mask = batch.mask
+        old = logp.detach() if batch.old_logp is None else batch.old_logp
+        w = tis_weights(old, batch.rollout_logp, high=self.tis_clip_high) if self.tis else None
+        pg, clipped = policy_loss(logp, old, batch.advantages, mask, self.eps_clip, self.eps_clip_high,
+                                  self.dual_clip_c, w)
+        pg_loss = aggregate(pg, mask, **agg)
+        loss = pg_loss
+        kl_sum = torch.zeros((), device=logp.device)
+        if batch.ref_logp is not None:
+            kl = kl_penalty(logp, batch.ref_logp, self.kl_estimator)
+            loss = loss + self.kl_coef * aggregate(kl, mask, **agg)
+            kl_sum = (kl.detach() * mask).sum()
+        with torch.set_grad_enabled(self.entropy_coef != 0.0 and torch.is_grad_enabled()):
+            ent = entropy()
+        if self.entropy_coef != 0.0:
+            loss = loss - self.entropy_coef * aggregate(ent, mask, **agg)
+        sums = dict(loss=loss.detach(), pg_loss=pg_loss.detach(), kl=kl_sum, entropy=(ent.detach() * mask).sum(),
+                    clip_frac=clipped.sum(), ppo_kl=((old - logp.detach()) * mask).sum(),
+                    mismatch=((old - batch.rollout_logp).abs() * mask).sum())
+        return loss, sums

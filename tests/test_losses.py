@@ -5,11 +5,14 @@ running the code under test.
 """
 
 import math
+from types import SimpleNamespace
 
 import pytest
 import torch
 
+from tandem.config import LossConfig
 from tandem.losses import (
+    PolicyLoss,
     aggregate,
     assign_advantages,
     entropy_from_logits,
@@ -233,3 +236,67 @@ def test_token_logprobs_uses_temperature():
     close(token_logprobs(logits, torch.tensor([1]), 1.0), [-0.287682])
     # T = 2: logits/2 = [0, ln3/2] -> p(1) = sqrt3 / (1 + sqrt3) = 0.633975 -> ln = -0.455746
     close(token_logprobs(logits, torch.tensor([1]), 2.0), [-0.455746])
+
+
+# --------------------------------------------------------------------------- the micro-batch objective
+def test_policy_loss_object_combines_every_term():
+    loss_fn = PolicyLoss.from_config(LossConfig(eps_clip=0.2, eps_clip_high=0.28, kl_coef=0.5, kl_estimator="k1",
+                                                entropy_coef=0.1, aggregation="token_mean", tis=True,
+                                                tis_clip_high=2.0))
+    assert loss_fn == PolicyLoss(eps_clip=0.2, eps_clip_high=0.28, dual_clip_c=None, kl_coef=0.5, kl_estimator="k1",
+                                 entropy_coef=0.1, aggregation="token_mean", tis=True, tis_clip_high=2.0)
+    logp = torch.log(torch.tensor([[1.5, 1.1, 0.9]])).requires_grad_()
+    ent = torch.tensor([[1.0, 2.0, 5.0]], requires_grad=True)
+    batch = SimpleNamespace(
+        mask=torch.tensor([[1.0, 1.0, 0.0]]), advantages=torch.ones(1, 3), old_logp=torch.zeros(1, 3),
+        rollout_logp=torch.tensor([[math.log(2.0), -math.log(3.0), 0.0]]), ref_logp=torch.zeros(1, 3))
+    # The micro-batch is part of a mini-batch with 4 trained tokens: every term is a sum over 4.
+    loss, sums = loss_fn(logp, lambda: ent * 1.0, batch, num_samples=3, num_tokens=4)
+    # rho = exp(logp - old) = [1.5, 1.1, 0.9]; TIS w = exp(old - rollout) = [0.5, 3 -> clamped 2, 1].
+    # token 0: max(-1.5, -1.28) = -1.28 (clipped), * w 0.5 = -0.64; token 1: -1.1 * w 2 = -2.2;
+    # token 2 is masked. pg_loss = (-0.64 - 2.2) / 4 = -0.71.
+    # KL k1 vs ref 0 = logp: ln 1.5 + ln 1.1 = ln 1.65 = 0.500775 -> 0.5 * 0.500775 / 4 = 0.062597.
+    # entropy (1 + 2) / 4 = 0.75 -> -0.1 * 0.75 = -0.075. loss = -0.71 + 0.062597 - 0.075 = -0.722403.
+    close(loss, -0.722403)
+    close(sums["loss"], -0.722403)
+    close(sums["pg_loss"], -0.71)
+    close(sums["kl"], 0.500775)  # token sums from here on
+    close(sums["entropy"], 3.0)
+    close(sums["clip_frac"], 1.0)
+    close(sums["ppo_kl"], -0.500775)  # old - logp = -ln 1.65
+    close(sums["mismatch"], math.log(6.0))  # |0 - ln 2| + |0 + ln 3| = ln 6 = 1.791759
+    assert set(sums) == set(PolicyLoss.METRICS)
+    loss.backward()
+    # d/dlogp: token 0 is clipped (pg grad 0), KL adds 0.5 / 4 = 0.125 -> 0.125;
+    # token 1: -rho * A * w / 4 = -1.1 * 2 / 4 = -0.55, + 0.125 = -0.425; token 2: masked -> 0.
+    close(logp.grad, [[0.125, -0.425, 0.0]])
+    # d/d entropy = -0.1 / 4 on trained tokens: the bonus is in the graph.
+    close(ent.grad, [[-0.025, -0.025, 0.0]])
+
+
+def test_policy_loss_object_on_policy_with_defaults():
+    loss_fn = PolicyLoss()  # eps 0.2, seq_mean_token_mean, no TIS, no KL, no entropy term
+    logp = torch.tensor([[-1.0, -2.0], [-0.5, -3.0]], requires_grad=True)
+    grad_mode_of_entropy = []
+
+    def entropy():
+        grad_mode_of_entropy.append(torch.is_grad_enabled())
+        return torch.tensor([[0.5, 0.7], [0.9, 9.0]])
+
+    batch = SimpleNamespace(
+        mask=torch.tensor([[1.0, 1.0], [1.0, 0.0]]), advantages=torch.tensor([[2.0, 2.0], [-1.0, -1.0]]),
+        rollout_logp=torch.tensor([[-1.5, -2.0], [-0.5, -7.0]]), old_logp=None, ref_logp=None)
+    loss, sums = loss_fn(logp, entropy, batch, num_samples=4, num_tokens=3)
+    # old_logp None -> rho == 1 -> token loss = -A: sample means -2 and +1 (its 2nd token is masked);
+    # seq_mean_token_mean over the mini-batch's 4 samples: (-2 + 1) / 4 = -0.25.
+    close(loss, -0.25)
+    close(sums["pg_loss"], -0.25)
+    close(sums["kl"], 0.0)
+    close(sums["clip_frac"], 0.0)
+    close(sums["ppo_kl"], 0.0)
+    close(sums["entropy"], 2.1)  # 0.5 + 0.7 + 0.9, reported although not in the loss
+    close(sums["mismatch"], 0.5)  # |-1 + 1.5| + 0 + 0; the masked |-3 + 7| does not count
+    assert grad_mode_of_entropy == [False]  # no graph through the softmax when it is not in the loss
+    loss.backward()
+    # d/dlogp = -A / (tokens of the sample) / 4: sample 0: -2 / 2 / 4 = -0.25; sample 1: +1 / 1 / 4 = 0.25
+    close(logp.grad, [[-0.25, -0.25], [0.25, 0.0]])

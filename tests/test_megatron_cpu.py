@@ -12,7 +12,10 @@ CPU with torch 2.13.0 / megatron-core 0.16.1):
 - converter round trip: tests/test_megatron_convert.py (torch only, runs without megatron-core);
 - logits: TP=1 bitwise (0.0 observed), TP=2 atol 1e-5 (row-parallel all-reduce reorders sums);
 - loss and per-token metrics: atol 1e-5;
-- gradient of one mini-batch: max |diff| / max |grad| per tensor < 1e-5 (TP=1: 6.9e-7 seen);
+- the shared loss: every `PolicyLoss` call (one per micro-batch) returns the same value, atol 1e-5;
+- gradient of the first mini-batch as the optimizer receives it (finalized and clipped, read
+  by a pre-step hook on the torch optimizer underneath): max |diff| / max |grad| per tensor
+  < 1e-5 (seen: 5.1e-7 TP=1, 1.4e-6 TP=2);
 - one train step (2 AdamW steps, lr 3e-3): per tensor, |update difference|_2 / |update|_2
   < 1e-3 (seen: 3.0e-5 TP=1, 5.8e-5 TP=2) and no element off by more than 5% of lr (seen:
   1.7e-5 = 0.6% of lr at TP=1, 3.4e-5 = 1.1% at TP=2). The element bound is loose because
@@ -24,17 +27,18 @@ CPU with torch 2.13.0 / megatron-core 0.16.1):
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 import torch
 
+from tandem import losses
 from tandem.config import build_config
 from tandem.model_source import load_causal_lm, resolve_model_path
 from tandem.sample import Sample
@@ -74,6 +78,32 @@ def make_batch() -> list[Sample]:
 PROBE = torch.tensor([[256, 257, 72, 105, 258, 10, 200, 3, 33], [1, 2, 3, 4, 5, 6, 7, 8, 9]])
 
 
+@contextlib.contextmanager
+def first_step_recorded(torch_optimizer: torch.optim.Optimizer, read_grads):
+    """While active: the loss of every `PolicyLoss` call, whichever backend makes it, and
+    `read_grads()` when `torch_optimizer` first steps, with the number of calls made by then."""
+    rec: dict = {"losses": [], "grads": None, "calls_before_step": None}
+    original = losses.PolicyLoss.__call__
+
+    def spy(self, *args, **kwargs):
+        loss, sums = original(self, *args, **kwargs)
+        rec["losses"].append(float(loss.detach()))
+        return loss, sums
+
+    def pre_step(optimizer, args, kwargs):
+        if rec["grads"] is None:
+            rec["grads"] = read_grads()
+            rec["calls_before_step"] = len(rec["losses"])
+
+    losses.PolicyLoss.__call__ = spy
+    handle = torch_optimizer.register_step_pre_hook(pre_step)
+    try:
+        yield rec
+    finally:
+        handle.remove()
+        losses.PolicyLoss.__call__ = original
+
+
 def _worker(rank: int, world: int, port: int, cache_dir: str, tp: int, out_dir: str) -> None:
     """One rank of the Megatron backend: scores, one train step, export; rank 0 saves results."""
     os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1",
@@ -81,21 +111,21 @@ def _worker(rank: int, world: int, port: int, cache_dir: str, tp: int, out_dir: 
     import warnings
 
     warnings.filterwarnings("ignore")
-    from tandem import losses
-    from tandem.trainer.megatron_backend import MegatronTrainer, vocab_parallel_logprobs
-    from tandem.trainer.torch_backend import MicroBatch
+    from tandem.trainer.megatron_backend import MegatronTrainer
+    from tandem.trainer.megatron_step import vocab_parallel_logprobs
 
     trainer = MegatronTrainer(make_cfg(cache_dir, "megatron", tp))
     res: dict = {"logits_before": trainer.full_logits(PROBE)}
     if tp > 1:  # the vocab-parallel scores against tandem.losses on the gathered logits
-        local = trainer._forward(trainer.train_model, MicroBatch(PROBE, None, None, None, None))
+        local = trainer.step.forward(trainer.train_model, PROBE)
         logp, ent = vocab_parallel_logprobs(local[:, :-1], PROBE[:, 1:], 0.9, trainer.shape.vocab_size, True)
         full = res["logits_before"][:, :-1]
         res["vp_logp_err"] = (logp - losses.token_logprobs(full, PROBE[:, 1:], 0.9)).abs().max().item()
         res["vp_ent_err"] = (ent - losses.entropy_from_logits(full)).abs().max().item()
-    res["acc"] = trainer.accumulate_gradients(make_batch())
-    res["grads"] = trainer.export_hf_grads()
-    res["metrics"] = trainer.train_step(make_batch())
+    # The CPU shim's step finalizes and clips, then steps the torch AdamW inside it.
+    with first_step_recorded(trainer.optimizer.optimizer, trainer.export_hf_grads) as first_step:
+        res["metrics"] = trainer.train_step(make_batch())
+    res["first_step"] = first_step
     res["logits_after"] = trainer.full_logits(PROBE)
     res["export"] = trainer.export_hf_state_dict()
     # Checkpoint round trip: save, step, restore, step again -> the same weights, bitwise.
@@ -135,12 +165,23 @@ def torch_reference(cache_dir):
     with torch.no_grad():
         before_logits = trainer.model(input_ids=PROBE).logits
     before = trainer.export_hf_state_dict()
-    acc = trainer.accumulate_gradients(make_batch())
-    grads = {n: p.grad.detach().clone() for n, p in trainer.model.named_parameters()}
-    trainer.optimizer.zero_grad(set_to_none=True)  # TorchTrainer.train_step adds onto existing .grad
-    metrics = trainer.train_step(make_batch())
-    return {"logits_before": before_logits, "before": before, "acc": acc, "grads": grads, "metrics": metrics,
+    with first_step_recorded(trainer.optimizer, lambda: {n: p.grad.detach().clone()
+                                                         for n, p in trainer.model.named_parameters()}) as first_step:
+        metrics = trainer.train_step(make_batch())
+    return {"logits_before": before_logits, "before": before, "first_step": first_step, "metrics": metrics,
             "after": trainer.export_hf_state_dict()}
+
+
+def assert_same_first_step(mine: dict, theirs: dict) -> float:
+    """Both backends called `PolicyLoss` per micro-batch and got the same values, and the first
+    (on-policy) mini-batch, all loss terms on, gave the same gradient; returns its error."""
+    assert len(theirs["losses"]) == 4  # 2 mini-batches of 4 samples, micro-batches of 3 + 1
+    assert mine["losses"] == pytest.approx(theirs["losses"], abs=1e-5)
+    assert mine["calls_before_step"] == theirs["calls_before_step"] == 2
+    assert set(mine["grads"]) == set(theirs["grads"])
+    grad_err = max(((mine["grads"][k] - g).abs().max() / g.abs().max()).item() for k, g in theirs["grads"].items())
+    assert grad_err < 1e-5, grad_err
+    return grad_err
 
 
 @pytest.mark.timeout(240)
@@ -163,11 +204,8 @@ def test_megatron_backend_matches_torch_backend(tmp_path, cache_dir, torch_refer
     if tp > 1:
         assert res["vp_logp_err"] < 1e-5 and res["vp_ent_err"] < 1e-5
 
-    # 2. the same loss and gradient (one on-policy mini-batch, all loss terms on)
-    assert res["acc"]["loss"] == pytest.approx(ref["acc"]["loss"], abs=1e-5)
-    assert set(res["grads"]) == set(ref["grads"])
-    grad_err = max(((res["grads"][k] - g).abs().max() / g.abs().max()).item() for k, g in ref["grads"].items())
-    assert grad_err < 1e-5, grad_err
+    # 2. the same loss, from PolicyLoss on both sides, and the same first-mini-batch gradient
+    grad_err = assert_same_first_step(res["first_step"], ref["first_step"])
 
     # 3. metrics of one train step (two mini-batches)
     m, r = res["metrics"], ref["metrics"]
@@ -189,7 +227,6 @@ def test_megatron_backend_matches_torch_backend(tmp_path, cache_dir, torch_refer
     assert max((export[k] - ref["before"][k]).abs().max().item() for k in export) > 1e-3  # it did train
 
     # 5. export -> HF safetensors (the real publish path) -> from_pretrained: same logits
-    sys.path.insert(0, str(ROOT))
     from tandem.weights import publish_weights
 
     src = resolve_model_path(make_cfg(cache_dir, "torch"))

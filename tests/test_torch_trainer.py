@@ -17,7 +17,7 @@ import torch
 from safetensors.torch import save_file
 from transformers import AutoModelForCausalLM
 
-from tandem import handoff
+from tandem import handoff, losses
 from tandem.config import build_config
 from tandem.model_source import resolve_model_path
 from tandem.sample import Sample
@@ -63,19 +63,33 @@ def mixed_batch():
     return out
 
 
-def grads(trainer):
-    return [p.grad.detach().clone() for p in trainer.params]
+def step_at_lr0(trainer, batch):
+    """One train_step at lr 0, with the gradient each optimizer step was about to apply.
+
+    The gradient is read where the real path hands it to the optimizer (a pre-step hook);
+    lr 0 leaves the weights bitwise unchanged, so the model can be scored again afterwards.
+    """
+    for group in trainer.optimizer.param_groups:
+        group["lr"] = 0.0
+    seen = []
+    handle = trainer.optimizer.register_step_pre_hook(
+        lambda opt, args, kwargs: seen.append([p.grad.detach().clone() for p in trainer.params]))
+    try:
+        metrics = trainer.train_step(batch)
+    finally:
+        handle.remove()
+    return metrics, seen
 
 
 @pytest.mark.parametrize("aggregation", ["seq_mean_token_mean", "token_mean"])
 def test_micro_batching_gives_the_full_batch_gradient(cache_dir, aggregation):
-    trainer = TorchTrainer(make_cfg(cache_dir, micro_batch_size=16, loss={"aggregation": aggregation}))
+    # grad_clip 0: the hook sees the unclipped gradient.
+    trainer = TorchTrainer(make_cfg(cache_dir, micro_batch_size=16, grad_clip=0.0, loss={"aggregation": aggregation}))
     batch = mixed_batch()
-    full_stats = trainer.accumulate_gradients(batch)
-    full = grads(trainer)
+    full_stats, (full,) = step_at_lr0(trainer, batch)
     trainer.cfg.trainer.micro_batch_size = 3  # 7 samples -> micro-batches of 3, 3, 1
-    micro_stats = trainer.accumulate_gradients(batch)
-    for a, b in zip(full, grads(trainer)):
+    micro_stats, (micro,) = step_at_lr0(trainer, batch)
+    for a, b in zip(full, micro):
         torch.testing.assert_close(b, a, atol=1e-7, rtol=1e-5)
     assert micro_stats["loss"] == pytest.approx(full_stats["loss"], abs=1e-6)
     assert any(g.abs().sum() > 0 for g in full)
@@ -90,7 +104,7 @@ def test_loss_covers_exactly_the_masked_response_tokens(cache_dir):
     Rollout logprobs at mask-0 positions are junk (-50, TIS on): a leaked token would get
     weight clamp(exp(logp + 50)) = 2 and a mismatch of ~45.
     """
-    trainer = TorchTrainer(make_cfg(cache_dir, micro_batch_size=2, temperature=0.7,
+    trainer = TorchTrainer(make_cfg(cache_dir, micro_batch_size=2, temperature=0.7, grad_clip=0.0,
                                     loss={"tis": True}))
     batch = [
         sample([5, 6, 7], [10, 11, 12, 13, 14, 15, 16], mask=[1, 1, 0, 0, 1, 1, 0], adv=1.5),
@@ -103,8 +117,7 @@ def test_loss_covers_exactly_the_masked_response_tokens(cache_dir):
             logits = model(torch.tensor([s.tokens])).logits[0, len(s.prompt_ids) - 1:-1] / 0.7
             lp = torch.log_softmax(logits, -1).gather(-1, torch.tensor(s.response_ids)[:, None])[:, 0]
             s.rollout_logprobs = [v if m else -50.0 for v, m in zip(lp.tolist(), s.loss_mask)]
-    stats = trainer.accumulate_gradients(batch)
-    got = grads(trainer)
+    stats, (got,) = step_at_lr0(trainer, batch)
 
     model.zero_grad(set_to_none=True)
     ref = 0.0
@@ -119,7 +132,28 @@ def test_loss_covers_exactly_the_masked_response_tokens(cache_dir):
     # tokens = 4 + 2 + 2 trained tokens; loss value = -(1.5 - 0.5 + 2) / 3 = -1
     assert stats["tokens"] == 8
     assert stats["loss"] == pytest.approx(-1.0, abs=1e-5)
-    assert stats["mismatch"] / stats["tokens"] < 1e-5
+    assert stats["logprob_mismatch"] < 1e-5
+
+
+def test_train_step_calls_the_shared_policy_loss_per_micro_batch(cache_dir, monkeypatch):
+    """The torch backend's loss is `losses.PolicyLoss`, called once per micro-batch with the
+    mini-batch denominators; the step's loss is the sum of what it returned."""
+    calls = []
+    original = losses.PolicyLoss.__call__
+
+    def spy(self, logp, entropy, batch, num_samples, num_tokens):
+        loss, sums = original(self, logp, entropy, batch, num_samples, num_tokens)
+        calls.append((self, float(loss.detach()), num_samples, num_tokens))
+        return loss, sums
+
+    monkeypatch.setattr(losses.PolicyLoss, "__call__", spy)
+    trainer = TorchTrainer(make_cfg(cache_dir, micro_batch_size=3, loss={"kl_coef": 0.1, "entropy_coef": 0.01}))
+    batch = mixed_batch()
+    metrics = trainer.train_step(batch)
+    n_tokens = float(sum(sum(s.loss_mask) for s in batch))
+    assert [(c[0], c[2], c[3]) for c in calls] == [(trainer.policy_loss, 7, n_tokens)] * 3  # 7 samples: 3, 3, 1
+    assert trainer.policy_loss == losses.PolicyLoss.from_config(trainer.cfg.trainer.loss)
+    assert metrics["loss"] == pytest.approx(sum(c[1] for c in calls), abs=1e-6)
 
 
 def _response_logp(trainer, batch):
@@ -167,7 +201,7 @@ def test_mismatch_is_zero_against_hf_generate_logprobs(cache_dir):
     assert metrics["tokens"] == n_tokens
     # ... and scoring at the wrong temperature would show up clearly in the metric
     trainer.temperature = 1.0
-    assert trainer.accumulate_gradients(batch)["mismatch"] / n_tokens > 1e-2
+    assert trainer.train_step(batch)["logprob_mismatch"] > 1e-2
 
 
 def test_minibatches_take_several_steps_against_fixed_old_logprobs(cache_dir):

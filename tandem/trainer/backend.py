@@ -3,17 +3,27 @@
 The loop in `tandem.trainer.__main__` only ever calls these methods, so a backend is free
 to shard, offload or simulate as it likes as long as it takes finished `Sample`s and
 hands back HF-named weights the engines can load.
+
+The model-training backends (torch, megatron) also share, from here, the shape of a
+training step (`run_minibatches`), its metrics (`summarize_step`) and the thread setting
+of a trainer process (`configure_threads`), so the two cannot drift apart.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from abc import ABC, abstractmethod
-from typing import Any
+from typing import Any, Callable, TypeVar
 
+import torch
 from torch import Tensor
 
 from tandem.sample import Sample
+from tandem.trainer.batching import split_even, validate_samples
+
+THREADS_ENV = "TANDEM_TORCH_THREADS"
+Prepared = TypeVar("Prepared")
 
 
 class TrainerBackend(ABC):
@@ -81,3 +91,51 @@ def summarize_step(totals: dict[str, float], norms: list[float], skipped: int, n
         "lr": float(lr),
         "train_time": time.perf_counter() - started,
     }
+
+
+def run_minibatches(
+    samples: list[Sample],
+    minibatches: int,
+    prepare: Callable[[list[Sample], bool], Prepared],
+    accumulate: Callable[[Prepared], dict[str, float]],
+    zero_grads: Callable[[], None],
+    optimizer_step: Callable[[], tuple[float, bool]],
+    lr: Callable[[], float],
+) -> dict[str, float]:
+    """One training step: `minibatches` optimizer steps over even, contiguous parts of the batch.
+
+    `prepare(part, several)` collates a part and attaches its no-grad scores; `several` says
+    that there is more than one part, and then rho must compare against the policy that
+    existed *before the first* update, so every part is prepared before any step. With one
+    part the live logp (detached) is that policy and rho == 1 exactly. `accumulate` runs
+    forward/backward over a prepared part and returns its metric sums (including "tokens");
+    `optimizer_step` returns (pre-clip grad norm, whether the update was applied).
+    """
+    t0 = time.perf_counter()
+    validate_samples(samples)
+    if not samples:
+        raise ValueError("train_step got an empty batch")
+    parts = split_even(samples, minibatches)
+    prepared = [prepare(part, len(parts) > 1) for part in parts]
+    totals: dict[str, float] = {}
+    norms, skipped = [], 0
+    for part in prepared:
+        zero_grads()  # nothing accumulated elsewhere may leak into this step
+        for k, v in accumulate(part).items():
+            totals[k] = totals.get(k, 0.0) + v
+        norm, applied = optimizer_step()
+        norms.append(norm)
+        skipped += not applied
+    return summarize_step(totals, norms, skipped, len(samples), lr(), t0)
+
+
+def configure_threads() -> int:
+    """Honour TANDEM_TORCH_THREADS so the launcher can split a CPU box between engines and trainer.
+
+    Without it torch uses every core, which on a shared CPU node starves the engines that
+    run next to the trainer in async mode.
+    """
+    value = os.environ.get(THREADS_ENV)
+    if value:
+        torch.set_num_threads(max(1, int(value)))
+    return torch.get_num_threads()

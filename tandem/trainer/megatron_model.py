@@ -1,0 +1,214 @@
+"""Model building for the Megatron backend: a GPTModel for the Llama/Qwen family, loaded from HF.
+
+Attention is torch SDPA (flash / memory-efficient kernels on GPU) wrapped as Megatron's
+core attention, because megatron-core's local attention materializes the full [s, s]
+score matrix and Transformer Engine is not part of this stack. Weights come from the HF
+safetensors through `megatron_convert` (every Megatron parameter must have an HF source).
+`build_optimizer` wraps the model for training: on CUDA megatron.core's
+DistributedDataParallel, distributed optimizer and bf16 (Float16Module, fp32 main
+params); without CUDA the CPU shim's AdamW over the same parameter groups.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from tandem.config import TrainerConfig
+from tandem.trainer import megatron_convert as conv
+from tandem.trainer import megatron_cpu_shim as shim
+from tandem.trainer.megatron_dist import ParallelLayout
+
+
+def _sdpa_core_attention_cls():
+    """Megatron core attention that runs torch SDPA (causal), a drop-in for DotProductAttention."""
+    from megatron.core.transformer.dot_product_attention import DotProductAttention
+
+    class SDPACoreAttention(DotProductAttention):
+        """Inputs [s, b, heads, d] as Megatron passes them; output [s, b, heads_per_partition * d].
+
+        Causality comes from `is_causal`: tandem batches are right-padded, so padding only
+        ever follows the real tokens and a causal mask is the whole mask.
+        """
+
+        def forward(self, query, key, value, attention_mask, attn_mask_type=None, attention_bias=None,
+                    packed_seq_params=None):
+            if packed_seq_params is not None or attention_bias is not None:
+                raise NotImplementedError("SDPA core attention supports plain causal attention only")
+            q, k, v = (t.permute(1, 2, 0, 3) for t in (query, key, value))  # [b, h, s, d]
+            rep = q.shape[1] // k.shape[1]
+            if rep > 1:
+                k = k.repeat_interleave(rep, dim=1)
+                v = v.repeat_interleave(rep, dim=1)
+            out = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=self.softmax_scale)
+            s, b = out.shape[2], out.shape[0]
+            return out.permute(2, 0, 1, 3).reshape(s, b, self.hidden_size_per_partition)
+
+    return SDPACoreAttention
+
+
+def transformer_config(shape: conv.ModelShape, tp: int, pp: int, *, bf16: bool, cpu: bool, recompute: bool):
+    from megatron.core.transformer.transformer_config import TransformerConfig
+
+    dtype = torch.bfloat16 if bf16 else torch.float32
+    kw: dict[str, Any] = {}
+    if recompute:
+        kw.update(recompute_granularity="full", recompute_method="uniform", recompute_num_layers=1)
+    return TransformerConfig(
+        num_layers=shape.num_layers, hidden_size=shape.hidden_size, num_attention_heads=shape.num_heads,
+        num_query_groups=shape.num_kv_heads, kv_channels=shape.head_dim, ffn_hidden_size=shape.ffn_hidden_size,
+        gated_linear_unit=True, activation_func=F.silu, normalization="RMSNorm", layernorm_epsilon=shape.rms_eps,
+        add_bias_linear=False, add_qkv_bias=shape.qkv_bias, qk_layernorm=shape.qk_norm,
+        hidden_dropout=0.0, attention_dropout=0.0,  # the trainer must score tokens like the engines
+        bias_dropout_fusion=False, apply_rope_fusion=False, masked_softmax_fusion=False, persist_layer_norm=False,
+        # perform_initialization must stay on even though HF weights overwrite the values: it is
+        # also what tags TP-sharded params (tensor_model_parallel, partition_dim), which grad
+        # norms, the distributed optimizer and our loader check rely on.
+        gradient_accumulation_fusion=False, use_cpu_initialization=cpu, perform_initialization=True,
+        params_dtype=torch.float32, bf16=bf16, pipeline_dtype=dtype, autocast_dtype=dtype,
+        tensor_model_parallel_size=tp, pipeline_model_parallel_size=pp, sequence_parallel=False,
+        # Micro-batches differ in length: the pipeline schedule must send shapes along. The MoE
+        # dispatcher setting only silences a config check (dense models have no MoE).
+        variable_seq_lengths=True, moe_token_dispatcher_type="alltoall", **kw,
+    )
+
+
+def build_gpt_model(shape: conv.ModelShape, tconfig, pre_process: bool, post_process: bool):
+    from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
+    from megatron.core.models.gpt.gpt_model import GPTModel
+
+    spec = get_gpt_layer_local_spec(qk_layernorm=shape.qk_norm, normalization="RMSNorm")
+    spec.submodules.self_attention.submodules.core_attention = _sdpa_core_attention_cls()
+    return GPTModel(
+        tconfig, spec, vocab_size=shape.padded_vocab_size, max_sequence_length=shape.max_position_embeddings,
+        pre_process=pre_process, post_process=post_process,
+        share_embeddings_and_output_weights=shape.tie_embeddings, position_embedding_type="rope",
+        rotary_percent=1.0, rotary_base=shape.rope_theta,
+    )
+
+
+def layer_offset(model) -> int:
+    """Global index of this stage's first layer (Megatron's layer_number is global and 1-based)."""
+    layers = model.decoder.layers
+    return layers[0].layer_number - 1 if len(layers) else 0
+
+
+def global_name(local: str, offset: int) -> str:
+    layer, rest = conv.split_layer_name(local)
+    return local if layer is None else conv.layer_name(layer + offset, rest)
+
+
+class HFReader:
+    """Lazy, name-addressed reads from an HF safetensors checkpoint (single file or sharded)."""
+
+    def __init__(self, model_dir: str | os.PathLike):
+        from safetensors import safe_open
+
+        root = Path(model_dir)
+        index = root / "model.safetensors.index.json"
+        if index.exists():
+            weight_map = json.loads(index.read_text())["weight_map"]
+        elif (root / "model.safetensors").exists():
+            weight_map = None
+        else:
+            raise FileNotFoundError(f"{root}: no model.safetensors(.index.json); the Megatron backend loads HF safetensors")
+        self._handles: dict[str, Any] = {}
+        self._open = lambda f: self._handles.setdefault(f, safe_open(str(root / f), framework="pt"))
+        self._map = weight_map
+        self.names = set(weight_map) if weight_map else set(self._open("model.safetensors").keys())
+
+    def __call__(self, name: str) -> Tensor:
+        if name not in self.names:
+            raise KeyError(f"HF checkpoint has no tensor {name!r}")
+        return self._open(self._map[name] if self._map else "model.safetensors").get_tensor(name)
+
+
+@torch.no_grad()
+def load_hf_into(model, reader: Callable[[str], Tensor], shape: conv.ModelShape, tp_rank: int, tp: int) -> None:
+    """Copy HF weights into this rank's (unwrapped) GPTModel; every parameter must be covered."""
+    offset = layer_offset(model)
+    expected = set(conv.megatron_param_names(shape, range(offset, offset + len(model.decoder.layers)),
+                                             model.pre_process, model.post_process))
+    seen = set()
+    for local, param in model.named_parameters():
+        name = global_name(local, offset)
+        if name not in expected:
+            raise conv.ConversionError(f"Megatron parameter {name!r} has no HF source in the converter")
+        kind = conv.tp_split_kind(name)
+        tagged = getattr(param, "tensor_model_parallel", False)
+        if tp > 1 and (tagged != (kind != "replicated") or
+                       (tagged and param.partition_dim != (1 if kind == "cols" else 0))):
+            raise conv.ConversionError(f"{name}: the converter splits it as {kind!r} but Megatron's parameter is "
+                                       f"tagged tensor_model_parallel={tagged}, "
+                                       f"partition_dim={getattr(param, 'partition_dim', None)}")
+        value = conv.hf_to_megatron_shard(name, reader, shape, tp_rank, tp)
+        if tuple(value.shape) != tuple(param.shape):
+            raise conv.ConversionError(f"{name}: HF gives shape {tuple(value.shape)}, Megatron expects {tuple(param.shape)}")
+        param.copy_(value.to(param.dtype))
+        seen.add(name)
+    if seen != expected:
+        raise conv.ConversionError(f"Megatron parameters not loaded: {sorted(expected - seen)}")
+
+
+def build_and_load(shape: conv.ModelShape, tconfig, layout: ParallelLayout, reader: HFReader):
+    """This rank's stage of the GPTModel (unwrapped), with its HF weights."""
+    model = build_gpt_model(shape, tconfig, layout.first_stage, layout.last_stage)
+    if layout.cuda:
+        model = model.cuda()
+    load_hf_into(model, reader, shape, layout.tp_rank, layout.tp)
+    # Train mode like Megatron-LM (recompute only runs in train mode); dropout is 0, so the
+    # scores equal eval mode's. A frozen reference model is switched to eval() by its caller.
+    model.train()
+    return model
+
+
+def wrap_precision(model, tconfig, bf16: bool):
+    if not bf16:
+        return model
+    from megatron.core.transformer.module import Float16Module
+
+    return Float16Module(tconfig, model)  # bf16 compute, fp32 logits out of the last stage
+
+
+def build_reference(shape: conv.ModelShape, tconfig, layout: ParallelLayout, reader: HFReader, bf16: bool):
+    """The frozen reference policy of the KL penalty: the source weights, no grads, eval mode."""
+    ref = build_and_load(shape, tconfig, layout, reader)
+    ref.requires_grad_(False).eval()
+    return wrap_precision(ref, tconfig, bf16)
+
+
+def build_optimizer(tc: TrainerConfig, model, tconfig, layout: ParallelLayout, bf16: bool):
+    """(the model to run forward/backward on, its optimizer), per device (module docstring)."""
+    if not layout.cuda:
+        optimizer = shim.CpuAdamW(model.named_parameters(), lr=tc.lr, betas=tuple(tc.betas),
+                                  weight_decay=tc.weight_decay, clip_grad=tc.grad_clip)
+        return model, optimizer
+    from megatron.core.distributed import DistributedDataParallel, DistributedDataParallelConfig
+    from megatron.core.optimizer import OptimizerConfig, get_megatron_optimizer
+
+    mcfg = tc.megatron
+    ddp_config = DistributedDataParallelConfig(
+        grad_reduce_in_fp32=True, overlap_grad_reduce=False, overlap_param_gather=False,
+        use_distributed_optimizer=mcfg.use_distributed_optimizer)
+    train_model = DistributedDataParallel(tconfig, ddp_config, wrap_precision(model, tconfig, bf16))
+    # clip_grad = 0 makes Megatron skip the norm; a huge bound keeps the metric without clipping.
+    clip = tc.grad_clip if tc.grad_clip > 0 else 1e30
+    opt_config = OptimizerConfig(
+        optimizer="adam", lr=tc.lr, min_lr=tc.lr, weight_decay=tc.weight_decay, adam_beta1=tc.betas[0],
+        adam_beta2=tc.betas[1], adam_eps=1e-8, clip_grad=clip, bf16=bf16,
+        params_dtype=torch.bfloat16 if bf16 else torch.float32,
+        use_distributed_optimizer=mcfg.use_distributed_optimizer)
+    optimizer = get_megatron_optimizer(opt_config, [train_model])
+    # Megatron keeps biases and 1-D params out of weight decay through per-group wd_mult,
+    # which Megatron-LM's LR scheduler applies each step. tandem has a constant LR and no
+    # scheduler, so apply the multipliers once here (the CPU shim builds the same groups).
+    for group in optimizer.param_groups:
+        group["weight_decay"] = tc.weight_decay * group.get("wd_mult", 1.0)
+        group["lr"] = tc.lr * group.get("lr_mult", 1.0)
+    return train_model, optimizer
