@@ -405,7 +405,7 @@ def test_core_weight_reload_reads_files_and_blocks_for_reload_s(tmp_path):
 
     core, ok, wall, bad = asyncio.run(run())
     assert ok.success and core.weight_version == "1"
-    assert core.last_reload["bytes"] >= 0.002e9 and wall >= 0.2          # 20 s modelled / 100
+    assert core.engine_backend.last_reload["bytes"] >= 0.002e9 and wall >= 0.2          # 20 s modelled / 100
     assert not bad.success and "nope" in bad.message and core.weight_version == "1"
     assert core.get_load().reload_s == pytest.approx(20.0)
 
@@ -477,14 +477,14 @@ def test_token_scale_keeps_model_timing_with_fewer_wire_tokens():
 # --------------------------------------------------------------------------- workload rollout
 class _CoreClient:
     """The orchestrator's engine client, narrowed to what a rollout plug-in calls, answering from a
-    real SimEngineCore through the real /generate result formatting (api.generate_result)."""
+    real SimEngineCore through the real /generate result formatting (http.native.generate_result)."""
 
     def __init__(self, core):
         self.core = core
         self.routing_keys: list[str | None] = []
 
     async def generate(self, input_ids, sampling_params, return_logprob=True, routing_key=None):
-        from tandem.engine.api import generate_result
+        from tandem.engine.http.native import generate_result
 
         self.routing_keys.append(routing_key)
         from tandem.engine.core import SamplingParams

@@ -5,17 +5,14 @@ all run for real while no model runs at all.
 Timing comes from `tandem.sim.scheduler.SimScheduler` (FIFO queue, KV-budget admission,
 prefill-before-decode, continuous-batching decode, retraction, a block-level prefix cache,
 weight reload), parametrized by an engine profile (`profiles/engine/*.toml`) and run
-`time_scale` times faster than real time. The scheduler works in *model seconds*; this core
+`time_scale` times faster than real time. The scheduler works in *model seconds*; this backend
 maps them to wall time (model = wall_elapsed * time_scale), sleeps until the next event
 (a prefill or decode run ends) with one loop timer, and only then materializes tokens, so
 CPU cost is per request, not per token.
 
-Tokens are plausible, not meaningful: ids drawn from the tokenizer's printable tokens,
-logprobs from an exponential (greedy requests are deterministic in the prompt and have
-logprobs near 0). When the client fixes the length (`ignore_eos`) the request runs exactly
-`max_new_tokens`; otherwise it stops with EOS after a geometric length (profile
-`outputs.natural_mean_tokens`). Stop strings and stop token ids behave as in SGLang because
-finishing goes through the shared `GenerateRequest.append_token` rules.
+Tokens are plausible, not meaningful (tandem.engine.sim_outputs draws them). Stop strings and
+stop token ids behave as in SGLang because finishing goes through the shared
+`GenerateRequest.append_token` rules.
 
 `engine.sim.token_scale` k lets one wire token stand for k modelled tokens: the scheduler sees
 k times the prompt and output lengths (so timing, KV and cache behave as for the full-size
@@ -34,36 +31,25 @@ from __future__ import annotations
 
 import asyncio
 import json
-import math
 import os
 import random
-import string
-import struct
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from tandem.engine.core import EngineCore, FinishReason, GenerateRequest, LoadInfo
+from tandem.engine.backend import EngineBackend, LoadInfo
+from tandem.engine.core import EngineCore, running_on
 from tandem.engine.queueing import priority
+from tandem.engine.request import FinishReason, GenerateRequest
+from tandem.engine.sim_outputs import OutputPlan, OutputPlanner, fill_prompt_logprobs
+from tandem.engine.weight_loading import read_safetensors_dir
 from tandem.sim.latency import LatencyModel
 from tandem.sim.profiles import EngineProfile, load_engine_profile
 from tandem.sim.scheduler import PrefixCache, SimReq, SimScheduler
 
 STREAM_INTERVAL_S = 0.02
 """Wall seconds between token flushes to streaming clients while a decode run is in progress."""
-_PRINTABLE = set(string.ascii_letters + string.digits + string.punctuation + " ")
-_READ_CHUNK = 16 << 20
-
-
-@dataclass
-class _OutputPlan:
-    """The tokens a request will produce, drawn at submit time (so stop rules can be pre-checked)."""
-
-    ids: list[int]
-    logprobs: list[float]
-    rng: random.Random
-    top: list[list[tuple[float, int]]] = field(default_factory=list)
 
 
 @dataclass
@@ -96,7 +82,7 @@ class SimLoadInfo(LoadInfo):
 
 
 class SimEngineCore(EngineCore):
-    backend = "sim"
+    """An EngineCore over a `SimBackend`; client-facing limits are in wire tokens."""
 
     def __init__(self, *, tokenizer: Any, model_path: str, profile: EngineProfile, time_scale: float = 1.0,
                  seed: int = 0, name: str = "sim", trace_path: str | os.PathLike | None = None,
@@ -107,37 +93,14 @@ class SimEngineCore(EngineCore):
         if token_scale < 1:
             raise ValueError(f"token_scale must be >= 1, got {token_scale}")
         cap = profile.capacity
-        self.k = int(token_scale)
-        # Client-facing limits are in wire tokens; the scheduler works in modelled tokens.
-        super().__init__(tokenizer=tokenizer, model_path=model_path, served_model_name=served_model_name,
+        k = int(token_scale)
+        planner = OutputPlanner(tokenizer, len(tokenizer), profile.outputs, random.Random(f"{seed}:{name}"))
+        backend = SimBackend(profile, planner, time_scale=float(time_scale), token_scale=k, name=name,
+                             trace_path=trace_path, priority_scheduling=priority_scheduling)
+        super().__init__(backend, tokenizer=tokenizer, model_path=model_path, served_model_name=served_model_name,
                          weight_version=weight_version, max_running_requests=cap.max_running_requests,
-                         max_total_tokens=cap.max_total_tokens // self.k, context_length=cap.context_length // self.k,
-                         priority_scheduling=priority_scheduling)
-        self.profile = profile
-        self.name = name
-        self.time_scale = float(time_scale)
-        self.latency = LatencyModel.from_profile(profile)
-        self._wire_block = max(1, profile.prefix_cache.block_tokens // self.k)
-        self.sched = SimScheduler(self.latency, cap,
-                                  PrefixCache(self._wire_block * self.k, profile.prefix_cache.enabled),
-                                  priority_scheduling=priority_scheduling)
-        self._rng = random.Random(f"{seed}:{name}")
-        self._t0 = time.perf_counter()
-        self._t0_unix = time.time()
-        self._sim: dict[str, SimReq] = {}
-        self._plans: dict[str, _OutputPlan] = {}
-        self._timer: asyncio.TimerHandle | None = None
-        self._token_pool = self._printable_ids()
-        self._trace_path = Path(trace_path) if trace_path is not None else None
-        self._trace = None
-        self.last_reload: dict[str, float] = {}
-        # How late the loop woke for modelled events (wall s): the sim's own health check. A
-        # CPU-starved machine shows up here, and as idle model time, not as wrong numbers.
-        self._timer_due: float | None = None
-        self.lag_sum = self.lag_max = 0.0
-        self.lag_n = 0
+                         max_total_tokens=cap.max_total_tokens // k, context_length=cap.context_length // k)
 
-    # ------------------------------------------------------------------ construction
     @classmethod
     def from_config(cls, cfg: Any, *, model_path: str, name: str = "sim", tokenizer: Any = None,
                     weight_version: str = "0") -> "SimEngineCore":
@@ -157,17 +120,37 @@ class SimEngineCore(EngineCore):
                    served_model_name=cfg.model.path, weight_version=weight_version,
                    token_scale=cfg.engine.sim.token_scale, priority_scheduling=cfg.engine.priority_scheduling)
 
-    def _printable_ids(self) -> list[int]:
-        """Token ids that decode to printable ASCII, so responses look like text."""
-        special = set(getattr(self.tokenizer, "all_special_ids", []) or [])
-        pool = []
-        for i in range(min(self.vocab_size, 4096)):
-            if i in special:
-                continue
-            s = self.tokenizer.decode([i])
-            if s and all(c in _PRINTABLE for c in s):
-                pool.append(i)
-        return pool or [i for i in range(self.vocab_size) if i not in special]
+
+class SimBackend(EngineBackend):
+    """Requests run on a `SimScheduler` in model time; tokens materialize when their run ends."""
+
+    name = "sim"
+
+    def __init__(self, profile: EngineProfile, planner: OutputPlanner, *, time_scale: float, token_scale: int,
+                 name: str, trace_path: str | os.PathLike | None, priority_scheduling: bool):
+        self.profile = profile
+        self.planner = planner
+        self.engine_name = name
+        self.time_scale = time_scale
+        self.k = token_scale
+        self.latency = LatencyModel.from_profile(profile)
+        self._wire_block = max(1, profile.prefix_cache.block_tokens // self.k)
+        self.sched = SimScheduler(self.latency, profile.capacity,
+                                  PrefixCache(self._wire_block * self.k, profile.prefix_cache.enabled),
+                                  priority_scheduling=priority_scheduling)
+        self._t0 = time.perf_counter()
+        self._t0_unix = time.time()
+        self._sim: dict[str, SimReq] = {}
+        self._plans: dict[str, OutputPlan] = {}
+        self._timer: asyncio.TimerHandle | None = None
+        self._trace_path = Path(trace_path) if trace_path is not None else None
+        self._trace = None
+        self.last_reload: dict[str, float] = {}
+        # How late the loop woke for modelled events (wall s): the sim's own health check. A
+        # CPU-starved machine shows up here, and as idle model time, not as wrong numbers.
+        self._timer_due: float | None = None
+        self.lag_sum = self.lag_max = 0.0
+        self.lag_n = 0
 
     # ------------------------------------------------------------------ clock
     def model_now(self) -> float:
@@ -178,14 +161,14 @@ class SimEngineCore(EngineCore):
         return self._t0_unix + model_t / self.time_scale
 
     # ------------------------------------------------------------------ lifecycle
-    async def _start(self) -> None:
+    async def start(self) -> None:
         if self._trace_path is not None:
             self._trace_path.parent.mkdir(parents=True, exist_ok=True)
             self._trace = open(self._trace_path, "a", buffering=1)
             self._write_trace({"type": "start", "t": self._t0_unix, "time_scale": self.time_scale,
-                               "profile": self.profile.name, "engine": self.name})
+                               "profile": self.profile.name, "engine": self.engine_name})
 
-    async def _shutdown(self) -> None:
+    async def shutdown(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
         self.sched.advance(self.model_now())
@@ -218,14 +201,15 @@ class SimEngineCore(EngineCore):
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        if self.loop is None:
+        loop = self.core.loop
+        if loop is None:
             return
         nxt = self.sched.next_event_time()
         delay = None if nxt is None else max(0.0, (nxt - now) / self.time_scale)
         if any(r.stream for r in self.sched.running):
             delay = STREAM_INTERVAL_S if delay is None else min(delay, STREAM_INTERVAL_S)
         if delay is not None:
-            self._timer = self.loop.call_later(delay, self._on_timer)
+            self._timer = loop.call_later(delay, self._on_timer)
             self._timer_due = now + delay * self.time_scale
         else:
             self._timer_due = None
@@ -246,9 +230,10 @@ class SimEngineCore(EngineCore):
             return
         upto = min(upto // self.k, len(plan.ids))
         want_top = req.top_logprobs_num > 0
+        version = self.core.weight_version
         for i in range(len(req.output_ids), upto):
-            top = self._top_logprobs(plan, i, req.top_logprobs_num) if want_top else None
-            if req.append_token(plan.ids[i], plan.logprobs[i], self.weight_version, top) is not None:
+            top = self.planner.top_logprobs(plan, i, req.top_logprobs_num) if want_top else None
+            if req.append_token(plan.ids[i], plan.logprobs[i], version, top) is not None:
                 break
 
     def _deliver(self, finished: list[SimReq]) -> None:
@@ -257,8 +242,8 @@ class SimEngineCore(EngineCore):
         reqs = []
         for sreq in finished:
             req: GenerateRequest = sreq.payload
+            self._materialize(sreq, sreq.done)
             if sreq.state == "finished":
-                self._materialize(sreq, sreq.done)
                 if req.finish_reason is None:  # defensive: the plan always ends in a finish rule
                     req.finish(FinishReason("length", length=len(req.output_ids)))
                 req.cached_tokens = sreq.cached_tokens // self.k
@@ -266,11 +251,11 @@ class SimEngineCore(EngineCore):
                     self.sched.cache_insert(PrefixCache.block_hashes(req.input_ids + req.output_ids,
                                                                      self._wire_block))
             else:  # aborted
-                self._materialize(sreq, sreq.done)
                 req.finish(FinishReason.abort())
-            self._forget(sreq)
+            self._sim.pop(sreq.rid, None)
+            self._plans.pop(sreq.rid, None)
             reqs.append(req)
-        self.notify(reqs)
+        self.core.notify(reqs)
 
     def _stream(self, now: float) -> None:
         """Hand streaming clients the tokens decoded so far (SGLang streams every step)."""
@@ -283,82 +268,12 @@ class SimEngineCore(EngineCore):
             if n // self.k > len(sreq.payload.output_ids):
                 self._materialize(sreq, n)
                 woken.append(sreq.payload)
-        self.notify(woken)
+        self.core.notify(woken)
 
-    def _forget(self, sreq: SimReq) -> None:
-        self._sim.pop(sreq.rid, None)
-        self._plans.pop(sreq.rid, None)
-
-    def _plan_output(self, req: GenerateRequest) -> tuple[int, _OutputPlan]:
-        """Draw the request's output now: (tokens it will generate, the plan).
-
-        The continuation is a function of the prompt and seed only (greedy: of the prompt), not
-        of stop settings, so a request with a stop token / stop string returns a prefix of the
-        same request without one, as a real model does. The sequence holds no special tokens;
-        unless ignore_eos, EOS ends it at a geometric "natural" length. Stop ids and stop
-        strings are then applied in SGLang's order (the same rules `append_token` enforces).
-        """
-        sp = req.sampling
-        if sp.seed is not None:
-            seed: Any = f"seed:{sp.seed}"
-        elif sp.greedy:
-            seed = hash(tuple(req.input_ids))
-        else:
-            seed = self._rng.getrandbits(64)
-        ids_rng, lp_rng, len_rng, top_rng = (random.Random(f"{seed}:{k}") for k in "ilnt")
-        max_new = sp.max_new_tokens
-        end = max_new
-        eos = min(req.eos_token_ids) if req.eos_token_ids else None
-        if not sp.ignore_eos and eos is not None:
-            p = 1.0 / self.profile.outputs.natural_mean_tokens
-            natural = 1 if p >= 1 else 1 + int(math.log(1.0 - len_rng.random()) / math.log(1.0 - p))
-            end = min(end, natural)
-        ids = ids_rng.choices(self._token_pool, k=end)
-        if end < max_new and eos is not None:
-            ids[-1] = eos
-        stop_ids = req.stop_ids
-        if stop_ids:
-            for i, t in enumerate(ids):
-                if t in stop_ids:
-                    ids = ids[: i + 1]
-                    break
-        if req.stop_matcher is not None:
-            text = self.tokenizer.decode(ids, skip_special_tokens=False)
-            if any(s in text for s in req.stop_matcher.stops):
-                for i in range(len(ids)):
-                    if req.stop_matcher.match(ids[: i + 1]) is not None:
-                        ids = ids[: i + 1]
-                        break
-        scale = abs(self.profile.outputs.logprob_mean) * (0.1 if sp.greedy else 1.0)
-        logprobs = [-lp_rng.expovariate(1.0 / scale) if scale > 0 else 0.0 for _ in ids]
-        return len(ids), _OutputPlan(ids, logprobs, top_rng)
-
-    def _top_logprobs(self, plan: _OutputPlan, i: int, k: int) -> list[tuple[float, int]]:
-        """Top-k (logprob, id) for position i: the sampled token plus alternatives sharing the
-        remaining probability mass (halving), sorted best first; probabilities sum to <= 1."""
-        lp, tok = plan.logprobs[i], plan.ids[i]
-        rest = max(1e-12, 1.0 - math.exp(lp))
-        others = [t for t in plan.rng.sample(self._token_pool, min(k + 1, len(self._token_pool))) if t != tok][: k - 1]
-        top = [(lp, tok)] + [(math.log(rest * 0.5 ** (j + 1)), t) for j, t in enumerate(others)]
-        top.sort(key=lambda x: -x[0])
-        return top[:k]
-
-    def _input_logprobs(self, req: GenerateRequest, rng: random.Random) -> None:
-        if not req.return_logprob or req.logprob_start_len < 0:
-            return
-        start = min(req.logprob_start_len, len(req.input_ids))
-        lps: list[float | None] = []
-        for pos in range(start, len(req.input_ids)):
-            lps.append(None if pos == 0 else -rng.expovariate(0.5))
-        req.input_token_logprobs = lps
-        if req.top_logprobs_num > 0:
-            req.input_top_logprobs = [None if lp is None else [(lp, req.input_ids[start + j])]
-                                      for j, lp in enumerate(lps)]
-
-    # ------------------------------------------------------------------ EngineCore hooks
-    def _submit(self, req: GenerateRequest) -> None:
-        target, plan = self._plan_output(req)
-        self._input_logprobs(req, plan.rng)
+    # ------------------------------------------------------------------ EngineBackend
+    def submit(self, req: GenerateRequest) -> None:
+        target, plan = self.planner.plan(req)
+        fill_prompt_logprobs(req, plan.rng)
         k = self.k
         sreq = SimReq(rid=req.rid, input_len=len(req.input_ids) * k, max_new_tokens=req.sampling.max_new_tokens * k,
                       target=max(1, target) * k,
@@ -369,7 +284,7 @@ class SimEngineCore(EngineCore):
         self._plans[req.rid] = plan
         self._after(self.sched.submit(sreq, self.model_now()))
 
-    async def _abort(self, rids: list[str] | None) -> int:
+    async def abort(self, rids: list[str] | None) -> int:
         targets = list(self._sim.values()) if rids is None else [self._sim[r] for r in rids if r in self._sim]
         finished: list[SimReq] = []
         now = self.model_now()
@@ -379,7 +294,7 @@ class SimEngineCore(EngineCore):
         self._after(finished + [s for s in aborted if s not in finished])
         return len(aborted)
 
-    async def _pause(self, mode: Literal["retract", "in_place"]) -> int:
+    async def pause(self, mode: Literal["retract", "in_place"]) -> int:
         affected, finished = self.sched.pause(mode, self.model_now())
         for sreq in affected:
             self._materialize(sreq, sreq.done)   # what was generated before the pause is kept
@@ -388,16 +303,16 @@ class SimEngineCore(EngineCore):
         self._after(finished)
         return len(affected)
 
-    async def _resume(self) -> None:
+    async def resume(self) -> None:
         self._after(self.sched.resume(self.model_now()))
 
-    async def _flush_cache(self) -> tuple[bool, str]:
+    async def flush_cache(self) -> tuple[bool, str]:
         self._pump()
         if self.sched.flush_cache():
             return True, "Cache flushed."
         return False, "Cache not flushed: there are running requests."
 
-    async def _load_weights(self, model_path: str, load_format: str | None) -> tuple[bool, str]:
+    async def load_weights(self, model_path: str, load_format: str | None) -> tuple[bool, str]:
         t0 = time.perf_counter()
         try:
             nbytes, nfiles = await asyncio.to_thread(read_safetensors_dir, model_path)
@@ -419,15 +334,15 @@ class SimEngineCore(EngineCore):
                       f"{io_s:.2f}s; modelled GPU reload {self.latency.reload_s:.1f}s.")
 
     def get_load(self) -> SimLoadInfo:
-        if self.loop is not None and _on_loop(self.loop):
+        loop = self.core.loop
+        if loop is not None and running_on(loop):
             self._pump()
         s = self.sched
         running = s.running + s.prefilling
         return SimLoadInfo(
             num_running_reqs=len(running), num_waiting_reqs=len(s.waiting),
-            num_tokens=sum(r.context for r in running), max_running_requests=self.max_running_requests,
+            num_tokens=sum(r.context for r in running), max_running_requests=self.profile.capacity.max_running_requests,
             max_total_tokens=self.profile.capacity.max_total_tokens, max_running_batch_seen=s.max_batch_seen,
-            num_pending_admission=self._pending_admission, paused=self._paused,
             busy_s=s.busy_until(self.model_now()) - s.reload_busy_s, prefill_s=s.prefill_busy_s,
             decode_s=s.decode_busy_s, reload_s=s.reload_busy_s,
             model_time_s=self.model_now(), time_scale=self.time_scale, generated_tokens=s.generated_tokens,
@@ -436,10 +351,9 @@ class SimEngineCore(EngineCore):
         )
 
     def server_info(self) -> dict[str, Any]:
-        info = super().server_info()
-        info["sim"] = {**self.get_load().to_json()["sim"], "profile": self.profile.name, "token_scale": self.k,
-                       "decode_step_ms_b1": self.latency.decode_step_s(1, 0) * 1e3, "last_reload": self.last_reload}
-        return info
+        return {"sim": {**self.get_load().to_json()["sim"], "profile": self.profile.name, "token_scale": self.k,
+                        "decode_step_ms_b1": self.latency.decode_step_s(1, 0) * 1e3,
+                        "last_reload": self.last_reload}}
 
     # ------------------------------------------------------------------ trace
     def _flush_spans(self, close_open: bool = False) -> None:
@@ -455,47 +369,4 @@ class SimEngineCore(EngineCore):
             self._trace.write(json.dumps(row) + "\n")
 
 
-def _on_loop(loop: asyncio.AbstractEventLoop) -> bool:
-    try:
-        return asyncio.get_running_loop() is loop
-    except RuntimeError:
-        return False
-
-
-def read_safetensors_dir(path: str | os.PathLike) -> tuple[int, int]:
-    """Read every byte of an HF safetensors checkpoint directory; returns (bytes, files).
-
-    Checks what a real loader would trip over first (config.json present, at least one
-    *.safetensors, each with a parseable header whose data fits the file) so the sim fails a
-    bad version the way an engine would, and reads the data so the disk cost is real.
-    """
-    d = Path(path)
-    if not d.is_dir():
-        raise ValueError(f"{d} is not a directory")
-    if not (d / "config.json").exists():
-        raise ValueError(f"{d} has no config.json")
-    files = sorted(d.glob("*.safetensors"))
-    if not files:
-        raise ValueError(f"{d} has no *.safetensors files")
-    total = 0
-    buf = bytearray(_READ_CHUNK)
-    view = memoryview(buf)
-    for f in files:
-        size = f.stat().st_size
-        with open(f, "rb", buffering=0) as fh:
-            head = fh.read(8)
-            if len(head) != 8:
-                raise ValueError(f"{f.name} is truncated")
-            (hlen,) = struct.unpack("<Q", head)
-            if hlen > size - 8:
-                raise ValueError(f"{f.name} has a corrupt header")
-            header = json.loads(fh.read(hlen))
-            end = max((int(v["data_offsets"][1]) for k, v in header.items() if k != "__metadata__"), default=0)
-            if 8 + hlen + end > size:
-                raise ValueError(f"{f.name} is truncated ({size} bytes, header needs {8 + hlen + end})")
-            while True:
-                n = fh.readinto(view)
-                if not n:
-                    break
-        total += size
-    return total, len(files)
+__all__ = ["STREAM_INTERVAL_S", "SimBackend", "SimEngineCore", "SimLoadInfo"]

@@ -1,0 +1,122 @@
+"""The contract between `EngineCore` and an engine backend (embedded HF model, sim latency model).
+
+`EngineCore` (tandem.engine.core) owns everything that must behave identically across
+backends: request admission, the pause / weight-update gate, the token stream to the HTTP
+layer. A backend only schedules the requests it is handed and produces their tokens; it
+implements `EngineBackend` and reports back through the public surface of the core it is
+attached to (`core.notify`, `core.weight_version`, `core.loop`).
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from tandem.engine.request import GenerateRequest
+
+if TYPE_CHECKING:
+    from tandem.engine.core import EngineCore
+
+PauseMode = Literal["abort", "retract", "in_place"]
+
+
+@dataclass
+class LoadInfo:
+    """A core's load; `to_json` is one entry of SGLang's /get_load list (plus tandem extras)."""
+
+    num_running_reqs: int
+    num_waiting_reqs: int
+    num_tokens: int
+    """Tokens held in the KV cache by running requests (prompt + generated)."""
+    max_running_requests: int
+    max_total_tokens: int
+    max_running_batch_seen: int
+    """Largest decode batch since start: proves concurrent requests really are batched."""
+    num_pending_admission: int = 0
+    """Requests held at the door while paused / while a weight update drains (not yet queued)."""
+    paused: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "dp_rank": 0,
+            "num_reqs": self.num_running_reqs + self.num_waiting_reqs,
+            "num_waiting_reqs": self.num_waiting_reqs,
+            "num_tokens": self.num_tokens,
+            "num_running_reqs": self.num_running_reqs,
+            "num_pending_admission": self.num_pending_admission,
+            "max_running_requests": self.max_running_requests,
+            "max_total_num_tokens": self.max_total_tokens,
+            "max_running_batch_seen": self.max_running_batch_seen,
+            "paused": self.paused,
+        }
+
+
+class EngineBackend(abc.ABC):
+    """What a backend implements. `EngineCore` calls these on its event loop, already gated:
+    `submit` only gets admitted requests, `pause` / `resume` / `load_weights` run under the
+    core's gate, so a backend never re-checks pause or drain state itself.
+
+    Threading: a backend may produce tokens on another thread; it appends them with
+    `req.append_token(...)` / `req.finish(...)` from the thread that owns the request, then calls
+    `self.core.notify(reqs)` (thread-safe, once per step for a whole batch).
+    """
+
+    name: str = "abstract"
+    """Reported as `backend` in /get_server_info."""
+
+    core: "EngineCore"
+
+    def attach(self, core: "EngineCore") -> None:
+        """Called once by the EngineCore this backend serves, before anything else."""
+        self.core = core
+
+    @abc.abstractmethod
+    def submit(self, req: GenerateRequest) -> None:
+        """Queue an admitted request (FIFO, or by priority). Called on the event loop."""
+
+    @abc.abstractmethod
+    async def abort(self, rids: list[str] | None) -> int:
+        """Abort these admitted requests (None: all, waiting and running): finish each with
+        FinishReason.abort() and notify; return once they are finished. Returns how many."""
+
+    @abc.abstractmethod
+    async def pause(self, mode: Literal["retract", "in_place"]) -> int:
+        """Stop decoding; retract: running -> waiting (KV dropped). Returns requests held."""
+
+    @abc.abstractmethod
+    async def resume(self) -> None:
+        """Start decoding again."""
+
+    @abc.abstractmethod
+    async def flush_cache(self) -> tuple[bool, str]:
+        """Drop cached KV; (False, reason) while requests still need it."""
+
+    @abc.abstractmethod
+    async def load_weights(self, model_path: str, load_format: str | None) -> tuple[bool, str]:
+        """Swap in weights from disk atomically between steps; (False, reason) leaves the old ones."""
+
+    @abc.abstractmethod
+    def get_load(self) -> LoadInfo:
+        """The backend's queues; the core fills in `num_pending_admission` and `paused`."""
+
+    def alive(self) -> bool:
+        """Whether the backend's worker (thread / task) is still running."""
+        return True
+
+    async def start(self) -> None:
+        """Called once on the serving loop before requests arrive (`core.loop` is set)."""
+
+    async def shutdown(self) -> None:
+        """Stop producing tokens and release the worker."""
+
+    def server_info(self) -> dict[str, Any]:
+        """Backend-specific keys appended to /get_server_info."""
+        return {}
+
+    def model_info(self) -> dict[str, Any]:
+        """Keys of /get_model_info the backend knows better than the core (model_type, ...)."""
+        return {}
+
+
+__all__ = ["EngineBackend", "LoadInfo", "PauseMode"]
