@@ -28,14 +28,14 @@ from pathlib import Path
 
 from tandem.ports import free_port
 
+from _common import proc_stat
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 
 def proc_cpu_s(pid: int) -> float:
     """user + system CPU seconds of a process (all its threads), from /proc."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return proc_stat(pid)[1]
 
 
 def prompts(n: int) -> list[str]:
@@ -76,7 +76,7 @@ def offline_round(model, tok, texts: list[str], new_tokens: int) -> tuple[float,
     return dt, int((out.shape[1] - width) * out.shape[0])
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--requests", type=int, default=64)
     ap.add_argument("--new-tokens", type=int, default=64)
@@ -84,8 +84,88 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1, help="torch threads for the engine and the offline run")
     ap.add_argument("--model", default="tiny", help="model.path (default: the locally built tiny Qwen3)")
     ap.add_argument("--device", default="cpu")
-    args = ap.parse_args()
+    return ap.parse_args()
 
+
+def launch_engine(cfg, conf: Path, threads: int) -> tuple[subprocess.Popen, str]:
+    """`python -m tandem.engine` with this run config, on a free loopback port."""
+    conf.write_text(cfg.model_dump_json())
+    port = free_port()
+    env = dict(os.environ, TANDEM_TORCH_THREADS=str(threads))
+    proc = subprocess.Popen([sys.executable, "-m", "tandem.engine", "--run-config", str(conf), "--port", str(port),
+                             "--name", "bench0", "--log-level", "warning"], env=env, cwd=ROOT)
+    return proc, f"http://127.0.0.1:{port}"
+
+
+def wait_healthy(proc: subprocess.Popen, url: str) -> None:
+    import httpx
+
+    deadline = time.time() + 120
+    while True:
+        try:
+            if httpx.get(url + "/health", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        if proc.poll() is not None or time.time() > deadline:
+            raise SystemExit("engine did not come up")
+        time.sleep(0.2)
+
+
+def stop_engine(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    try:
+        proc.wait(20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+def alternate_rounds(proc: subprocess.Popen, url: str, model, tok, texts: list[str],
+                     args: argparse.Namespace) -> dict[str, list[float]]:
+    """tok/s and tok per CPU-second of both sides, round by round after one warm-up round each."""
+    asyncio.run(http_round(url, texts[:8], 8))  # warm-up
+    offline_round(model, tok, texts[:8], 8)
+    # Alternate the two so that load from other processes on a shared box hits both alike;
+    # the engine idles while the offline batch runs and vice versa.
+    http, off, http_cpu, off_cpu = [], [], [], []
+    for _ in range(args.rounds):
+        c0 = proc_cpu_s(proc.pid)
+        dt, n = asyncio.run(http_round(url, texts, args.new_tokens))
+        http.append(n / dt)
+        http_cpu.append(n / max(proc_cpu_s(proc.pid) - c0, 1e-9))
+        c0 = time.process_time()
+        dt, n = offline_round(model, tok, texts, args.new_tokens)
+        off.append(n / dt)
+        off_cpu.append(n / max(time.process_time() - c0, 1e-9))
+    return {"http": http, "off": off, "http_cpu": http_cpu, "off_cpu": off_cpu}
+
+
+def report(args: argparse.Namespace, rounds: dict[str, list[float]], info: dict) -> None:
+    http, off, http_cpu, off_cpu = rounds["http"], rounds["off"], rounds["http_cpu"], rounds["off_cpu"]
+    batch_seen = info["internal_states"][0]["load"]["max_running_batch_seen"]
+    stats = info.get("scheduler_stats")
+    h, o = statistics.median(http), statistics.median(off)
+    paired = statistics.median(a / b for a, b in zip(http, off))
+    cpu_ratio = statistics.median(http_cpu) / statistics.median(off_cpu)
+    result = {"requests": args.requests, "new_tokens": args.new_tokens, "threads": args.threads,
+              "engine_http_tok_s": round(h, 1), "offline_generate_tok_s": round(o, 1), "ratio": round(h / o, 3),
+              "paired_ratio_median": round(paired, 3), "cpu_time_ratio": round(cpu_ratio, 3),
+              "engine_tok_per_cpu_s": round(statistics.median(http_cpu), 1),
+              "offline_tok_per_cpu_s": round(statistics.median(off_cpu), 1),
+              "engine_rounds": [round(v, 1) for v in http], "offline_rounds": [round(v, 1) for v in off],
+              "max_running_batch_seen": batch_seen, "engine_scheduler_stats": stats}
+    print(f"engine over HTTP : {h:9.1f} tok/s  ({args.requests} concurrent /generate x {args.new_tokens} tokens)")
+    print(f"offline generate : {o:9.1f} tok/s  (one batch of {args.requests})")
+    print(f"ratio            : {h / o:9.3f}   (median of per-round ratios {paired:.3f})")
+    print(f"CPU-time ratio   : {cpu_ratio:9.3f}   (tokens per CPU-second of the engine process vs. the offline run;"
+          " insensitive to other load on a shared box)")
+    print(json.dumps(result))
+
+
+def main() -> None:
+    args = parse_args()
+
+    import httpx
     import torch
 
     from tandem.config import TandemConfig
@@ -103,66 +183,14 @@ def main() -> None:
     model = load_causal_lm(model_path, device=args.device).eval()
     tok = load_tokenizer(model_path)
     with tempfile.TemporaryDirectory() as tmp:
-        conf = Path(tmp) / "config.json"
-        conf.write_text(cfg.model_dump_json())
-        port = free_port()
-        env = dict(os.environ, PYTHONPATH=str(ROOT), TANDEM_TORCH_THREADS=str(args.threads))
-        proc = subprocess.Popen([sys.executable, "-m", "tandem.engine", "--run-config", str(conf), "--port", str(port),
-                                 "--name", "bench0", "--log-level", "warning"], env=env, cwd=ROOT)
-        url = f"http://127.0.0.1:{port}"
+        proc, url = launch_engine(cfg, Path(tmp) / "config.json", args.threads)
         try:
-            import httpx
-
-            deadline = time.time() + 120
-            while True:
-                try:
-                    if httpx.get(url + "/health", timeout=1).status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    pass
-                if proc.poll() is not None or time.time() > deadline:
-                    raise SystemExit("engine did not come up")
-                time.sleep(0.2)
-            asyncio.run(http_round(url, texts[:8], 8))  # warm-up
-            offline_round(model, tok, texts[:8], 8)
-            # Alternate the two so that load from other processes on a shared box hits both alike;
-            # the engine idles while the offline batch runs and vice versa.
-            http, off, http_cpu, off_cpu = [], [], [], []
-            for _ in range(args.rounds):
-                c0 = proc_cpu_s(proc.pid)
-                dt, n = asyncio.run(http_round(url, texts, args.new_tokens))
-                http.append(n / dt)
-                http_cpu.append(n / max(proc_cpu_s(proc.pid) - c0, 1e-9))
-                c0 = time.process_time()
-                dt, n = offline_round(model, tok, texts, args.new_tokens)
-                off.append(n / dt)
-                off_cpu.append(n / max(time.process_time() - c0, 1e-9))
+            wait_healthy(proc, url)
+            rounds = alternate_rounds(proc, url, model, tok, texts, args)
             info = httpx.get(url + "/get_server_info").json()
-            batch_seen = info["internal_states"][0]["load"]["max_running_batch_seen"]
-            stats = info.get("scheduler_stats")
         finally:
-            proc.terminate()
-            try:
-                proc.wait(20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-
-    h, o = statistics.median(http), statistics.median(off)
-    paired = statistics.median(a / b for a, b in zip(http, off))
-    cpu_ratio = statistics.median(http_cpu) / statistics.median(off_cpu)
-    result = {"requests": args.requests, "new_tokens": args.new_tokens, "threads": args.threads,
-              "engine_http_tok_s": round(h, 1), "offline_generate_tok_s": round(o, 1), "ratio": round(h / o, 3),
-              "paired_ratio_median": round(paired, 3), "cpu_time_ratio": round(cpu_ratio, 3),
-              "engine_tok_per_cpu_s": round(statistics.median(http_cpu), 1),
-              "offline_tok_per_cpu_s": round(statistics.median(off_cpu), 1),
-              "engine_rounds": [round(v, 1) for v in http], "offline_rounds": [round(v, 1) for v in off],
-              "max_running_batch_seen": batch_seen, "engine_scheduler_stats": stats}
-    print(f"engine over HTTP : {h:9.1f} tok/s  ({args.requests} concurrent /generate x {args.new_tokens} tokens)")
-    print(f"offline generate : {o:9.1f} tok/s  (one batch of {args.requests})")
-    print(f"ratio            : {h / o:9.3f}   (median of per-round ratios {paired:.3f})")
-    print(f"CPU-time ratio   : {cpu_ratio:9.3f}   (tokens per CPU-second of the engine process vs. the offline run;"
-          " insensitive to other load on a shared box)")
-    print(json.dumps(result))
+            stop_engine(proc)
+    report(args, rounds, info)
 
 
 if __name__ == "__main__":

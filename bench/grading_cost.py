@@ -154,11 +154,15 @@ def ensure_before(path: Path | None, rev: str) -> Path:
     return path.resolve()
 
 
-def working_backends(wanted: list[str]) -> list[str]:
-    sys.path.insert(0, str(AFTER))  # only the driver imports AFTER's code, for the probe
-    from tandem.sandbox.isolation import _probe
+PROBE = "import sys\nfrom tandem.sandbox.isolation import _probe\nprint(*[b for b in sys.argv[1:] if _probe(b)])"
 
-    return [b for b in wanted if _probe(b)]
+
+def working_backends(wanted: list[str]) -> list[str]:
+    """The backends AFTER's own sandbox probe accepts here, asked in a child rooted at AFTER like a
+    worker: the driver itself imports neither tree's `tandem`."""
+    out = subprocess.run([sys.executable, "-c", PROBE, *wanted], cwd=AFTER, env={**os.environ, "PYTHONPATH": str(AFTER)},
+                         capture_output=True, text=True, check=True).stdout.split()
+    return [b for b in wanted if b in out]
 
 
 def run_repeat(trees: dict[str, Path], backend: str, task_ids: list[int], per_task: int, tmp: Path,

@@ -12,7 +12,8 @@ sync all run for real; only GPUs are modelled. Everything runs `--time-scale` ti
 than the modelled run; all times below are model seconds (wall x time_scale), directly
 comparable with the reference run (1 -> 3 engines: async 1200 -> 661 s, sync 1697 -> 1032 s).
 
-For every measured step (the warm-up steps are left out) the lower bound is
+For every measured step (the warm-up steps are left out) the lower bound
+(`tandem.sim.sweep.analyse`) is
 
     async: bound = max(train, busy / N, (longest single rollout alone + sync + train) / W)
     sync:  bound = max(busy / N, longest single rollout alone + sync) + train
@@ -53,92 +54,21 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shlex
 import shutil
-import statistics
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 
+from tandem.sim.profiles import load_workload_profile
+from tandem.sim.sweep import Point, Result, analyse, cycle_steps, default_policy, warmup_steps
+
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from tandem.sim.profiles import load_workload_profile  # noqa: E402
-
 REFERENCE = {"async": {1: 1200, 2: 840, 3: 661}, "sync": {1: 1697, 2: 1047, 3: 1032}}
-
-
-def default_policy() -> str:
-    """The grid runs tandem's default partial-rollout policy; the others are the variants."""
-    from tandem.config import TandemConfig
-
-    return TandemConfig().rollout.partial_rollout
-
-
-@dataclass
-class Point:
-    mode: str
-    engines: int
-    policy: str = field(default_factory=default_policy)
-    oversample: float = 1.0
-    staleness: int = 1
-    extra: list[str] = field(default_factory=list)
-
-    @property
-    def name(self) -> str:
-        tag = f"{self.mode}_e{self.engines}_{self.policy}"
-        if self.oversample != 1.0:
-            tag += f"_os{self.oversample:g}"
-        if self.mode == "async" and self.staleness != 1:
-            tag += f"_s{self.staleness}"
-        return tag
-
-    @property
-    def label(self) -> str:
-        parts = [self.policy]
-        if self.oversample != 1.0:
-            parts.append(f"oversample {self.oversample:g}")
-        if self.mode == "async" and self.staleness != 1:
-            parts.append(f"staleness {self.staleness}")
-        return ", ".join(parts)
-
-
-@dataclass
-class Result:
-    point: Point
-    ok: bool
-    wall_s: float
-    error: str = ""
-    steps: list[dict] = field(default_factory=list)
-    step_s: float = 0.0
-    rollout_s: float = 0.0
-    train_s: float = 0.0
-    sync_s: float = 0.0
-    idle_ratio: float = 0.0
-    busy_per_engine_s: float = 0.0
-    reload_per_engine_s: float = 0.0
-    longest_rollout_s: float = 0.0
-    """The step's longest rollout as measured (wall time under load)."""
-    longest_alone_s: float = 0.0
-    """The step's longest rollout critical path on an idle engine (what the bound uses)."""
-    bound_s: float = 0.0
-    efficiency: float = 0.0
-    dominant: str = ""
-    queue_median: float = 0.0
-    queue_peak: int = 0
-    queue_series: list[tuple[float, int]] = field(default_factory=list)
-    dropped_stale: int = 0
-    recycled_groups: int = 0
-    cpu_s: float = 0.0
-    """CPU seconds of the whole process tree (launcher, engines, router, trainer)."""
-    engine_lag_s: float = 0.0
-    """Mean lateness of the sim engines' event timers (wall s): high = the machine is CPU-starved."""
-    loop_lag_s: float = float("nan")
-    """Mean lateness of the orchestrator's event loop waking rollouts from tool sleeps (wall s):
-    high = the orchestrator process (rollout loop) is the bottleneck."""
+POLICIES = ("drain", "abort", "continue")
+"""The partial-rollout policies a variant point can run."""
 
 
 # --------------------------------------------------------------------------- running
@@ -147,17 +77,6 @@ def write_tasks(path: Path, n: int) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(json.dumps({"prompt": f"sim task {i}", "label": ""}) + "\n" for i in range(n)))
     return path
-
-
-def warmup_steps(p: Point) -> int:
-    """Steps whose rollouts started together at t=0 (before any weights were trained)."""
-    return 1 if p.mode == "sync" else p.staleness + 1
-
-
-def cycle_steps(p: Point) -> int:
-    """Async with staleness S launches the rollouts of S + 1 consecutive steps close together and
-    its step times alternate (one long step, S short ones), so it is measured in whole cycles."""
-    return 1 if p.mode == "sync" else p.staleness + 1
 
 
 def steps_for(p: Point, args: argparse.Namespace) -> int:
@@ -217,7 +136,6 @@ def run_point(p: Point, args: argparse.Namespace, tasks: Path) -> Result:
         shutil.rmtree(run_dir / "weights", ignore_errors=True)  # the traces stay, the bytes go
 
 
-# --------------------------------------------------------------------------- analysis
 def _children_cpu() -> float:
     import resource
 
@@ -225,103 +143,13 @@ def _children_cpu() -> float:
     return ru.ru_utime + ru.ru_stime
 
 
-def read_jsonl(path: Path) -> list[dict]:
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
-def step_end_times(run_dir: Path, rows: list[dict]) -> list[float]:
-    """Unix time at which each step's trainer result arrived (= the end of its step window)."""
-    ends = []
-    for row in rows:
-        if "time" in row:
-            ends.append(float(row["time"]))
-        else:
-            ends.append((run_dir / "trainer" / f"step_{row['step']:06d}.json").stat().st_mtime)
-    return ends
-
-
-def overlap(a0: float, a1: float, b0: float, b1: float) -> float:
-    return max(0.0, min(a1, b1) - max(a0, b0))
-
-
-def analyse(p: Point, run_dir: Path, ts: float, wall: float) -> Result:
-    rows = read_jsonl(run_dir / "metrics.jsonl")
-    ends = step_end_times(run_dir, rows)
-    traces = [read_jsonl(f) for f in sorted((run_dir / "sim").glob("*.jsonl"))]
-    spans = [s for t in traces for s in t if s.get("type") == "span"]
-    finals = [s for t in traces for s in t if s.get("type") == "final"]
-    queue = read_jsonl(run_dir / "queue.jsonl")
-    steps = []
-    warmup = warmup_steps(p)
-    last = warmup + (len(rows) - warmup) // cycle_steps(p) * cycle_steps(p)
-    if last <= warmup:
-        raise ValueError(f"{len(rows)} metrics rows: too few for {warmup} warm-up step(s) and one cycle of "
-                         f"{cycle_steps(p)} measured step(s)")
-    for i in range(warmup, last):
-        row, w0, w1 = rows[i], ends[i - 1], ends[i]
-        # Busy spans are contiguous GPU work, so model busy time = wall overlap x time_scale.
-        busy = sum(overlap(s["start"], s["end"], w0, w1) * ts * s["busy_s"] / max(s["busy_s"] + s["reload_s"], 1e-12)
-                   for s in spans)
-        reload = sum(overlap(s["start"], s["end"], w0, w1) * ts * s["reload_s"] / max(s["busy_s"] + s["reload_s"], 1e-12)
-                     for s in spans)
-        longest = row.get("sim_longest_rollout_s", row.get("longest_group_s", 0.0)) * ts
-        # Only the sim workload records a rollout's idle-engine critical path; without it the
-        # term falls back to train / W (still a lower bound, never the largest).
-        alone = row.get("sim_longest_alone_s", 0.0) * ts
-        # A rollout of an async step may start up to `staleness` steps early (its version gate
-        # opens then), so it can span staleness + 1 step windows; in sync mode it spans one.
-        windows = 1 if p.mode == "sync" else p.staleness + 1
-        train, sync = row["train_time"] * ts, row["sync_time"] * ts
-        engines = (busy + reload) / p.engines
-        if p.mode == "sync":  # rollout, sync and training alternate: the rollout-side terms add train
-            engines += train
-        terms = {"train": train, "engines": engines, "longest": (alone + sync + train) / windows}
-        dominant = max(terms, key=terms.get)
-        steps.append({
-            "step": row["step"], "step_s": row["step_time"] * ts, "rollout_s": row["rollout_time"] * ts,
-            "train_s": row["train_time"] * ts, "sync_s": row["sync_time"] * ts,
-            "idle_ratio": row["trainer_idle_ratio"], "busy_per_engine_s": busy / p.engines,
-            "reload_per_engine_s": reload / p.engines, "longest_rollout_s": longest, "longest_alone_s": alone,
-            "bound_s": terms[dominant], "dominant": dominant, "terms": terms,
-            "dropped_stale": row.get("dropped_stale", 0), "recycled_groups": row.get("recycled_groups", 0),
-            "loop_lag_s": row.get("sim_loop_lag_ms", float("nan")) / 1e3,
-            "window": [w0, w1],
-        })
-    w_start, w_end = ends[warmup - 1], ends[last - 1]
-    waiting = [q["waiting"] for q in queue if w_start <= q["t"] <= w_end]
-    # Queue timeline over the whole run: total waiting across engines per sampling instant.
-    t0 = queue[0]["t"] if queue else 0.0
-    per_t: dict[float, int] = {}
-    for q in queue:
-        per_t[round(q["t"], 2)] = per_t.get(round(q["t"], 2), 0) + q["waiting"]
-    series = [((t - t0) * ts, w) for t, w in sorted(per_t.items())]
-
-    def mean(key: str) -> float:
-        return statistics.fmean(s[key] for s in steps)
-
-    step_sum = sum(s["step_s"] for s in steps)
-    # The bound of the measured span: each term summed over it (the "longest" term bounds the
-    # average over a cycle, not each step of it), then the largest.
-    totals = {term: sum(s["terms"][term] for s in steps) for term in ("train", "engines", "longest")}
-    dominant = max(totals, key=totals.get)
-    bound_sum = totals[dominant]
-    return Result(
-        p, True, wall, steps=steps, step_s=mean("step_s"), rollout_s=mean("rollout_s"), train_s=mean("train_s"),
-        sync_s=mean("sync_s"), idle_ratio=mean("idle_ratio"), busy_per_engine_s=mean("busy_per_engine_s"),
-        reload_per_engine_s=mean("reload_per_engine_s"), longest_rollout_s=mean("longest_rollout_s"),
-        longest_alone_s=mean("longest_alone_s"),
-        bound_s=bound_sum / len(steps), efficiency=bound_sum / step_sum, dominant=dominant,
-        queue_median=statistics.median(waiting) if waiting else 0.0, queue_peak=max(waiting, default=0),
-        queue_series=series, dropped_stale=sum(s["dropped_stale"] for s in steps),
-        engine_lag_s=statistics.fmean(f.get("lag_mean_s", 0.0) for f in finals) if finals else float("nan"),
-        loop_lag_s=mean("loop_lag_s"),
-        recycled_groups=sum(s["recycled_groups"] for s in steps),
-    )
-
-
 # --------------------------------------------------------------------------- reporting
+def on_grid(r: Result, mode: str) -> bool:
+    """A successful point of the engines x modes grid (the default policy, no variant)."""
+    p = r.point
+    return r.ok and p.mode == mode and p.policy == default_policy() and p.oversample == 1.0 and p.staleness == 1
+
+
 def table(results: list[Result]) -> str:
     head = ("| mode | engines | policy | step s | rollout s | train s | sync s | trainer idle | queue med | "
             "queue peak | engine busy/N s | longest rollout s | longest alone s | bound s | bound set by | efficiency | wall s | CPU s | engine lag ms | loop lag ms |")
@@ -345,8 +173,7 @@ def table(results: list[Result]) -> str:
 def speedups(results: list[Result]) -> list[str]:
     out = []
     for mode in ("async", "sync"):
-        base = {r.point.engines: r for r in results if r.ok and r.point.mode == mode and r.point.policy == default_policy()
-                and r.point.oversample == 1.0 and r.point.staleness == 1}
+        base = {r.point.engines: r for r in results if on_grid(r, mode)}
         if 1 in base:
             for n in sorted(base):
                 if n > 1:
@@ -366,8 +193,7 @@ def plot(results: list[Result], path: Path) -> None:
     ax = axes[0]
     colors = {"async": "tab:blue", "sync": "tab:orange"}
     for mode in ("sync", "async"):
-        pts = sorted((r for r in results if r.ok and r.point.mode == mode and r.point.policy == default_policy()
-                      and r.point.oversample == 1.0 and r.point.staleness == 1), key=lambda r: r.point.engines)
+        pts = sorted((r for r in results if on_grid(r, mode)), key=lambda r: r.point.engines)
         if not pts:
             continue
         xs = [r.point.engines for r in pts]
@@ -383,8 +209,7 @@ def plot(results: list[Result], path: Path) -> None:
     ax.set_ylim(bottom=0)
     ax.legend(fontsize=7)
     for ax, mode in zip(axes[1:], ("sync", "async")):
-        for r in sorted((r for r in results if r.ok and r.point.mode == mode and r.point.policy == default_policy()
-                         and r.point.oversample == 1.0 and r.point.staleness == 1), key=lambda r: r.point.engines):
+        for r in sorted((r for r in results if on_grid(r, mode)), key=lambda r: r.point.engines):
             if r.queue_series:
                 xs, ys = zip(*r.queue_series)
                 ax.plot(xs, ys, label=f"{r.point.engines} engine(s)", lw=0.9)
@@ -398,7 +223,7 @@ def plot(results: list[Result], path: Path) -> None:
 
 
 # --------------------------------------------------------------------------- main
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--engines", type=int, nargs="+", default=[1, 2, 3])
     ap.add_argument("--modes", nargs="+", choices=["sync", "async"], default=["sync", "async"])
@@ -423,19 +248,19 @@ def main(argv: list[str] | None = None) -> int:
                     help="do not run anything: recompute the tables and plot from the run directories under --runs")
     ap.add_argument("--extra", default="", help="extra train.py arguments for every point, one string "
                                                 "(e.g. --extra='--router.policy power_of_two')")
-    args = ap.parse_args(argv)
-    args.extra = shlex.split(args.extra)
-    if args.cycles < 1:
-        ap.error("--cycles must be >= 1")
+    return ap
 
+
+def sweep_points(ap: argparse.ArgumentParser, args: argparse.Namespace) -> list[Point]:
+    """The engines x modes grid at the default policy, then each variant at the largest engine count."""
     if args.policies is None:
-        args.policies = [p for p in ("drain", "abort", "continue") if p != default_policy()] + ["oversample"]
+        args.policies = [p for p in POLICIES if p != default_policy()] + ["oversample"]
     points = [Point(mode, n) for mode in args.modes for n in args.engines]
     top = max(args.engines)
     for pol in args.policies:
         if pol == default_policy():
             continue
-        if pol in ("drain", "abort", "continue"):
+        if pol in POLICIES:
             points.append(Point("async", top, policy=pol))
         elif pol == "oversample":
             points.append(Point("async", top, oversample=args.oversample))
@@ -443,43 +268,43 @@ def main(argv: list[str] | None = None) -> int:
             points.append(Point("async", top, staleness=2))
         else:
             ap.error(f"unknown policy variant {pol!r}")
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    tasks = Path(args.runs) / "tasks.jsonl" if args.reanalyse else write_tasks(Path(args.runs) / "tasks.jsonl", 64)
-    t_start = time.time()
-    results = []
-    previous: dict[str, dict] = {}
-    if args.reanalyse and (out / "scaling.json").exists():  # keep the wall / CPU figures of the real runs
-        old = json.loads((out / "scaling.json").read_text())
-        previous = {Point(**r["point"]).name: r for r in old.get("results", [])}
-        total_before = old.get("wall_s", 0.0)
-    for p in points:
-        if args.reanalyse:
-            before = previous.get(p.name, {})
-            try:
-                r = analyse(p, Path(args.runs) / p.name, args.time_scale, before.get("wall_s", 0.0))
-                r.cpu_s = before.get("cpu_s", 0.0)
-            except (OSError, ValueError, KeyError) as err:
-                r = Result(p, False, 0.0, error=f"cannot re-analyse: {err}")
-            results.append(r)
-            continue
+    return points
+
+
+def reanalyse_point(p: Point, args: argparse.Namespace, previous: dict[str, dict]) -> Result:
+    """A point's result from its kept run directory, with the wall / CPU figures of the real run."""
+    before = previous.get(p.name, {})
+    try:
+        r = analyse(p, Path(args.runs) / p.name, args.time_scale, before.get("wall_s", 0.0))
+        r.cpu_s = before.get("cpu_s", 0.0)
+    except (OSError, ValueError, KeyError) as err:
+        r = Result(p, False, 0.0, error=f"cannot re-analyse: {err}")
+    return r
+
+
+def measure_point(p: Point, args: argparse.Namespace, tasks: Path, t_start: float) -> Result:
+    r = run_point(p, args, tasks)
+    if not r.ok and r.wall_s < 60:
+        # A start-up failure (typically a free port taken by another process between
+        # picking and binding it, on a shared machine) is retried once.
+        print(f"[{time.time() - t_start:5.0f}s] {p.name}: start-up failed, retrying once: {r.error[-200:]}",
+              flush=True)
         r = run_point(p, args, tasks)
-        if not r.ok and r.wall_s < 60:
-            # A start-up failure (typically a free port taken by another process between
-            # picking and binding it, on a shared machine) is retried once.
-            print(f"[{time.time() - t_start:5.0f}s] {p.name}: start-up failed, retrying once: {r.error[-200:]}",
-                  flush=True)
-            r = run_point(p, args, tasks)
-        results.append(r)
-        status = (f"step {r.step_s:7.0f} s  bound {r.bound_s:7.0f} s ({r.dominant})  eff {r.efficiency:.2f}  "
-                  f"cpu {r.cpu_s:.0f}s lag engine {1e3 * r.engine_lag_s:.0f}ms loop {1e3 * r.loop_lag_s:.0f}ms"
-                  if r.ok else f"FAILED: {r.error[-300:]}")
-        print(f"[{time.time() - t_start:5.0f}s] {p.name:<28} {status}  (wall {r.wall_s:.0f}s)", flush=True)
-    total = total_before if args.reanalyse and previous else time.time() - t_start
+    status = (f"step {r.step_s:7.0f} s  bound {r.bound_s:7.0f} s ({r.dominant})  eff {r.efficiency:.2f}  "
+              f"cpu {r.cpu_s:.0f}s lag engine {1e3 * r.engine_lag_s:.0f}ms loop {1e3 * r.loop_lag_s:.0f}ms"
+              if r.ok else f"FAILED: {r.error[-300:]}")
+    print(f"[{time.time() - t_start:5.0f}s] {p.name:<28} {status}  (wall {r.wall_s:.0f}s)", flush=True)
+    return r
+
+
+def repo_relative(path: str) -> Path | str:
+    return Path(path).relative_to(REPO) if Path(path).is_relative_to(REPO) else path
+
+
+def write_report(results: list[Result], args: argparse.Namespace, out: Path, total: float) -> None:
     md = [f"# Engine-scaling sweep (sim engines, time_scale {args.time_scale:g}, token_scale {args.token_scale}, "
           f"{args.cycles} measured cycle(s) per point after warm-up)", "",
-          f"Profiles: `{Path(args.engine_profile).relative_to(REPO) if Path(args.engine_profile).is_relative_to(REPO) else args.engine_profile}`, "
-          f"`{Path(args.workload).relative_to(REPO) if Path(args.workload).is_relative_to(REPO) else args.workload}`. "
+          f"Profiles: `{repo_relative(args.engine_profile)}`, `{repo_relative(args.workload)}`. "
           f"All times are model seconds. Sweep wall time: {total:.0f} s.", "", table(results), "",
           *[f"- {line}" for line in speedups(results)]]
     (out / "scaling.md").write_text("\n".join(md) + "\n")
@@ -490,6 +315,28 @@ def main(argv: list[str] | None = None) -> int:
     plot(results, out / "scaling.png")
     print("\n".join(md[4:]))
     print(f"\nwrote {out / 'scaling.md'}, {out / 'scaling.json'}, {out / 'scaling.png'} in {total:.0f} s")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = build_parser()
+    args = ap.parse_args(argv)
+    args.extra = shlex.split(args.extra)
+    if args.cycles < 1:
+        ap.error("--cycles must be >= 1")
+    points = sweep_points(ap, args)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    tasks = Path(args.runs) / "tasks.jsonl" if args.reanalyse else write_tasks(Path(args.runs) / "tasks.jsonl", 64)
+    t_start = time.time()
+    previous: dict[str, dict] = {}
+    if args.reanalyse and (out / "scaling.json").exists():  # keep the wall / CPU figures of the real runs
+        old = json.loads((out / "scaling.json").read_text())
+        previous = {Point(**r["point"]).name: r for r in old.get("results", [])}
+        total_before = old.get("wall_s", 0.0)
+    results = [reanalyse_point(p, args, previous) if args.reanalyse else measure_point(p, args, tasks, t_start)
+               for p in points]
+    total = total_before if args.reanalyse and previous else time.time() - t_start
+    write_report(results, args, out, total)
     return 0 if all(r.ok for r in results) else 1
 
 

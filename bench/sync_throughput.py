@@ -7,11 +7,11 @@ For each size S the same run measures, on the same filesystem (the run directory
 
 * raw disk: write S GB sequentially + fsync (write bandwidth), evict the file from the page
   cache (posix_fadvise DONTNEED) and read it back (cold read bandwidth);
-* tandem's path: `sync.publish_weights` of an S GB bf16 state dict (safetensors shards, fsync,
-  atomic rename: what the trainer does), then `sync.reload_engines` on N real sim engine
-  processes (`/update_weights_from_disk`, each reading every byte), cold (files evicted from
-  the page cache first) and warm (right after, from the page cache, which is what happens on
-  one node where the trainer just wrote them).
+* tandem's path: `tandem.weights.publish_weights` of an S GB bf16 state dict (safetensors
+  shards, fsync, atomic rename: what the trainer does), then `tandem.weights.reload_engines`
+  on N real sim engine processes (`/update_weights_from_disk`, each reading every byte), cold
+  (files evicted from the page cache first) and warm (right after, from the page cache, which
+  is what happens on one node where the trainer just wrote them).
 
 The engines run a copy of the engine profile with `weights.reload_s = 0`, so the reload time is
 only real I/O, not the modelled GPU copy.
@@ -29,14 +29,11 @@ import asyncio
 import json
 import os
 import shutil
-import sys
-import tempfile
 import time
 import tomllib
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
 CHUNK = 64 << 20
 
@@ -105,6 +102,56 @@ def sim_profile_without_reload(src: Path, dst: Path) -> Path:
     return dst
 
 
+def measure_size(urls: list[str], run_dir: Path, model_path: Path, v: int, size: float, engines: int) -> dict:
+    """Raw disk, then publish + cold and warm reload of one S GB version; prints and returns its row."""
+    import torch
+
+    from tandem.trainer.sim_backend import make_weights
+    from tandem.weights import publish_weights, reload_engines, version_dir
+
+    raw_w, raw_r = raw_disk(run_dir, size)
+    weights = make_weights(size, torch.bfloat16)
+    t0 = time.perf_counter()
+    path = publish_weights(weights, model_path, run_dir, v, keep_last=1)
+    publish_s = time.perf_counter() - t0
+    del weights
+    nbytes = sum(f.stat().st_size for f in path.glob("*.safetensors"))
+    evict(path)
+    cold = asyncio.run(reload_engines(urls, path, v, policy="drain", timeout_s=600)).seconds
+    warm = asyncio.run(reload_engines(urls, path, v, policy="drain", timeout_s=600)).seconds
+    gb = nbytes / 1e9
+    row = {
+        "size_gb": gb, "engines": engines,
+        "raw_write_gbps": gb / raw_w, "raw_read_gbps": gb / raw_r, "raw_gbps": gb / (raw_w + raw_r),
+        "publish_s": publish_s, "reload_cold_s": cold, "reload_warm_s": warm,
+        "publish_gbps": gb / publish_s, "sync_cold_gbps": gb / (publish_s + cold),
+        "sync_warm_gbps": gb / (publish_s + warm),
+    }
+    row["ratio_cold"] = row["sync_cold_gbps"] / row["raw_gbps"]
+    row["ratio_warm"] = row["sync_warm_gbps"] / row["raw_gbps"]
+    print(f"{gb:5.2f} GB: raw write {row['raw_write_gbps']:.2f} GB/s, read {row['raw_read_gbps']:.2f} GB/s | "
+          f"publish {publish_s:.2f}s, reload x{engines} cold {cold:.2f}s / warm {warm:.2f}s | "
+          f"sync {row['sync_cold_gbps']:.2f} (cold) / {row['sync_warm_gbps']:.2f} (warm) GB/s vs raw "
+          f"{row['raw_gbps']:.2f} GB/s = {row['ratio_cold']:.2f} / {row['ratio_warm']:.2f}", flush=True)
+    shutil.rmtree(version_dir(run_dir, v), ignore_errors=True)
+    return row
+
+
+def write_results(rows: list[dict], engines: int, run_dir: Path, out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    head = ("| size GB | raw write GB/s | raw read GB/s (cold) | raw write+read GB/s | publish s | "
+            f"reload x{engines} cold s | reload warm s | sync GB/s cold | sync GB/s warm | ratio cold | ratio warm |")
+    lines = [f"# Weight-sync throughput vs raw disk ({engines} sim engines, {run_dir})", "", head,
+             "|" + "|".join("---" for _ in range(head.count("|") - 1)) + "|"]
+    for r in rows:
+        lines.append(f"| {r['size_gb']:.2f} | {r['raw_write_gbps']:.2f} | {r['raw_read_gbps']:.2f} | {r['raw_gbps']:.2f} | "
+                     f"{r['publish_s']:.2f} | {r['reload_cold_s']:.2f} | {r['reload_warm_s']:.2f} | "
+                     f"{r['sync_cold_gbps']:.2f} | {r['sync_warm_gbps']:.2f} | {r['ratio_cold']:.2f} | {r['ratio_warm']:.2f} |")
+    (out / "sync_throughput.md").write_text("\n".join(lines) + "\n")
+    (out / "sync_throughput.json").write_text(json.dumps(rows, indent=1))
+    print("\n".join(lines[2:]))
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", type=float, nargs="+", default=None, help="GB (10^9 bytes) per version")
@@ -113,15 +160,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=str(REPO / "bench/results"))
     args = ap.parse_args(argv)
 
-    import torch
-
-    from tandem.weights import publish_weights, reload_engines, version_dir
-    from tandem.orchestrator.cluster import start_engines
     from tandem.config import TandemConfig
     from tandem.model_source import resolve_model_path
-    from tandem.placement import plan_placement
+    from tandem.orchestrator.cluster import start_engines
     from tandem.orchestrator.supervisor import Supervisor
-    from tandem.trainer.sim_backend import make_weights
+    from tandem.placement import plan_placement
 
     cap = min(4.0, mem_available_gb() / 4)
     sizes = args.sizes or [s for s in (0.25, 0.5, 1.0, 2.0, 4.0) if s <= cap + 1e-9]
@@ -137,56 +180,16 @@ def main(argv: list[str] | None = None) -> int:
     (run_dir / "config.json").write_text(cfg.model_dump_json())
     model_path = resolve_model_path(cfg)
     sup = Supervisor(run_dir, REPO)
-    rows = []
     try:
         engines = start_engines(cfg, sup, plan_placement(cfg, 0), run_dir / "config.json", model_path)
         urls = list(engines.values())
         print(f"{args.engines} sim engines up; sizes {sizes} GB on {run_dir} "
               f"(MemAvailable {mem_available_gb():.1f} GB)", flush=True)
-        for v, size in enumerate(sizes, start=1):
-            raw_w, raw_r = raw_disk(run_dir, size)
-            weights = make_weights(size, torch.bfloat16)
-            t0 = time.perf_counter()
-            path = publish_weights(weights, model_path, run_dir, v, keep_last=1)
-            publish_s = time.perf_counter() - t0
-            del weights
-            nbytes = sum(f.stat().st_size for f in path.glob("*.safetensors"))
-            evict(path)
-            cold = asyncio.run(reload_engines(urls, path, v, policy="drain", timeout_s=600)).seconds
-            warm = asyncio.run(reload_engines(urls, path, v, policy="drain", timeout_s=600)).seconds
-            gb = nbytes / 1e9
-            row = {
-                "size_gb": gb, "engines": args.engines,
-                "raw_write_gbps": gb / raw_w, "raw_read_gbps": gb / raw_r, "raw_gbps": gb / (raw_w + raw_r),
-                "publish_s": publish_s, "reload_cold_s": cold, "reload_warm_s": warm,
-                "publish_gbps": gb / publish_s, "sync_cold_gbps": gb / (publish_s + cold),
-                "sync_warm_gbps": gb / (publish_s + warm),
-            }
-            row["ratio_cold"] = row["sync_cold_gbps"] / row["raw_gbps"]
-            row["ratio_warm"] = row["sync_warm_gbps"] / row["raw_gbps"]
-            rows.append(row)
-            print(f"{gb:5.2f} GB: raw write {row['raw_write_gbps']:.2f} GB/s, read {row['raw_read_gbps']:.2f} GB/s | "
-                  f"publish {publish_s:.2f}s, reload x{args.engines} cold {cold:.2f}s / warm {warm:.2f}s | "
-                  f"sync {row['sync_cold_gbps']:.2f} (cold) / {row['sync_warm_gbps']:.2f} (warm) GB/s vs raw "
-                  f"{row['raw_gbps']:.2f} GB/s = {row['ratio_cold']:.2f} / {row['ratio_warm']:.2f}", flush=True)
-            shutil.rmtree(version_dir(run_dir, v), ignore_errors=True)
+        rows = [measure_size(urls, run_dir, model_path, v, size, args.engines) for v, size in enumerate(sizes, start=1)]
     finally:
         sup.shutdown()
         shutil.rmtree(run_dir / "weights", ignore_errors=True)
-
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    head = ("| size GB | raw write GB/s | raw read GB/s (cold) | raw write+read GB/s | publish s | "
-            f"reload x{args.engines} cold s | reload warm s | sync GB/s cold | sync GB/s warm | ratio cold | ratio warm |")
-    lines = [f"# Weight-sync throughput vs raw disk ({args.engines} sim engines, {run_dir})", "", head,
-             "|" + "|".join("---" for _ in range(head.count("|") - 1)) + "|"]
-    for r in rows:
-        lines.append(f"| {r['size_gb']:.2f} | {r['raw_write_gbps']:.2f} | {r['raw_read_gbps']:.2f} | {r['raw_gbps']:.2f} | "
-                     f"{r['publish_s']:.2f} | {r['reload_cold_s']:.2f} | {r['reload_warm_s']:.2f} | "
-                     f"{r['sync_cold_gbps']:.2f} | {r['sync_warm_gbps']:.2f} | {r['ratio_cold']:.2f} | {r['ratio_warm']:.2f} |")
-    (out / "sync_throughput.md").write_text("\n".join(lines) + "\n")
-    (out / "sync_throughput.json").write_text(json.dumps(rows, indent=1))
-    print("\n".join(lines[2:]))
+    write_results(rows, args.engines, run_dir, Path(args.out))
     return 0
 
 

@@ -7,10 +7,10 @@
 Both sides run the same tiny Qwen3 directory (tandem's `model.path = "tiny"`, built and
 cached by tandem.model_source), the same echo prompts, group size G, max new tokens T,
 temperature 1.0, learning rate and batch (P*G samples per optimizer step), the same
-reward (reward.echo_reward, called on the decoded completion), with no KL reference.
+reward (tandem.rewards.echo_reward, called on the decoded completion), with no KL reference.
 
 What is timed, and what is not:
-- TRL: GRPOTrainer in a child process of this script (CPU, plain HF `generate`, no vLLM).
+- TRL: GRPOTrainer in a child process (bench/trl_worker.py; CPU, plain HF `generate`, no vLLM).
   A TrainerCallback stamps on_step_begin/on_step_end. The headline s/step is the interval
   between consecutive on_step_end stamps (the same definition as tandem's `step_time`,
   which is end-of-step to end-of-step); begin->end is reported too. Warm-up steps are
@@ -40,26 +40,20 @@ import json
 import os
 import platform
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from _common import median_or_none, tree_cpu_seconds
+
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = REPO / "bench" / "results" / "trl_compare.json"
+TRL_WORKER = Path(__file__).resolve().with_name("trl_worker.py")
 
 
 # ----------------------------------------------------------------------------- shared helpers
-def _median(xs: list[float]) -> float | None:
-    return statistics.median(xs) if xs else None
-
-
-def _load_rows(data_path: Path) -> list[dict]:
-    return [json.loads(line) for line in data_path.read_text().splitlines() if line.strip()]
-
-
 def _loadavg() -> list[float] | None:
     try:
         return [round(x, 2) for x in os.getloadavg()]
@@ -67,171 +61,20 @@ def _loadavg() -> list[float] | None:
         return None
 
 
+def _tail(text, n: int = 40) -> str:
+    if isinstance(text, bytes):
+        text = text.decode(errors="replace")
+    return "\n".join((text or "").splitlines()[-n:])
+
+
 # ----------------------------------------------------------------------------- TRL side (child process)
-def trl_worker(spec: dict) -> dict:
-    """Train `warmup + steps` GRPO steps with TRL and return per-step timings.
-
-    Runs in its own process so TRL's imports, threads and memory are gone before tandem
-    starts, and so a TRL failure cannot take the tandem half down with it.
-    """
-    sys.path.insert(0, str(REPO))
-    import torch
-    from datasets import Dataset
-    from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
-    from trl import GRPOConfig, GRPOTrainer
-
-    from tandem.rewards import echo_reward
-    from tandem.config import load_config
-    from tandem.model_source import resolve_model_path
-    from tandem.sample import Sample
-
-    if spec.get("threads"):
-        torch.set_num_threads(spec["threads"])
-    cfg = load_config(spec["config_argv"])
-    model_dir = str(resolve_model_path(cfg))
-    P, G, T = spec["prompts"], spec["group"], spec["tokens"]
-    total = spec["warmup"] + spec["steps"]
-
-    rows = _load_rows(Path(spec["data_path"]))
-    # Only as many rows as the run consumes (plus slack): keeps dataset set-up out of the picture.
-    n_rows = min(len(rows), P * (total + 2))
-    dataset = Dataset.from_list([{"prompt": r["prompt"], "label": str(r["label"]), "length": int(r.get("length", 8))}
-                                 for r in rows[:n_rows]])
-
-    completion_tokens: list[int] = []
-    rewards: list[float] = []
-
-    def echo(prompts, completions, completion_ids, label, length, **_) -> list[float]:
-        """reward.echo_reward itself, fed the decoded completion, so both sides score identically."""
-        out = []
-        for text, ids, lab, n in zip(completions, completion_ids, label, length):
-            r, _info = echo_reward(Sample(prompt_ids=[], response_text=text), {"label": lab, "length": n})
-            out.append(float(r))
-            completion_tokens.append(len(ids))
-        rewards.extend(out)
-        return out
-
-    echo.__name__ = "echo_reward"
-
-    class Clock(TrainerCallback):
-        def __init__(self):
-            self.begin: list[float] = []
-            self.end: list[float] = []
-
-        def on_train_begin(self, args, state, control, **kw):
-            self.train_begin = time.perf_counter()
-            self.cpu = [time.process_time()]  # this process, all threads: comparable to tandem's tree CPU
-
-        def on_step_begin(self, args, state, control, **kw):
-            self.begin.append(time.perf_counter())
-
-        def on_step_end(self, args, state, control, **kw):
-            self.end.append(time.perf_counter())
-            self.cpu.append(time.process_time())
-
-    class TimedGRPO(GRPOTrainer):
-        """Splits each step into generation / scoring / training without changing what runs."""
-
-        gen_s: list[float] = []
-        prep_s: list[float] = []
-
-        def _generate(self, prompts):
-            t0 = time.perf_counter()
-            try:
-                return super()._generate(prompts)
-            finally:
-                self.gen_s.append(time.perf_counter() - t0)
-
-        def _generate_and_score_completions(self, inputs):
-            t0 = time.perf_counter()
-            try:
-                return super()._generate_and_score_completions(inputs)
-            finally:
-                self.prep_s.append(time.perf_counter() - t0)
-
-    lo = cfg.trainer.loss
-    out_dir = tempfile.mkdtemp(prefix="trl_compare_")
-    args = GRPOConfig(
-        output_dir=out_dir,
-        use_cpu=True,
-        bf16=False,
-        fp16=False,
-        use_vllm=False,
-        report_to="none",
-        logging_strategy="no",
-        save_strategy="no",
-        disable_tqdm=True,
-        max_steps=total,
-        per_device_train_batch_size=P * G,  # TRL counts completions: P prompts x G samples per step
-        gradient_accumulation_steps=1,
-        num_generations=G,
-        max_completion_length=T,
-        temperature=1.0,
-        top_p=1.0,
-        top_k=0,
-        num_iterations=1,
-        beta=0.0,  # tandem's default kl_coef = 0: no reference model on either side
-        epsilon=lo.eps_clip,
-        epsilon_high=lo.eps_clip_high,
-        scale_rewards="group" if lo.use_std_norm else "none",
-        loss_type="grpo" if lo.aggregation == "seq_mean_token_mean" else "dapo",
-        learning_rate=cfg.trainer.lr,
-        lr_scheduler_type="constant",
-        warmup_steps=0,
-        weight_decay=cfg.trainer.weight_decay,
-        adam_beta1=cfg.trainer.betas[0],
-        adam_beta2=cfg.trainer.betas[1],
-        max_grad_norm=cfg.trainer.grad_clip,
-        optim="adamw_torch",
-        seed=cfg.run.seed,
-        dataloader_num_workers=0,
-        remove_unused_columns=False,
-    )
-    tok = AutoTokenizer.from_pretrained(model_dir)
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
-    clock = Clock()
-    trainer = TimedGRPO(model=model, reward_funcs=[echo], args=args, train_dataset=dataset,
-                        processing_class=tok, callbacks=[clock])
-    t0 = time.perf_counter()
-    trainer.train()
-    wall = time.perf_counter() - t0
-    shutil.rmtree(out_dir, ignore_errors=True)
-
-    W = spec["warmup"]
-    begin_end = [e - b for b, e in zip(clock.begin, clock.end)]
-    # end->end interval of step k (k >= 1); step 0's interval starts at on_train_begin.
-    starts = [clock.train_begin] + clock.end[:-1]
-    end_end = [e - s for s, e in zip(starts, clock.end)]
-    per_step = P * G
-    cpu_steps = [b - a for a, b in zip(clock.cpu[:-1], clock.cpu[1:])]
-    return {
-        "cpu_s_per_step_all": cpu_steps,
-        "cpu_s_per_step": _median(cpu_steps[W:]),
-        "model_dir": model_dir,
-        "params": sum(p.numel() for p in model.parameters()),
-        "torch_threads": torch.get_num_threads(),
-        "steps_run": len(clock.end),
-        "step_time_all": end_end,
-        "step_time_begin_end_all": begin_end,
-        "gen_time_all": list(TimedGRPO.gen_s),
-        "score_time_all": list(TimedGRPO.prep_s),
-        "step_time": _median(end_end[W:]),
-        "step_time_begin_end": _median(begin_end[W:]),
-        "gen_time": _median(TimedGRPO.gen_s[W:]),
-        "score_time": _median(TimedGRPO.prep_s[W:]),
-        "samples_per_step": per_step,
-        "completion_tokens_mean": statistics.fmean(completion_tokens[W * per_step:]) if completion_tokens else None,
-        "reward_mean": statistics.fmean(rewards[W * per_step:]) if rewards else None,
-        "train_wall_s": wall,
-    }
-
-
 def run_trl(spec: dict, timeout_s: float) -> dict:
+    """Run bench/trl_worker.py on `spec`; its timings, or the error and the tail of its stderr."""
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         json.dump(spec, f)
         spec_path = f.name
     out_path = spec_path + ".out"
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--_trl-worker", spec_path, out_path]
+    cmd = [sys.executable, str(TRL_WORKER), spec_path, out_path]
     t0 = time.perf_counter()
     try:
         proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=timeout_s)
@@ -247,12 +90,6 @@ def run_trl(spec: dict, timeout_s: float) -> dict:
     return res
 
 
-def _tail(text, n: int = 40) -> str:
-    if isinstance(text, bytes):
-        text = text.decode(errors="replace")
-    return "\n".join((text or "").splitlines()[-n:])
-
-
 # ----------------------------------------------------------------------------- tandem side
 CPU_POLL_S = 0.05
 
@@ -265,77 +102,19 @@ def _count_lines(path: Path) -> int:
         return 0
 
 
-def _role(pid: int, root_pid: int) -> str:
-    """Which part of tandem a process is, from its command line."""
-    if pid == root_pid:
-        return "orchestrator"
-    try:
-        cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return "other"
-    # sglang-router renames its process to "sglang::router".
-    for needle, role in (("tandem.engine", "engines"), ("sglang", "router"), ("tandem.trainer", "trainer")):
-        if needle in cmd:
-            return role
-    return "other"
+def tandem_command(mode: str, engines: int, a: argparse.Namespace, run_dir: Path, steps: int) -> list[str]:
+    return [sys.executable, str(REPO / "train.py"), "--mode", mode, "--engines", str(engines), "--steps", str(steps),
+            "--run-dir", str(run_dir),
+            "--rollout.prompts_per_step", str(a.prompts), "--rollout.samples_per_prompt", str(a.group),
+            "--rollout.max_new_tokens", str(a.tokens), "--rollout.temperature", "1.0",
+            "--logging.tensorboard", "false", "--logging.live", "off", *a.tandem_cfg_argv]
 
 
-def tree_cpu_seconds(root_pid: int) -> dict[str, float] | None:
-    """user+system CPU seconds of a process and its live descendants by role, from /proc (Linux).
-
-    Each process's threads are included; children that already exited are not (tandem's
-    children live for the whole run, so the steady-state steps are fully covered).
-    """
-    tick = os.sysconf("SC_CLK_TCK")
-    parent: dict[int, int] = {}
-    cpu: dict[int, float] = {}
-    try:
-        pids = [int(d) for d in os.listdir("/proc") if d.isdigit()]
-    except OSError:
-        return None
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/stat", "rb") as f:
-                fields = f.read().rsplit(b")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        # after comm's ')': state, ppid, ..., utime and stime are the 12th and 13th fields
-        parent[pid] = int(fields[1])
-        cpu[pid] = (int(fields[11]) + int(fields[12])) / tick
-    if root_pid not in cpu:
-        return None
-    children: dict[int, list[int]] = {}
-    for pid, ppid in parent.items():
-        children.setdefault(ppid, []).append(pid)
-    by_role: dict[str, float] = {}
-    stack = [root_pid]
-    while stack:
-        pid = stack.pop()
-        role = _role(pid, root_pid)
-        by_role[role] = by_role.get(role, 0.0) + cpu.get(pid, 0.0)
-        stack.extend(children.get(pid, []))
-    return by_role
-
-
-def run_tandem(mode: str, engines: int, a: argparse.Namespace, run_dir: Path, timeout_s: float) -> dict:
-    """Run the real launcher and read its metrics.jsonl; on failure return the log tails."""
-    if run_dir.exists():
-        shutil.rmtree(run_dir)
-    # One cool-down step past the measured ones: tandem's last step has no next batch to roll
-    # out (async would look cheaper than it is), so it is run but not measured.
-    steps = a.warmup + a.steps + 1
-    cmd = [sys.executable, str(REPO / "train.py"), "--mode", mode, "--engines", str(engines), "--steps", str(steps),
-           "--run-dir", str(run_dir),
-           "--rollout.prompts_per_step", str(a.prompts), "--rollout.samples_per_prompt", str(a.group),
-           "--rollout.max_new_tokens", str(a.tokens), "--rollout.temperature", "1.0",
-           "--logging.tensorboard", "false", "--logging.live", "off", *a.tandem_cfg_argv]
-    metrics_path = run_dir / "metrics.jsonl"
-    out_f = tempfile.TemporaryFile("w+")
-    err_f = tempfile.TemporaryFile("w+")
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, cwd=REPO, stdout=out_f, stderr=err_f, text=True)
-    # CPU seconds of train.py and all its children, stamped whenever a new metrics row lands,
-    # so CPU per step can be read off the steady-state steps like step_time.
+def watch_cpu(proc: subprocess.Popen, metrics_path: Path, t0: float,
+              timeout_s: float) -> tuple[int | str, list[dict[str, float] | None]]:
+    """Wait for the launcher (terminating it at the timeout): its exit code or "timeout", and the
+    CPU seconds of train.py and all its children, stamped whenever a new metrics row lands, so
+    CPU per step can be read off the steady-state steps like step_time."""
     cpu_at_row: list[dict[str, float] | None] = []
     rc: int | str | None = None
     while rc is None:
@@ -353,25 +132,15 @@ def run_tandem(mode: str, engines: int, a: argparse.Namespace, run_dir: Path, ti
             cpu_at_row.append(tree_cpu_seconds(proc.pid))
         if rc is None:
             time.sleep(CPU_POLL_S)
-    wall = time.perf_counter() - t0
-    out_f.seek(0)
-    err_f.seek(0)
-    stdout, stderr = out_f.read(), err_f.read()
-    out_f.close()
-    err_f.close()
-    res: dict = {"command": " ".join(cmd[1:]), "process_wall_s": wall, "run_dir": str(run_dir)}
-    rows = [json.loads(x) for x in metrics_path.read_text().splitlines() if x.strip()] if metrics_path.exists() else []
-    if rc != 0 or len(rows) < steps:
-        res["error"] = f"train.py exit {rc}; {len(rows)}/{steps} metrics rows"
-        res["stdout_tail"] = _tail(stdout, 15)
-        res["stderr_tail"] = _tail(stderr)
-        res["log_tails"] = {p.name: _tail(p.read_text(errors="replace"), 20)
-                            for p in sorted((run_dir / "logs").glob("*.log"))} if (run_dir / "logs").exists() else {}
-        return res
+    return rc, cpu_at_row
+
+
+def steady_stats(rows: list[dict], cpu_at_row: list[dict[str, float] | None], a: argparse.Namespace) -> dict:
+    """Medians over the measured steps (after the warm-up, before the cool-down step)."""
     steady = [r for r in rows if a.warmup <= r["step"] < a.warmup + a.steps]
 
     def med(key: str) -> float | None:
-        return _median([float(r[key]) for r in steady if r.get(key) is not None])
+        return median_or_none([float(r[key]) for r in steady if r.get(key) is not None])
 
     # CPU per step: rows are stamped on arrival (<= CPU_POLL_S late); None where /proc was unreadable.
     pairs = [(a_, b) for a_, b in zip(cpu_at_row[:-1], cpu_at_row[1:]) if a_ is not None and b is not None]
@@ -380,17 +149,15 @@ def run_tandem(mode: str, engines: int, a: argparse.Namespace, run_dir: Path, ti
     # cpu_steps[i] belongs to step i+1; a pair is lost if /proc was unreadable, which only ever
     # makes the window shorter (the steady window is steps warmup .. warmup+steps-1).
     lo, hi = max(a.warmup - 1, 0), a.warmup - 1 + a.steps
-    cpu_by_role = {k: _median([b.get(k, 0.0) - a_.get(k, 0.0) for a_, b in pairs][lo:hi]) for k in roles}
-    step_time = med("step_time")
-    samples = med("samples")
-    res.update({
+    cpu_by_role = {k: median_or_none([b.get(k, 0.0) - a_.get(k, 0.0) for a_, b in pairs][lo:hi]) for k in roles}
+    return {
         "steps_run": len(rows),
         "step_time_all": [r["step_time"] for r in rows],
-        "step_time": step_time,
+        "step_time": med("step_time"),
         "cpu_s_per_step_all": cpu_steps,
-        "cpu_s_per_step": _median(cpu_steps[lo:hi]),
+        "cpu_s_per_step": median_or_none(cpu_steps[lo:hi]),
         "cpu_s_per_step_by_role": cpu_by_role,
-        "samples_per_step": samples,
+        "samples_per_step": med("samples"),
         "rollout_time": med("rollout_time"),
         "train_time": med("train_time"),
         "sync_time": med("sync_time"),
@@ -400,7 +167,36 @@ def run_tandem(mode: str, engines: int, a: argparse.Namespace, run_dir: Path, ti
         "completion_tokens_mean": med("response_len_mean"),
         "reward_mean": med("reward_mean"),
         "staleness_mean": med("staleness_mean"),
-    })
+    }
+
+
+def run_tandem(mode: str, engines: int, a: argparse.Namespace, run_dir: Path, timeout_s: float) -> dict:
+    """Run the real launcher and read its metrics.jsonl; on failure return the log tails."""
+    if run_dir.exists():
+        shutil.rmtree(run_dir)
+    # One cool-down step past the measured ones: tandem's last step has no next batch to roll
+    # out (async would look cheaper than it is), so it is run but not measured.
+    steps = a.warmup + a.steps + 1
+    cmd = tandem_command(mode, engines, a, run_dir, steps)
+    metrics_path = run_dir / "metrics.jsonl"
+    with tempfile.TemporaryFile("w+") as out_f, tempfile.TemporaryFile("w+") as err_f:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(cmd, cwd=REPO, stdout=out_f, stderr=err_f, text=True)
+        rc, cpu_at_row = watch_cpu(proc, metrics_path, t0, timeout_s)
+        wall = time.perf_counter() - t0
+        out_f.seek(0)
+        err_f.seek(0)
+        stdout, stderr = out_f.read(), err_f.read()
+    res: dict = {"command": " ".join(cmd[1:]), "process_wall_s": wall, "run_dir": str(run_dir)}
+    rows = [json.loads(x) for x in metrics_path.read_text().splitlines() if x.strip()] if metrics_path.exists() else []
+    if rc != 0 or len(rows) < steps:
+        res["error"] = f"train.py exit {rc}; {len(rows)}/{steps} metrics rows"
+        res["stdout_tail"] = _tail(stdout, 15)
+        res["stderr_tail"] = _tail(stderr)
+        res["log_tails"] = {p.name: _tail(p.read_text(errors="replace"), 20)
+                            for p in sorted((run_dir / "logs").glob("*.log"))} if (run_dir / "logs").exists() else {}
+        return res
+    res.update(steady_stats(rows, cpu_at_row, a))
     return res
 
 
@@ -457,7 +253,7 @@ def print_table(results: dict) -> None:
               + ", ".join(f"{k} {v:.3f}" for k, v in r.get("cpu_s_per_step_by_role", {}).items() if v is not None))
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--steps", type=int, default=None, help="measured steps per system (default 6; --quick 3)")
@@ -483,32 +279,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds allowed per system run")
     ap.add_argument("--work-dir", default=None, help="where tandem run dirs go (default: a temp dir, removed)")
     ap.add_argument("--out", default=str(DEFAULT_OUT), help="results JSON path")
-    ap.add_argument("--_trl-worker", nargs=2, metavar=("SPEC", "OUT"), help=argparse.SUPPRESS)
-    a = ap.parse_args(argv)
+    return ap
 
-    if a._trl_worker:
-        spec_path, out_path = a._trl_worker
-        res = trl_worker(json.loads(Path(spec_path).read_text()))
-        Path(out_path).write_text(json.dumps(res))
-        return 0
 
+def apply_quick_defaults(a: argparse.Namespace) -> None:
+    """Fill the options whose default depends on --quick."""
     a.steps = a.steps if a.steps is not None else (3 if a.quick else 6)
     a.warmup = a.warmup if a.warmup is not None else (1 if a.quick else 2)
     a.engines = a.engines or ("1" if a.quick else "1,2")
     a.trl_threads = a.trl_threads or ("1" if a.quick else "1,0")
-    trl_after = not (a.no_trl_after or a.quick)
-    engines = [int(x) for x in a.engines.split(",") if x]
-    modes = [m for m in a.modes.split(",") if m]
-    # The tandem half gets exactly these keys; the TRL half reads the same resolved config
-    # (model, lr, clip, seed, data path) so both sides see the same knobs.
-    a.tandem_cfg_argv = [x for arg in a.tandem_arg for x in arg.split("=", 1)]
-    sys.path.insert(0, str(REPO))
-    from tandem.config import load_config
-    cfg = load_config(a.tandem_cfg_argv)
-    data_path = Path(cfg.rollout.data_path)
-    data_path = data_path if data_path.is_absolute() else REPO / data_path
 
-    results: dict = {
+
+def new_results(a: argparse.Namespace) -> dict:
+    return {
         "shape": {"prompts": a.prompts, "group": a.group, "tokens": a.tokens,
                   "samples_per_step": a.prompts * a.group, "warmup_steps": a.warmup, "measured_steps": a.steps},
         "notes": "s/step = median over measured steps of the end-of-step to end-of-step interval; cpu-s/step = "
@@ -520,43 +303,40 @@ def main(argv: list[str] | None = None) -> int:
         "trl_runs": [],
         "tandem": [],
     }
-    work = Path(a.work_dir) if a.work_dir else Path(tempfile.mkdtemp(prefix="tandem_trl_compare_"))
 
-    def trl_round(when: str) -> None:
-        import trl
-        for threads in [int(x) for x in a.trl_threads.split(",") if x]:
-            print(f"[trl] GRPOTrainer {trl.__version__} ({when}): P={a.prompts} G={a.group} T={a.tokens}, "
-                  f"torch threads {threads or 'default'}, {a.warmup} warm-up + {a.steps} measured steps ...",
-                  flush=True)
-            t = {"version": trl.__version__, "when": when, "threads_asked": threads, **run_trl(
-                {"config_argv": a.tandem_cfg_argv, "data_path": str(data_path), "prompts": a.prompts,
-                 "group": a.group, "tokens": a.tokens, "warmup": a.warmup, "steps": a.steps, "threads": threads},
-                a.timeout)}
-            if t.get("error"):
-                print(f"[trl] FAILED: {t['error']}\n{t.get('stderr_tail', '')}", flush=True)
-            results["trl_runs"].append(t)
 
-    try:
-        if not a.skip_trl:
-            trl_round("before")
-        if not a.skip_tandem:
-            for n in engines:
-                for mode in modes:
-                    print(f"[tandem] {mode}, {n} engine(s) ...", flush=True)
-                    r = run_tandem(mode, n, a, work / f"{mode}_e{n}", a.timeout)
-                    r.update(mode=mode, engines=n)
-                    if r.get("error"):
-                        print(f"[tandem] FAILED: {r['error']}\n--- stderr ---\n{r['stderr_tail']}", flush=True)
-                        for name, tail_text in r["log_tails"].items():
-                            print(f"--- {name} ---\n{tail_text}", flush=True)
-                    results["tandem"].append(r)
-        if not a.skip_trl and trl_after and not a.skip_tandem:
-            trl_round("after")
-    finally:
-        if not a.work_dir:
-            shutil.rmtree(work, ignore_errors=True)
+def trl_round(a: argparse.Namespace, data_path: Path, results: dict, when: str) -> None:
+    """One TRL run per --trl-threads value, appended to results["trl_runs"]."""
+    import trl
+    for threads in [int(x) for x in a.trl_threads.split(",") if x]:
+        print(f"[trl] GRPOTrainer {trl.__version__} ({when}): P={a.prompts} G={a.group} T={a.tokens}, "
+              f"torch threads {threads or 'default'}, {a.warmup} warm-up + {a.steps} measured steps ...",
+              flush=True)
+        t = {"version": trl.__version__, "when": when, "threads_asked": threads, **run_trl(
+            {"config_argv": a.tandem_cfg_argv, "data_path": str(data_path), "prompts": a.prompts,
+             "group": a.group, "tokens": a.tokens, "warmup": a.warmup, "steps": a.steps, "threads": threads},
+            a.timeout)}
+        if t.get("error"):
+            print(f"[trl] FAILED: {t['error']}\n{t.get('stderr_tail', '')}", flush=True)
+        results["trl_runs"].append(t)
 
-    results["machine"]["loadavg_end"] = _loadavg()
+
+def tandem_round(a: argparse.Namespace, work: Path, results: dict) -> None:
+    """tandem in every mode at every engine count, appended to results["tandem"]."""
+    for n in [int(x) for x in a.engines.split(",") if x]:
+        for mode in [m for m in a.modes.split(",") if m]:
+            print(f"[tandem] {mode}, {n} engine(s) ...", flush=True)
+            r = run_tandem(mode, n, a, work / f"{mode}_e{n}", a.timeout)
+            r.update(mode=mode, engines=n)
+            if r.get("error"):
+                print(f"[tandem] FAILED: {r['error']}\n--- stderr ---\n{r['stderr_tail']}", flush=True)
+                for name, tail_text in r["log_tails"].items():
+                    print(f"--- {name} ---\n{tail_text}", flush=True)
+            results["tandem"].append(r)
+
+
+def add_ratios(results: dict) -> None:
+    """Throughput per run, TRL's baseline, and each tandem run's ratio to it."""
     for t in results["trl_runs"] + results["tandem"]:
         t["samples_per_s"] = samples_per_s(t)
         t["samples_per_cpu_s"] = samples_per_cpu_s(t)
@@ -571,15 +351,48 @@ def main(argv: list[str] | None = None) -> int:
     for r in results["tandem"]:
         r["ratio_vs_trl"] = r["samples_per_s"] / base if r["samples_per_s"] and base else None
         r["cpu_ratio_vs_trl"] = r["samples_per_cpu_s"] / base_cpu if r["samples_per_cpu_s"] and base_cpu else None
+
+
+def print_report(a: argparse.Namespace, results: dict) -> None:
     print()
     print(f"P={a.prompts} prompts x G={a.group} samples x T={a.tokens} tokens ({a.prompts * a.group} samples/step); "
           f"{a.warmup} warm-up + {a.steps} measured steps per run; medians; s/step is end-of-step to end-of-step; "
           f"start-up excluded on both sides")
     print_table(results)
-    print(f"vs TRL = against TRL's fastest run (samples/s) and its most CPU-efficient run (samples/cpu-s); "
-          f"thr = torch threads per process (tandem: 1 per child)")
+    print("vs TRL = against TRL's fastest run (samples/s) and its most CPU-efficient run (samples/cpu-s); "
+          "thr = torch threads per process (tandem: 1 per child)")
     print(f"load average (1/5/15 min): start {results['machine']['loadavg_start']}, "
           f"end {results['machine']['loadavg_end']} on {os.cpu_count()} CPUs")
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = build_parser().parse_args(argv)
+    apply_quick_defaults(a)
+    trl_after = not (a.no_trl_after or a.quick)
+    # The tandem half gets exactly these keys; the TRL half reads the same resolved config
+    # (model, lr, clip, seed, data path) so both sides see the same knobs.
+    a.tandem_cfg_argv = [x for arg in a.tandem_arg for x in arg.split("=", 1)]
+    from tandem.config import load_config
+    cfg = load_config(a.tandem_cfg_argv)
+    data_path = Path(cfg.rollout.data_path)
+    data_path = data_path if data_path.is_absolute() else REPO / data_path
+
+    results = new_results(a)
+    work = Path(a.work_dir) if a.work_dir else Path(tempfile.mkdtemp(prefix="tandem_trl_compare_"))
+    try:
+        if not a.skip_trl:
+            trl_round(a, data_path, results, "before")
+        if not a.skip_tandem:
+            tandem_round(a, work, results)
+        if not a.skip_trl and trl_after and not a.skip_tandem:
+            trl_round(a, data_path, results, "after")
+    finally:
+        if not a.work_dir:
+            shutil.rmtree(work, ignore_errors=True)
+
+    results["machine"]["loadavg_end"] = _loadavg()
+    add_ratios(results)
+    print_report(a, results)
     out = Path(a.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=2))

@@ -26,18 +26,17 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from tandem.sandbox.templates import TemplateCache
+from tandem.swe_data import task_from_row
+from tandem.verdict import parse_pytest_report
 
-from tandem.grading import parse_pytest_report  # noqa: E402
-from tandem.sandbox.templates import TemplateCache  # noqa: E402
-from tandem.swe_data import task_from_row  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 CREATED_AT = "2026-01-01T00:00:00"
 
 
 def load_specs() -> list[dict]:
+    # The spec parts sit next to this script, so they import as top-level modules when it runs.
     import swe_task_specs_a
     import swe_task_specs_b  # noqa: F401  (each part registers its specs)
     import swe_task_specs_c  # noqa: F401
@@ -88,6 +87,48 @@ def readme(spec: dict) -> str:
     return f"# {pkg}\n\n{doc}\n\nRun the tests with `python -m pytest`.\n"
 
 
+def write_repo(spec: dict, repos: Path, work: Path) -> tuple[dict, Path, Path, str, dict]:
+    """The clean repository under repos/, a buggy copy under work/: (spec, clean, buggy, patch, files)."""
+    clean = repos / spec["name"]
+    files = {**spec["files"], "README.md": readme(spec)}
+    for rel, content in files.items():
+        (clean / rel).parent.mkdir(parents=True, exist_ok=True)
+        (clean / rel).write_text(content)
+    bug = spec["bug"]
+    before = files[bug["file"]]
+    after = replace_block(before, bug["old"], bug["new"])
+    buggy = work / "buggy" / spec["name"]
+    shutil.copytree(clean, buggy)
+    (buggy / bug["file"]).write_text(after)
+    return spec, clean, buggy, git_style_diff(bug["file"], before, after), files
+
+
+def task_row(spec: dict, patch: str, files: dict, before: dict[str, str], after: dict[str, str]) -> dict:
+    """SWE-smith's fields from the test outcomes of the clean (before) and buggy (after) states."""
+    if not before or any(s != "PASSED" for s in before.values()):
+        raise ValueError(f"{spec['name']}: clean repository does not pass its tests: {before}")
+    f2p = sorted(t for t, s in after.items() if s != "PASSED")
+    f2p += sorted(t for t in before if t not in after)  # tests the bug made uncollectable
+    p2p = sorted(t for t in before if after.get(t) == "PASSED")
+    if not f2p:
+        raise ValueError(f"{spec['name']}: the injected bug breaks no test")
+    tree = hashlib.sha1(json.dumps(files, sort_keys=True).encode()).hexdigest()[:8]
+    bug_hash = hashlib.sha1(patch.encode()).hexdigest()[:8]
+    return {
+        "instance_id": f"tandem__{spec['name']}.{tree}.{spec['bug']['id']}__{bug_hash}",
+        "repo": f"tandem/{spec['name']}",
+        "base_commit": "",
+        "patch": patch,
+        "FAIL_TO_PASS": f2p,
+        "PASS_TO_PASS": p2p,
+        "problem_statement": spec["problem_statement"],
+        "created_at": CREATED_AT,
+        "image_name": "",
+        "source": "bundled",
+        "repo_path": f"repos/{spec['name']}",
+    }
+
+
 def build(out: Path) -> list[dict]:
     specs = load_specs()
     names = [s["name"] for s in specs]
@@ -97,53 +138,17 @@ def build(out: Path) -> list[dict]:
     shutil.rmtree(repos, ignore_errors=True)
     work = Path(tempfile.mkdtemp(prefix="swe_tasks_"))
     try:
-        prepared = []
-        for spec in specs:
-            clean = repos / spec["name"]
-            files = {**spec["files"], "README.md": readme(spec)}
-            for rel, content in files.items():
-                (clean / rel).parent.mkdir(parents=True, exist_ok=True)
-                (clean / rel).write_text(content)
-            bug = spec["bug"]
-            before = files[bug["file"]]
-            after = replace_block(before, bug["old"], bug["new"])
-            buggy = work / "buggy" / spec["name"]
-            shutil.copytree(clean, buggy)
-            (buggy / bug["file"]).write_text(after)
-            prepared.append((spec, clean, buggy, git_style_diff(bug["file"], before, after), files))
-
+        prepared = [write_repo(spec, repos, work) for spec in specs]
         with ThreadPoolExecutor(2) as pool:  # one pytest per state and task, two at a time
             clean_res = list(pool.map(run_pytest, [p[1] for p in prepared]))
             buggy_res = list(pool.map(run_pytest, [p[2] for p in prepared]))
-
         rows = []
         templates = TemplateCache(work / "templates", retries=0)
-        for (spec, clean, _buggy, patch, files), before, after in zip(prepared, clean_res, buggy_res):
-            if not before or any(s != "PASSED" for s in before.values()):
-                raise ValueError(f"{spec['name']}: clean repository does not pass its tests: {before}")
-            f2p = sorted(t for t, s in after.items() if s != "PASSED")
-            f2p += sorted(t for t in before if t not in after)  # tests the bug made uncollectable
-            p2p = sorted(t for t in before if after.get(t) == "PASSED")
-            if not f2p:
-                raise ValueError(f"{spec['name']}: the injected bug breaks no test")
-            tree = hashlib.sha1(json.dumps(files, sort_keys=True).encode()).hexdigest()[:8]
-            bug_hash = hashlib.sha1(patch.encode()).hexdigest()[:8]
-            row = {
-                "instance_id": f"tandem__{spec['name']}.{tree}.{spec['bug']['id']}__{bug_hash}",
-                "repo": f"tandem/{spec['name']}",
-                "base_commit": "",
-                "patch": patch,
-                "FAIL_TO_PASS": f2p,
-                "PASS_TO_PASS": p2p,
-                "problem_statement": spec["problem_statement"],
-                "created_at": CREATED_AT,
-                "image_name": "",
-                "source": "bundled",
-                "repo_path": f"repos/{spec['name']}",
-            }
+        for (spec, _clean, _buggy, patch, files), before, after in zip(prepared, clean_res, buggy_res):
+            row = task_row(spec, patch, files, before, after)
             task = task_from_row(row, out)
-            template = templates.get(task.instance_id, task.materialize_agent)
-            row["base_commit"] = TemplateCache.commit_of(template)
+            # The agent's starting commit, as tandem builds it (bug in place, F2P test files removed).
+            row["base_commit"] = TemplateCache.commit_of(templates.get(task.instance_id, task.materialize_agent))
             rows.append(row)
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -15,21 +15,19 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import sys
 import time
 from pathlib import Path
 
 import torch
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from tandem.config import build_config
+from tandem.losses import assign_advantages
+from tandem.model_source import load_tokenizer, resolve_model_path
+from tandem.rewards import echo_reward
+from tandem.sample import Sample
+from tandem.trainer.torch_backend import TorchTrainer
 
-from tandem.rewards import echo_reward  # noqa: E402
-from tandem.config import build_config  # noqa: E402
-from tandem.losses import assign_advantages  # noqa: E402
-from tandem.model_source import load_tokenizer, resolve_model_path  # noqa: E402
-from tandem.sample import Sample  # noqa: E402
-from tandem.trainer.torch_backend import TorchTrainer  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 
 def shaped_echo_reward(sample: Sample, row: dict, digit_credit: float) -> tuple[float, dict]:

@@ -91,86 +91,112 @@ Executor = Callable[[str, float], Awaitable[ExecResult]]
 """Runs one command in the episode's sandbox with a timeout (off the event loop)."""
 
 
+class _EpisodeRun:
+    """One episode's state between turns: the trajectory, the chat so far and the turn records."""
+
+    def __init__(self, *, engine: Any, chat: ChatFormat, prompts: Prompts, agent: AgentConfig,
+                 sampling_params: dict, task: str, execute: Executor, command_timeout_s: float,
+                 disk_exceeded: Callable[[], Awaitable[bool]] | None, routing_key: str | None):
+        self.start = time.monotonic()
+        self.deadline = self.start + agent.wall_time_s
+        self.engine, self.chat, self.prompts, self.agent = engine, chat, prompts, agent
+        self.sampling_params = sampling_params
+        self.max_new = int(sampling_params.get("max_new_tokens", 256))
+        self.execute, self.command_timeout_s = execute, command_timeout_s
+        self.disk_exceeded, self.routing_key = disk_exceeded, routing_key
+        self.messages = [
+            {"role": "system", "content": render(prompts.system, sentinel=agent.submit_sentinel)},
+            {"role": "user", "content": render(prompts.instance, task=task, sentinel=agent.submit_sentinel)},
+        ]
+        self.sample = Sample(prompt_ids=chat.prompt_ids(self.messages))
+        self.versions: list[int] = []
+        self.turns: list[TurnRecord] = []
+
+    async def run_turns(self) -> str:
+        """Model turn, action, observation, until one of END_REASONS; returns it."""
+        while True:
+            room = self.agent.max_context_tokens - len(self.sample.tokens)
+            if room < self.agent.min_turn_tokens:
+                return "context_limit"
+            left = self.deadline - time.monotonic()
+            if left <= 0:
+                return "wall_clock"
+            params = {**self.sampling_params, "max_new_tokens": min(self.max_new, room)}
+            try:
+                out = await asyncio.wait_for(
+                    self.engine.generate(self.sample.tokens, params, routing_key=self.routing_key), left)
+            except asyncio.TimeoutError:
+                return "wall_clock"
+            ids, finish_type = self.take_output(out)
+            end, observation = await self.act(ids, finish_type)
+            if end is None:
+                end = self.observe(ids, observation)
+            if end is not None:
+                return end
+
+    def take_output(self, out: dict) -> tuple[list[int], str]:
+        """Append the model's tokens (with their logprobs) to the trajectory; returns them and the finish type."""
+        meta = out.get("meta_info") or {}
+        ids = [int(i) for i in out["output_ids"]]
+        logprobs = [float(t[0]) for t in meta.get("output_token_logprobs") or []]
+        if len(logprobs) != len(ids):
+            raise ValueError(f"engine returned {len(ids)} output ids but {len(logprobs)} logprobs")
+        self.sample.append_model_tokens(ids, logprobs)
+        self.versions.append(int(meta.get("weight_version", 0) or 0))
+        finish = meta.get("finish_reason") or {}
+        return ids, finish.get("type", "") if isinstance(finish, dict) else str(finish)
+
+    async def act(self, ids: list[int], finish_type: str) -> tuple[str | None, str]:
+        """Parse the turn's action and run it: (end reason, "") or (None, the observation to show)."""
+        agent = self.agent
+        text = self.chat.decode(ids)
+        self.messages.append({"role": "assistant", "content": text})
+        actions = parse_actions(text, agent.action_regex)
+        record = TurnRecord(actions[0] if len(actions) == 1 else None, len(actions), model_tokens=len(ids),
+                            finish_reason=finish_type)
+        self.turns.append(record)
+        if len(actions) != 1:
+            return None, render(self.prompts.format_error, actions=actions, finish_reason=finish_type,
+                                sentinel=agent.submit_sentinel)
+        timeout = max(0.1, min(self.command_timeout_s, self.deadline - time.monotonic()))
+        result = await self.execute(actions[0], timeout)
+        record.returncode, record.exec_s = result.returncode, result.duration_s
+        record.timed_out, record.output_chars = result.timed_out, len(result.output)
+        if is_submission(result, agent.submit_sentinel):
+            return "submitted", ""
+        if self.disk_exceeded is not None and await self.disk_exceeded():
+            return "disk_limit", ""
+        return None, observation_text(self.prompts, result, agent.output_max_chars, timeout)
+
+    def observe(self, ids: list[int], observation: str) -> str | None:
+        """Extend the trajectory by the observation, or return why the episode ends here instead."""
+        # The trajectory only grows by an observation that another model turn will follow.
+        if len(self.turns) >= self.agent.max_turns:
+            return "turn_limit"
+        if time.monotonic() >= self.deadline:
+            return "wall_clock"
+        cont = self.chat.continuation_ids(ids, observation)
+        if len(self.sample.tokens) + len(cont) + self.agent.min_turn_tokens > self.agent.max_context_tokens:
+            return "context_limit"
+        self.sample.append_context_tokens(cont)
+        self.messages.append({"role": "user", "content": observation})
+        return None
+
+    def episode(self, end: str) -> Episode:
+        sample, messages = self.sample, self.messages
+        sample.weight_version = min(self.versions) if self.versions else 0
+        sample.finish_reason = "length" if end == "context_limit" else end
+        sample.response_text = messages[-1]["content"] if messages[-1]["role"] == "assistant" else ""
+        return Episode(sample, end, messages, self.turns, time.monotonic() - self.start)
+
+
 async def run_episode(*, engine: Any, chat: ChatFormat, prompts: Prompts, agent: AgentConfig,
                       sampling_params: dict, task: str, execute: Executor, command_timeout_s: float,
                       disk_exceeded: Callable[[], Awaitable[bool]] | None = None,
                       routing_key: str | None = None) -> Episode:
     """One agent episode. `routing_key` names the trajectory for sglang-router's 'manual' policy,
     so every turn returns to the engine whose prefix cache holds the conversation so far."""
-    start = time.monotonic()
-    deadline = start + agent.wall_time_s
-    messages = [
-        {"role": "system", "content": render(prompts.system, sentinel=agent.submit_sentinel)},
-        {"role": "user", "content": render(prompts.instance, task=task, sentinel=agent.submit_sentinel)},
-    ]
-    sample = Sample(prompt_ids=chat.prompt_ids(messages))
-    versions: list[int] = []
-    turns: list[TurnRecord] = []
-    end = ""
-    max_new = int(sampling_params.get("max_new_tokens", 256))
-
-    while True:
-        room = agent.max_context_tokens - len(sample.tokens)
-        if room < agent.min_turn_tokens:
-            end = "context_limit"
-            break
-        left = deadline - time.monotonic()
-        if left <= 0:
-            end = "wall_clock"
-            break
-        params = {**sampling_params, "max_new_tokens": min(max_new, room)}
-        try:
-            out = await asyncio.wait_for(engine.generate(sample.tokens, params, routing_key=routing_key), left)
-        except asyncio.TimeoutError:
-            end = "wall_clock"
-            break
-        meta = out.get("meta_info") or {}
-        ids = [int(i) for i in out["output_ids"]]
-        logprobs = [float(t[0]) for t in meta.get("output_token_logprobs") or []]
-        if len(logprobs) != len(ids):
-            raise ValueError(f"engine returned {len(ids)} output ids but {len(logprobs)} logprobs")
-        sample.append_model_tokens(ids, logprobs)
-        versions.append(int(meta.get("weight_version", 0) or 0))
-        finish = meta.get("finish_reason") or {}
-        finish_type = finish.get("type", "") if isinstance(finish, dict) else str(finish)
-        text = chat.decode(ids)
-        messages.append({"role": "assistant", "content": text})
-        actions = parse_actions(text, agent.action_regex)
-        record = TurnRecord(actions[0] if len(actions) == 1 else None, len(actions), model_tokens=len(ids),
-                            finish_reason=finish_type)
-        turns.append(record)
-
-        if len(actions) != 1:
-            observation = render(prompts.format_error, actions=actions, finish_reason=finish_type,
-                                 sentinel=agent.submit_sentinel)
-        else:
-            timeout = max(0.1, min(command_timeout_s, deadline - time.monotonic()))
-            result = await execute(actions[0], timeout)
-            record.returncode, record.exec_s = result.returncode, result.duration_s
-            record.timed_out, record.output_chars = result.timed_out, len(result.output)
-            if is_submission(result, agent.submit_sentinel):
-                end = "submitted"
-                break
-            if disk_exceeded is not None and await disk_exceeded():
-                end = "disk_limit"
-                break
-            observation = observation_text(prompts, result, agent.output_max_chars, timeout)
-
-        # The trajectory only grows by an observation that another model turn will follow.
-        if len(turns) >= agent.max_turns:
-            end = "turn_limit"
-            break
-        if time.monotonic() >= deadline:
-            end = "wall_clock"
-            break
-        cont = chat.continuation_ids(ids, observation)
-        if len(sample.tokens) + len(cont) + agent.min_turn_tokens > agent.max_context_tokens:
-            end = "context_limit"
-            break
-        sample.append_context_tokens(cont)
-        messages.append({"role": "user", "content": observation})
-
-    sample.weight_version = min(versions) if versions else 0
-    sample.finish_reason = "length" if end == "context_limit" else end
-    sample.response_text = messages[-1]["content"] if messages[-1]["role"] == "assistant" else ""
-    return Episode(sample, end, messages, turns, time.monotonic() - start)
+    run = _EpisodeRun(engine=engine, chat=chat, prompts=prompts, agent=agent, sampling_params=sampling_params,
+                      task=task, execute=execute, command_timeout_s=command_timeout_s,
+                      disk_exceeded=disk_exceeded, routing_key=routing_key)
+    return run.episode(await run.run_turns())

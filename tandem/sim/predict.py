@@ -113,81 +113,97 @@ def draw_rollouts(wl: WorkloadProfile, seed: int) -> list[_Rollout]:
     return out
 
 
-def predict(profile: EngineProfile, wl: WorkloadProfile, engines: int, routing: str = "round_robin",
-            seed: int = 0) -> Prediction:
-    model = LatencyModel.from_profile(profile)
-    bt = profile.prefix_cache.block_tokens
-    scheds = [SimScheduler(model, profile.capacity, PrefixCache(bt, profile.prefix_cache.enabled))
-              for _ in range(engines)]
-    rollouts = draw_rollouts(wl, seed)
-    heap: list[tuple[float, int, str, int]] = []
-    seq = itertools.count()
-    armed: list[float | None] = [None] * engines
-    rr = itertools.count()
-    peaks = [0] * engines
-    owner: dict[str, _Rollout] = {}
+class _Fleet:
+    """N schedulers and the rollouts' turns, driven by one event heap in model time."""
 
-    def blocks(r: _Rollout, tokens: int) -> list[int]:
+    def __init__(self, profile: EngineProfile, engines: int, routing: str, rollouts: list[_Rollout]):
+        self.model = LatencyModel.from_profile(profile)
+        self.bt = profile.prefix_cache.block_tokens
+        self.scheds = [SimScheduler(self.model, profile.capacity, PrefixCache(self.bt, profile.prefix_cache.enabled))
+                       for _ in range(engines)]
+        self.engines, self.routing, self.rollouts = engines, routing, rollouts
+        self.heap: list[tuple[float, int, str, int]] = []
+        self.seq = itertools.count()
+        self.armed: list[float | None] = [None] * engines
+        self.rr = itertools.count()
+        self.peaks = [0] * engines
+        self.owner: dict[str, _Rollout] = {}
+
+    def blocks(self, r: _Rollout, tokens: int) -> list[int]:
         # Prompt blocks are shared by the group; later blocks are the rollout's own.
-        pb = r.prompt_tokens // bt
-        return [hash(("g", r.group, i)) if i < pb else hash(("r", r.idx, i)) for i in range(tokens // bt)]
+        pb = r.prompt_tokens // self.bt
+        return [hash(("g", r.group, i)) if i < pb else hash(("r", r.idx, i)) for i in range(tokens // self.bt)]
 
-    def arm(e: int) -> None:
-        t = scheds[e].next_event_time()
-        if t is not None and armed[e] != t:
-            armed[e] = t
-            heapq.heappush(heap, (t, next(seq), "engine", e))
+    def arm(self, e: int) -> None:
+        """Schedule engine e's next event, unless that very time is already on the heap."""
+        t = self.scheds[e].next_event_time()
+        if t is not None and self.armed[e] != t:
+            self.armed[e] = t
+            heapq.heappush(self.heap, (t, next(self.seq), "engine", e))
 
-    def on_finished(e: int, done: list[SimReq], now: float) -> None:
+    def on_finished(self, e: int, done: list[SimReq]) -> None:
+        """Finished turns: cache their context, then queue the next turn after its tool call."""
         for req in done:
-            r = owner.pop(req.rid)
+            r = self.owner.pop(req.rid)
             r.context += req.done
-            scheds[e].cache_insert(blocks(r, r.context))
+            self.scheds[e].cache_insert(self.blocks(r, r.context))
             r.turn += 1
             if r.turn >= r.turns:
                 r.end = req.finished_at + r.eval_s
                 continue
             r.context += r.observations[r.turn - 1]
-            heapq.heappush(heap, (req.finished_at + r.tools[r.turn - 1], next(seq), "turn", r.idx))
+            heapq.heappush(self.heap, (req.finished_at + r.tools[r.turn - 1], next(self.seq), "turn", r.idx))
 
-    def submit(r: _Rollout, now: float) -> None:
-        if routing == "sticky":
+    def engine_for(self, r: _Rollout) -> int:
+        if self.routing == "sticky":
             if r.engine < 0:
-                r.engine = min(range(engines), key=lambda e: len(scheds[e].running) + len(scheds[e].waiting))
-            e = r.engine
-        else:
-            e = next(rr) % engines
+                r.engine = min(range(self.engines),
+                               key=lambda e: len(self.scheds[e].running) + len(self.scheds[e].waiting))
+            return r.engine
+        return next(self.rr) % self.engines
+
+    def submit(self, r: _Rollout, now: float) -> None:
+        e = self.engine_for(r)
         n = r.outputs[r.turn]
         req = SimReq(rid=f"{r.idx}:{r.turn}", input_len=r.context, max_new_tokens=n, target=n,
-                     input_blocks=blocks(r, r.context))
-        owner[req.rid] = r
-        on_finished(e, scheds[e].submit(req, now), now)
-        peaks[e] = max(peaks[e], len(scheds[e].waiting))
-        arm(e)
+                     input_blocks=self.blocks(r, r.context))
+        self.owner[req.rid] = r
+        self.on_finished(e, self.scheds[e].submit(req, now))
+        self.peaks[e] = max(self.peaks[e], len(self.scheds[e].waiting))
+        self.arm(e)
 
-    for r in rollouts:
-        r.context = r.prompt_tokens
-        heapq.heappush(heap, (0.0, next(seq), "turn", r.idx))
-    now = 0.0
-    while heap:
-        now, _, kind, i = heapq.heappop(heap)
-        if kind == "turn":
-            submit(rollouts[i], now)
-        else:
-            if armed[i] != now:
-                continue
-            armed[i] = None
-            on_finished(i, scheds[i].advance(now), now)
-            arm(i)
-    durations = [r.end - r.start for r in rollouts]
-    return Prediction(
-        engines=engines, routing=routing, rollout_makespan_s=max(r.end for r in rollouts),
-        longest_rollout_s=max(durations), busy_s=[s.busy_s for s in scheds], queue_peak=peaks,
-        generated_tokens=sum(s.generated_tokens for s in scheds),
-        prefill_tokens=sum(s.prefill_token_count for s in scheds),
-        cached_tokens=sum(s.cached_token_count for s in scheds), retractions=sum(s.retractions for s in scheds),
-        train_s=wl.train.time_s, reload_s=model.reload_s, rollout_s=durations,
-    )
+    def run(self) -> None:
+        """Every rollout's first turn at t=0 (sync mode), then events in time order until none is left."""
+        for r in self.rollouts:
+            r.context = r.prompt_tokens
+            heapq.heappush(self.heap, (0.0, next(self.seq), "turn", r.idx))
+        while self.heap:
+            now, _, kind, i = heapq.heappop(self.heap)
+            if kind == "turn":
+                self.submit(self.rollouts[i], now)
+            elif self.armed[i] == now:   # otherwise a stale event: the engine was re-armed since
+                self.armed[i] = None
+                self.on_finished(i, self.scheds[i].advance(now))
+                self.arm(i)
+
+    def prediction(self, train_s: float) -> Prediction:
+        rollouts, scheds = self.rollouts, self.scheds
+        durations = [r.end - r.start for r in rollouts]
+        return Prediction(
+            engines=self.engines, routing=self.routing, rollout_makespan_s=max(r.end for r in rollouts),
+            longest_rollout_s=max(durations), busy_s=[s.busy_s for s in scheds], queue_peak=self.peaks,
+            generated_tokens=sum(s.generated_tokens for s in scheds),
+            prefill_tokens=sum(s.prefill_token_count for s in scheds),
+            cached_tokens=sum(s.cached_token_count for s in scheds), retractions=sum(s.retractions for s in scheds),
+            train_s=train_s, reload_s=self.model.reload_s, rollout_s=durations,
+        )
+
+
+def predict(profile: EngineProfile, wl: WorkloadProfile, engines: int, routing: str = "round_robin",
+            seed: int = 0) -> Prediction:
+    fleet = _Fleet(profile, engines, routing, draw_rollouts(wl, seed))
+    fleet.run()
+    return fleet.prediction(wl.train.time_s)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -27,191 +27,30 @@ What is modelled, and why it matters for sizing an RL fleet:
 * **Weight reload** blocks the GPU for `reload_s` between two steps (atomic swap).
 * **Busy time.** Every forward (prefill, decode, reload) is accounted, and each request gets
   its share of the time (`SimReq.work_s`), so benchmarks can compute the ideal fleet time.
+
+The parts live in their own modules and are re-exported here: the request and phase records in
+`tandem.sim.sched_types`, the prefix cache in `tandem.sim.prefix_cache`, the busy-time
+accounting in `tandem.sim.busy`.
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict, deque
-from dataclasses import dataclass, field
-from typing import Any, Callable, Literal
+from collections import deque
+from typing import Callable, Literal
 
 from tandem.engine.queueing import enqueue
+from tandem.sim.busy import BusyAccounting, BusySpan
 from tandem.sim.latency import LatencyModel
+from tandem.sim.prefix_cache import PrefixCache
 from tandem.sim.profiles import CapacityParams
+from tandem.sim.sched_types import Phase, ReqState, SimReq
 
-ReqState = Literal["waiting", "prefill", "running", "finished", "aborted"]
-
-
-# --------------------------------------------------------------------------- prefix cache
-class PrefixCache:
-    """Blocks of `block_tokens` tokens keyed by a chained hash, LRU, with reference counts."""
-
-    def __init__(self, block_tokens: int, enabled: bool = True):
-        self.block_tokens = block_tokens
-        self.enabled = enabled
-        self.blocks: OrderedDict[int, int] = OrderedDict()   # hash -> refcount; oldest first
-        self.unreferenced = 0                                 # blocks with refcount 0
-
-    @staticmethod
-    def block_hashes(token_ids: list[int], block_tokens: int) -> list[int]:
-        """Chained hashes of the full blocks of a token sequence (a prefix match is a hash match)."""
-        out: list[int] = []
-        h = 0
-        for i in range(0, len(token_ids) - block_tokens + 1, block_tokens):
-            h = hash((h, tuple(token_ids[i:i + block_tokens])))
-            out.append(h)
-        return out
-
-    @property
-    def size_tokens(self) -> int:
-        return len(self.blocks) * self.block_tokens
-
-    @property
-    def evictable_tokens(self) -> int:
-        return self.unreferenced * self.block_tokens
-
-    def match(self, hashes: list[int]) -> int:
-        """Number of leading blocks of `hashes` present in the cache."""
-        if not self.enabled:
-            return 0
-        n = 0
-        for h in hashes:
-            if h not in self.blocks:
-                break
-            n += 1
-        return n
-
-    def acquire(self, hashes: list[int]) -> None:
-        for h in hashes:
-            ref = self.blocks[h]
-            if ref == 0:
-                self.unreferenced -= 1
-            self.blocks[h] = ref + 1
-            self.blocks.move_to_end(h)
-
-    def release(self, hashes: list[int]) -> None:
-        for h in hashes:
-            ref = self.blocks.get(h)
-            if ref is None:
-                continue
-            self.blocks[h] = ref - 1
-            if ref == 1:
-                self.unreferenced += 1
-
-    def adopt(self, hashes: list[int]) -> None:
-        """A running request's freshly prefilled blocks join the tree (SGLang caches unfinished
-        requests), so siblings with the same prompt share them instead of holding copies."""
-        for h in hashes:
-            ref = self.blocks.get(h)
-            if ref is None:
-                self.blocks[h] = 1
-            else:
-                if ref == 0:
-                    self.unreferenced -= 1
-                self.blocks[h] = ref + 1
-            self.blocks.move_to_end(h)
-
-    def insert(self, hashes: list[int], budget_tokens: int) -> None:
-        """Cache a finished sequence's blocks, but only within `budget_tokens` of free KV."""
-        if not self.enabled:
-            return
-        for h in hashes:
-            if h in self.blocks:
-                self.blocks.move_to_end(h)
-                continue
-            if budget_tokens < self.block_tokens:
-                break
-            self.blocks[h] = 0
-            self.unreferenced += 1
-            budget_tokens -= self.block_tokens
-
-    def evict(self, tokens: int) -> int:
-        """Evict least-recently-used unreferenced blocks until `tokens` are freed; returns freed."""
-        freed = 0
-        if tokens <= 0 or self.unreferenced == 0:
-            return 0
-        for h in list(self.blocks):
-            if freed >= tokens:
-                break
-            if self.blocks[h] == 0:
-                del self.blocks[h]
-                self.unreferenced -= 1
-                freed += self.block_tokens
-        return freed
-
-    def clear(self) -> int:
-        """Drop every unreferenced block (flush_cache); returns tokens freed."""
-        return self.evict(self.size_tokens)
+__all__ = ["BusySpan", "Phase", "PrefixCache", "ReqState", "SimReq", "SimScheduler"]
 
 
-# --------------------------------------------------------------------------- requests
-@dataclass(eq=False)
-class SimReq:
-    rid: str
-    input_len: int
-    max_new_tokens: int
-    """The client's limit; admission reserves against it (clipped)."""
-    target: int
-    """Tokens this request will generate before it finishes (<= max_new_tokens)."""
-    input_blocks: list[int] = field(default_factory=list)
-    """Prefix-cache block hashes of the input ids."""
-    payload: Any = None
-    stream: bool = False
-    """A streaming client: decode runs are cut every STREAM_STEPS so tokens flow out step-wise."""
-    priority: int = 0
-    """SGLang request priority (larger first) when the scheduler orders its queue by priority."""
+class SimScheduler(BusyAccounting):
+    """One engine's scheduler in model time: queue, admission, prefill, decode, retraction, reload."""
 
-    state: ReqState = "waiting"
-    done: int = 0
-    """Tokens generated so far."""
-    held_blocks: list[int] = field(default_factory=list)
-    cached_tokens: int = 0
-    """Prompt tokens served from the prefix cache at the last admission."""
-    submitted_at: float = 0.0
-    first_token_at: float | None = None
-    finished_at: float | None = None
-    work_s: float = 0.0
-    """This request's share of engine busy time (model seconds)."""
-    prefill_tokens: int = 0
-    retractions: int = 0
-
-    @property
-    def context(self) -> int:
-        return self.input_len + self.done
-
-    @property
-    def remaining(self) -> int:
-        return self.target - self.done
-
-
-@dataclass
-class Phase:
-    """What the GPU is doing from `start` to `end` (model seconds)."""
-
-    kind: Literal["prefill", "decode", "tail", "reload"]
-    start: float
-    end: float
-    batch: list[SimReq] = field(default_factory=list)
-    steps: int = 0                      # decode: steps planned
-    kv0: int = 0                        # decode: KV tokens of the batch at start
-    parts: list[tuple[int, int]] = field(default_factory=list)  # prefill: (new, prev) per request
-    on_done: Callable[[], None] | None = None   # reload: completion callback
-
-
-@dataclass
-class BusySpan:
-    """A stretch of model time in which the GPU never idled."""
-
-    start: float
-    end: float
-    busy_s: float = 0.0
-    """Generation time (prefill + decode) inside the span."""
-    reload_s: float = 0.0
-    """Weight-reload time inside the span."""
-
-
-# --------------------------------------------------------------------------- scheduler
-class SimScheduler:
     STREAM_STEPS = 4
     """Longest decode run while a streaming request runs (it gets its tokens at each run's end)."""
     RECHECK_STEPS = 64
@@ -233,20 +72,13 @@ class SimScheduler:
         self.new_token_ratio = capacity.init_new_token_ratio
         self._ratio_decay = (capacity.init_new_token_ratio - capacity.min_new_token_ratio) / capacity.new_token_ratio_decay_steps
         self._private_kv = 0          # KV tokens of running/prefilling requests outside the cache
-        # accounting
-        self.busy_s = 0.0
-        self.prefill_busy_s = 0.0
-        self.decode_busy_s = 0.0
-        self.reload_busy_s = 0.0
+        self._init_busy()
         self.decode_steps = 0
         self.generated_tokens = 0
         self.prefill_token_count = 0
         self.cached_token_count = 0
         self.retractions = 0
         self.max_batch_seen = 0
-        self.spans: list[BusySpan] = []
-        """Closed busy spans not yet collected by the caller (`pop_spans`)."""
-        self._open_span: BusySpan | None = None
 
     # ------------------------------------------------------------------ views
     @property
@@ -268,13 +100,6 @@ class SimScheduler:
             return {}
         j = min(self.model.steps_within(now - ph.start, len(ph.batch), ph.kv0), ph.steps)
         return {r: r.done + j for r in ph.batch}
-
-    def busy_until(self, now: float) -> float:
-        """Cumulative busy model-seconds at `now`, counting the current phase up to `now`."""
-        ph = self.phase
-        if ph is None or now <= ph.start:
-            return self.busy_s
-        return self.busy_s + min(now, ph.end) - ph.start
 
     # ------------------------------------------------------------------ client operations
     def submit(self, req: SimReq, now: float) -> list[SimReq]:
@@ -379,40 +204,10 @@ class SimScheduler:
             self.now = max(self.now, now)
         return finished
 
-    def pop_spans(self, close_open: bool = False) -> list[BusySpan]:
-        """Closed busy spans since the last call; `close_open` also hands over the open one."""
-        out, self.spans = self.spans, []
-        if close_open and self._open_span is not None:
-            out.append(self._open_span)
-            self._open_span = None
-        return out
-
     # ------------------------------------------------------------------ internals
     def _start(self, phase: Phase) -> None:
         self.phase = phase
-        sp = self._open_span
-        if sp is not None and phase.start > sp.end + 1e-12:
-            self.spans.append(sp)
-            sp = None
-        if sp is None:
-            self._open_span = BusySpan(phase.start, phase.start)
-
-    def _account(self, phase: Phase, duration: float) -> None:
-        """Book `duration` model-seconds of `phase`, which ran from phase.start."""
-        self.busy_s += duration
-        sp = self._open_span
-        if sp is not None:
-            sp.end = max(sp.end, phase.start + duration)
-            if phase.kind == "reload":
-                sp.reload_s += duration
-            else:
-                sp.busy_s += duration
-        if phase.kind == "prefill":
-            self.prefill_busy_s += duration
-        elif phase.kind in ("decode", "tail"):
-            self.decode_busy_s += duration
-        else:
-            self.reload_busy_s += duration
+        self._span_phase(phase)
 
     def _complete_phase(self) -> list[SimReq]:
         ph = self.phase
@@ -552,11 +347,6 @@ class SimScheduler:
             return finished
         self._close_span_if_idle()
         return finished
-
-    def _close_span_if_idle(self) -> None:
-        if self.phase is None and self._open_span is not None:
-            self.spans.append(self._open_span)
-            self._open_span = None
 
     def _try_prefill(self) -> bool:
         """Admit a FIFO prefix of the queue that fits the KV budget and the chunk; start its prefill."""

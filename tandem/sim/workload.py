@@ -27,13 +27,14 @@ import itertools
 import random
 import statistics
 import time
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from tandem.sample import Sample
 from tandem.sim.latency import LatencyModel
-from tandem.sim.profiles import WorkloadProfile, load_engine_profile, load_workload_profile
+from tandem.sim.profiles import AgentParams, Dist, WorkloadProfile, load_engine_profile, load_workload_profile
 
 REPO = Path(__file__).resolve().parents[2]
 _calls = itertools.count()
@@ -85,102 +86,162 @@ def _random_ids(rng: random.Random, pool: tuple[int, ...], n: int) -> list[int]:
     return rng.choices(pool, k=max(0, n))
 
 
-async def agentic_rollout(ctx: Any, row: dict, group_size: int) -> list[Sample]:
-    """G multi-turn rollouts of one task, shaped by the workload profile."""
-    wl = workload_for(ctx.cfg)
-    agent = wl.agent
-    scale = ctx.cfg.engine.sim.time_scale
-    k = ctx.cfg.engine.sim.token_scale
+def _wire(n: int, token_scale: int) -> int:
+    """Modelled tokens -> tokens sent (the sim engines multiply them back by token_scale)."""
+    return max(1, -(-n // token_scale))
 
-    def wire(n: int) -> int:
-        """Modelled tokens -> tokens sent (the sim engines multiply them back by k)."""
-        return max(1, -(-n // k))
 
-    max_context = agent.max_context_tokens // k
-    pool = _token_pool(ctx.tokenizer)
-    call = next(_calls)
-    group_rng = random.Random(f"{ctx.cfg.run.seed}:{row.get('_index', -1)}:{call}")
-    # One task: the same prompt for the whole group (so the engines' prefix cache can share it),
-    # and one difficulty, so some groups are all-fail or all-pass as with real tasks.
-    prompt_ids = _random_ids(group_rng, pool, wire(agent.prompt_tokens.sample_int(group_rng)))
-    solve_p = min(1.0, group_rng.uniform(0.0, 2.0 * agent.solve_rate))
-    base = {k: v for k, v in dict(ctx.sampling_params).items() if k in ("temperature", "top_p", "top_k")}
-    latency = _latency(ctx.cfg.engine.sim.profile)
+@dataclass
+class _Group:
+    """What the G rollouts of one task share: the task (prompt, difficulty) and the run's scales."""
 
-    async def one(i: int) -> Sample:
-        rng = random.Random(f"{ctx.cfg.run.seed}:{row.get('_index', -1)}:{call}:{i}")
-        turns = max(1, agent.turns.sample_int(rng))
-        sample = Sample(prompt_ids=list(prompt_ids))
-        context = list(prompt_ids)
-        versions: list[int] = []
-        t_start = time.time()
-        gen_s = 0.0
-        alone_s = 0.0       # the rollout's critical path on an idle fleet (model seconds)
-        new_tokens = len(prompt_ids)
-        slept: list[tuple[float, float]] = []   # (wall s slept, model s planned) per tool call / grading
+    ctx: Any
+    row: dict
+    agent: AgentParams
+    call: int
+    """This rollout call's number in the process: keeps the draws of repeated calls apart."""
+    scale: float
+    """engine.sim.time_scale: tool and grading time are slept divided by it."""
+    k: int
+    """engine.sim.token_scale: modelled tokens per wire token."""
+    pool: tuple[int, ...]
+    prompt_ids: list[int]
+    solve_p: float
+    sampling: dict
+    latency: LatencyModel
 
-        async def sandbox_time(dist) -> None:
-            """A tool call or the grading run: its drawn time, slept at time_scale."""
-            planned = dist.sample(rng)
-            t0 = time.time()
-            await asyncio.sleep(planned / scale)
-            slept.append((time.time() - t0, planned))
+    @classmethod
+    def draw(cls, ctx: Any, row: dict) -> _Group:
+        agent = workload_for(ctx.cfg).agent
+        sim = ctx.cfg.engine.sim
+        pool = _token_pool(ctx.tokenizer)
+        call = next(_calls)
+        group_rng = random.Random(f"{ctx.cfg.run.seed}:{row.get('_index', -1)}:{call}")
+        # One task: the same prompt for the whole group (so the engines' prefix cache can share it),
+        # and one difficulty, so some groups are all-fail or all-pass as with real tasks.
+        prompt_ids = _random_ids(group_rng, pool, _wire(agent.prompt_tokens.sample_int(group_rng), sim.token_scale))
+        solve_p = min(1.0, group_rng.uniform(0.0, 2.0 * agent.solve_rate))
+        sampling = {key: v for key, v in dict(ctx.sampling_params).items() if key in ("temperature", "top_p", "top_k")}
+        return cls(ctx, row, agent, call, sim.time_scale, sim.token_scale, pool, prompt_ids, solve_p, sampling,
+                   _latency(sim.profile))
 
-        done_turns = 0
-        truncated = False
-        for turn in range(turns):
-            room = max_context - len(context)
+    def wire(self, n: int) -> int:
+        return _wire(n, self.k)
+
+    @property
+    def max_context(self) -> int:
+        return self.agent.max_context_tokens // self.k
+
+
+class _Trajectory:
+    """One rollout of a group: its own draws, the growing context and what its time went to."""
+
+    def __init__(self, group: _Group, i: int):
+        self.group, self.i = group, i
+        self.rng = random.Random(f"{group.ctx.cfg.run.seed}:{group.row.get('_index', -1)}:{group.call}:{i}")
+        self.turns = max(1, group.agent.turns.sample_int(self.rng))
+        self.sample = Sample(prompt_ids=list(group.prompt_ids))
+        self.context = list(group.prompt_ids)
+        self.versions: list[int] = []
+        self.t_start = time.time()
+        self.gen_s = 0.0
+        self.alone_s = 0.0       # the rollout's critical path on an idle fleet (model seconds)
+        self.new_tokens = len(group.prompt_ids)
+        self.slept: list[tuple[float, float]] = []   # (wall s slept, model s planned) per tool call / grading
+        self.done_turns = 0
+        self.truncated = False
+
+    async def sandbox_time(self, dist: Dist) -> None:
+        """A tool call or the grading run: its drawn time, slept at time_scale."""
+        planned = dist.sample(self.rng)
+        t0 = time.time()
+        await asyncio.sleep(planned / self.group.scale)
+        self.slept.append((time.time() - t0, planned))
+
+    async def generate(self, n_out: int) -> None:
+        """One model turn of exactly n_out wire tokens, appended as trained-on model tokens."""
+        g = self.group
+        t0 = time.time()
+        params = {**g.sampling, "max_new_tokens": n_out, "ignore_eos": True}
+        # One routing key per trajectory: with router.policy 'manual' every turn returns to
+        # the engine that holds this context in its prefix cache.
+        out = await g.ctx.engine.generate(self.context, params, return_logprob=True,
+                                          routing_key=f"sim-{g.call}-{self.i}")
+        self.gen_s += time.time() - t0
+        meta = out.get("meta_info", {})
+        ids = list(out["output_ids"])
+        self.alone_s += turn_alone_s(g.latency, self.new_tokens * g.k, (len(self.context) - self.new_tokens) * g.k,
+                                     len(ids) * g.k)
+        lps = [float(t[0]) for t in meta.get("output_token_logprobs", [])]
+        self.sample.append_model_tokens(ids, lps)
+        self.context += ids
+        self.versions.append(int(meta.get("weight_version", 0) or 0))
+        self.done_turns += 1
+
+    def observe(self) -> bool:
+        """Append the tool's observation (masked context); False when it no longer fits."""
+        g = self.group
+        n_obs = min(g.wire(g.agent.observation_tokens.sample_int(self.rng)), g.max_context - len(self.context) - 1)
+        if n_obs <= 0:
+            self.truncated = True
+            return False
+        obs = _random_ids(self.rng, g.pool, n_obs)
+        self.sample.append_context_tokens(obs)
+        self.context += obs
+        self.new_tokens = n_obs
+        return True
+
+    async def run_turns(self) -> None:
+        g = self.group
+        for turn in range(self.turns):
+            room = g.max_context - len(self.context)
             if room < 1:
-                truncated = True
+                self.truncated = True
                 break
-            want = wire(agent.output_tokens.sample_int(rng))
+            want = g.wire(g.agent.output_tokens.sample_int(self.rng))
             n_out = min(want, room)
-            truncated = n_out < want
-            t0 = time.time()
-            params = {**base, "max_new_tokens": n_out, "ignore_eos": True}
-            # One routing key per trajectory: with router.policy 'manual' every turn returns to
-            # the engine that holds this context in its prefix cache.
-            out = await ctx.engine.generate(context, params, return_logprob=True, routing_key=f"sim-{call}-{i}")
-            gen_s += time.time() - t0
-            meta = out.get("meta_info", {})
-            ids = list(out["output_ids"])
-            alone_s += turn_alone_s(latency, new_tokens * k, (len(context) - new_tokens) * k, len(ids) * k)
-            lps = [float(t[0]) for t in meta.get("output_token_logprobs", [])]
-            sample.append_model_tokens(ids, lps)
-            context += ids
-            versions.append(int(meta.get("weight_version", 0) or 0))
-            done_turns += 1
-            if truncated or turn == turns - 1:
+            self.truncated = n_out < want
+            await self.generate(n_out)
+            if self.truncated or turn == self.turns - 1:
                 break
-            await sandbox_time(agent.tool_time_s)
-            n_obs = min(wire(agent.observation_tokens.sample_int(rng)), max_context - len(context) - 1)
-            if n_obs <= 0:
-                truncated = True
+            await self.sandbox_time(g.agent.tool_time_s)
+            if not self.observe():
                 break
-            obs = _random_ids(rng, pool, n_obs)
-            sample.append_context_tokens(obs)
-            context += obs
-            new_tokens = n_obs
-        await sandbox_time(agent.eval_time_s)
-        tool_s = sum(wall for wall, _ in slept)
-        planned_wait = sum(planned for _, planned in slept)
-        alone_s += planned_wait
-        sample.weight_version = min(versions) if versions else 0
-        sample.finish_reason = "length" if truncated else "stop"
+
+    def finish(self) -> Sample:
+        """Weight version, finish reason and the `sim` metadata that step_metrics and the sweeps read."""
+        g, sample = self.group, self.sample
+        tool_s = sum(wall for wall, _ in self.slept)
+        planned_wait = sum(planned for _, planned in self.slept)
+        self.alone_s += planned_wait
+        sample.weight_version = min(self.versions) if self.versions else 0
+        sample.finish_reason = "length" if self.truncated else "stop"
         sample.metadata["sim"] = {
-            "turns": done_turns, "planned_turns": turns, "context_tokens": len(context) * k,
-            "t_start": t_start, "t_end": time.time(), "gen_s": gen_s, "tool_s": tool_s,
-            "solved": rng.random() < solve_p, "truncated": truncated,
+            "turns": self.done_turns, "planned_turns": self.turns, "context_tokens": len(self.context) * g.k,
+            "t_start": self.t_start, "t_end": time.time(), "gen_s": self.gen_s, "tool_s": tool_s,
+            "solved": self.rng.random() < g.solve_p, "truncated": self.truncated,
             # How late the orchestrator's event loop woke from the tool sleeps (wall s per sleep):
             # a loop blocked by other work stalls every rollout by this much per turn.
-            "loop_lag_s": (tool_s - planned_wait / scale) / len(slept),
+            "loop_lag_s": (tool_s - planned_wait / g.scale) / len(self.slept),
             # Wall seconds (model / time_scale) like t_start/t_end: the lower bound of this rollout.
-            "alone_s": alone_s / scale,
+            "alone_s": self.alone_s / g.scale,
         }
-        await ctx.score(sample, row)
         return sample
 
-    return list(await asyncio.gather(*(one(i) for i in range(group_size))))
+
+async def _one_rollout(group: _Group, i: int) -> Sample:
+    traj = _Trajectory(group, i)
+    await traj.run_turns()
+    await traj.sandbox_time(group.agent.eval_time_s)
+    sample = traj.finish()
+    await group.ctx.score(sample, group.row)
+    return sample
+
+
+async def agentic_rollout(ctx: Any, row: dict, group_size: int) -> list[Sample]:
+    """G multi-turn rollouts of one task, shaped by the workload profile."""
+    group = _Group.draw(ctx, row)
+    return list(await asyncio.gather(*(_one_rollout(group, i) for i in range(group_size))))
 
 
 def agentic_reward(sample: Sample, row: dict) -> tuple[float, dict]:
