@@ -70,3 +70,17 @@ def tree_cpu_seconds(root_pid: int) -> dict[str, float] | None:
 
 def median_or_none(xs: list[float]) -> float | None:
     return statistics.median(xs) if xs else None
+
+
+def loadavg() -> list[float] | None:
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return None
+
+
+def tail_text(text: str | bytes | None, n: int = 40) -> str:
+    """The last n lines of a child's output, bytes or str."""
+    if isinstance(text, bytes):
+        text = text.decode(errors="replace")
+    return "\n".join((text or "").splitlines()[-n:])

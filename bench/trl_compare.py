@@ -46,25 +46,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import median_or_none, tree_cpu_seconds
+from _common import loadavg, median_or_none, tail_text, tree_cpu_seconds
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = REPO / "bench" / "results" / "trl_compare.json"
 TRL_WORKER = Path(__file__).resolve().with_name("trl_worker.py")
-
-
-# ----------------------------------------------------------------------------- shared helpers
-def _loadavg() -> list[float] | None:
-    try:
-        return [round(x, 2) for x in os.getloadavg()]
-    except OSError:
-        return None
-
-
-def _tail(text, n: int = 40) -> str:
-    if isinstance(text, bytes):
-        text = text.decode(errors="replace")
-    return "\n".join((text or "").splitlines()[-n:])
 
 
 # ----------------------------------------------------------------------------- TRL side (child process)
@@ -79,11 +65,11 @@ def run_trl(spec: dict, timeout_s: float) -> dict:
     try:
         proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=timeout_s)
     except subprocess.TimeoutExpired as err:
-        return {"error": f"TRL timed out after {timeout_s:.0f}s", "stderr_tail": _tail(err.stderr)}
+        return {"error": f"TRL timed out after {timeout_s:.0f}s", "stderr_tail": tail_text(err.stderr)}
     finally:
         os.unlink(spec_path)
     if proc.returncode != 0 or not Path(out_path).exists():
-        return {"error": f"TRL worker exited {proc.returncode}", "stderr_tail": _tail(proc.stderr)}
+        return {"error": f"TRL worker exited {proc.returncode}", "stderr_tail": tail_text(proc.stderr)}
     res = json.loads(Path(out_path).read_text())
     os.unlink(out_path)
     res["process_wall_s"] = time.perf_counter() - t0
@@ -191,9 +177,9 @@ def run_tandem(mode: str, engines: int, a: argparse.Namespace, run_dir: Path, ti
     rows = [json.loads(x) for x in metrics_path.read_text().splitlines() if x.strip()] if metrics_path.exists() else []
     if rc != 0 or len(rows) < steps:
         res["error"] = f"train.py exit {rc}; {len(rows)}/{steps} metrics rows"
-        res["stdout_tail"] = _tail(stdout, 15)
-        res["stderr_tail"] = _tail(stderr)
-        res["log_tails"] = {p.name: _tail(p.read_text(errors="replace"), 20)
+        res["stdout_tail"] = tail_text(stdout, 15)
+        res["stderr_tail"] = tail_text(stderr)
+        res["log_tails"] = {p.name: tail_text(p.read_text(errors="replace"), 20)
                             for p in sorted((run_dir / "logs").glob("*.log"))} if (run_dir / "logs").exists() else {}
         return res
     res.update(steady_stats(rows, cpu_at_row, a))
@@ -298,7 +284,7 @@ def new_results(a: argparse.Namespace) -> dict:
                  "median CPU seconds (user+sys, every thread; for tandem train.py and all its children) per step; "
                  "start-up (imports, model load, engine/router/trainer launch, TRL set-up) excluded on both sides; "
                  "systems run one after another on the same machine; the TRL baseline is its fastest run.",
-        "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "loadavg_start": _loadavg()},
+        "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "loadavg_start": loadavg()},
         "trl": {},
         "trl_runs": [],
         "tandem": [],
@@ -390,7 +376,7 @@ def main(argv: list[str] | None = None) -> int:
         if not a.work_dir:
             shutil.rmtree(work, ignore_errors=True)
 
-    results["machine"]["loadavg_end"] = _loadavg()
+    results["machine"]["loadavg_end"] = loadavg()
     add_ratios(results)
     print_report(a, results)
     out = Path(a.out)

@@ -16,7 +16,6 @@ shim + embedded engine on CPU) - it checks the script, not the GPU path.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
@@ -29,12 +28,11 @@ import httpx
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-from tandem import losses  # noqa: E402
-from tandem.config import build_config  # noqa: E402
-from tandem.model_source import resolve_model_path  # noqa: E402
-from tandem.sample import Sample  # noqa: E402
+from tandem import losses
+from tandem.config import build_config
+from tandem.model_source import resolve_model_path
+from tandem.sample import Sample
 
 T0 = time.perf_counter()
 
@@ -75,7 +73,7 @@ def synthetic_batch(step: int, n_groups: int = 4, group: int = 4) -> list[Sample
     return out
 
 
-def main() -> int:
+def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser()
     ap.add_argument("--allow-cpu", action="store_true", help="rehearse on CPU (CPU shim + embedded engine)")
     ap.add_argument("--steps", type=int, default=3)
@@ -83,15 +81,12 @@ def main() -> int:
                     help="with SGLang: also run the engine API conformance tests against it (TANDEM_SGLANG_URL)")
     ap.add_argument("--max-mean-diff", type=float, default=0.05,
                     help="pass threshold on mean |logp_trainer - logp_engine| (bf16 on both sides)")
-    args = ap.parse_args()
-    warnings.filterwarnings("ignore")
-    cuda = torch.cuda.is_available()
-    if not cuda and not args.allow_cpu:
-        print("gpu_check: no CUDA device visible (use --allow-cpu for a CPU rehearsal)", file=sys.stderr)
-        return 2
-    work = Path(tempfile.mkdtemp(prefix="tandem_gpu_check_"))
-    cfg = build_config({
-        "run": {"run_dir": str(work / "run"), "cache_dir": str(work / "cache"), "steps": args.steps, "seed": 0},
+    return ap.parse_args()
+
+
+def check_config(work: Path, steps: int, cuda: bool):
+    return build_config({
+        "run": {"run_dir": str(work / "run"), "cache_dir": str(work / "cache"), "steps": steps, "seed": 0},
         # head_dim 64: the tiny default (16) is below what SGLang's GPU attention kernels support.
         "model": {"dtype": "bfloat16" if cuda else "float32",
                   "tiny": {"hidden_size": 256, "num_heads": 4, "num_kv_heads": 2, "head_dim": 64,
@@ -102,13 +97,12 @@ def main() -> int:
                    "mem_fraction_static": 0.4, "sglang_args": {"skip_server_warmup": True}},
         "rollout": {"temperature": 1.0},
     })
-    base_dir = resolve_model_path(cfg)
-    say(f"torch {torch.__version__}, cuda={cuda}"
-        + (f" ({torch.cuda.get_device_name(0)})" if cuda else "") + f", tiny model at {base_dir}")
 
-    # ---- 1. train
-    from tandem.weights import publish_weights
+
+def train_and_publish(cfg, steps: int, base_dir: str, cuda: bool):
+    """1. train `steps` Megatron steps; 2. export and publish version `steps`. -> (trainer, path)"""
     from tandem.trainer.megatron_backend import MegatronTrainer
+    from tandem.weights import publish_weights
 
     t = time.perf_counter()
     trainer = MegatronTrainer(cfg)
@@ -116,25 +110,26 @@ def main() -> int:
         f"bf16={trainer.bf16}, model {type(trainer.train_model).__name__}")
     if cuda:
         assert "megatron" in type(trainer.optimizer).__module__, "expected megatron.core's optimizer on CUDA"
-    for step in range(args.steps):
+    for step in range(steps):
         m = trainer.train_step(synthetic_batch(step))
         say(f"step {step}: loss {m['loss']:+.5f} grad_norm {m['grad_norm']:.4f} entropy {m['entropy']:.3f} "
             f"tokens {m['tokens']:.0f} train_time {m['train_time']:.2f}s")
         assert m["optimizer_steps"] == 1.0, "optimizer step skipped (non-finite gradients?)"
-
-    # ---- 2. export
     t = time.perf_counter()
     sd = trainer.export_hf_state_dict()
-    path = publish_weights(sd, base_dir, cfg.run.run_dir, version=args.steps, keep_last=2)
+    path = publish_weights(sd, base_dir, cfg.run.run_dir, version=steps, keep_last=2)
     say(f"exported {len(sd)} tensors ({sum(v.numel() for v in sd.values())} params, {next(iter(sd.values())).dtype}) "
         f"to {path} in {time.perf_counter() - t:.2f}s")
+    return trainer, path
 
-    # ---- 3. engine on the base model, then reload
+
+def start_engine(cfg, work: Path, base_dir: str, cuda: bool):
+    """3. an engine (SGLang on a GPU when installed, else the embedded one) on the base model.
+    -> (process, url, env, uses SGLang)"""
     from tandem.engine.sglang_launch import sglang_command, sglang_python
     from tandem.ports import free_port
 
     port = free_port()
-    url = f"http://127.0.0.1:{port}"
     use_sglang = cuda and sglang_available(sglang_python())
     run_cfg = work / "config.json"
     if use_sglang:
@@ -144,57 +139,82 @@ def main() -> int:
         cmd = [sys.executable, "-m", "tandem.engine", "--run-config", str(run_cfg), "--port", str(port),
                "--name", "engine0"]
     run_cfg.write_text(cfg.model_dump_json())
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = dict(os.environ)
     if cuda:
         env["CUDA_VISIBLE_DEVICES"] = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0]
-    log = open(work / "engine.log", "w")
     say(f"starting {'SGLang' if use_sglang else 'embedded'} engine: {' '.join(cmd)}")
-    proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+    proc = subprocess.Popen(cmd, env=env, stdout=open(work / "engine.log", "w"), stderr=subprocess.STDOUT, cwd=ROOT)
+    return proc, f"http://127.0.0.1:{port}", env, use_sglang
+
+
+def reload_engine(url: str, proc, path: Path, version: int) -> None:
+    t = time.perf_counter()
+    wait_health(url, proc, timeout_s=300)
+    say(f"engine healthy in {time.perf_counter() - t:.1f}s")
+    t = time.perf_counter()
+    r = httpx.post(f"{url}/update_weights_from_disk",
+                   json={"model_path": str(path), "weight_version": str(version)}, timeout=300).json()
+    say(f"/update_weights_from_disk -> {r} in {time.perf_counter() - t:.2f}s")
+    assert r.get("success"), r
+
+
+def logprob_agreement(trainer, url: str, version: int, base_dir: str, cuda: bool, max_mean_diff: float) -> bool:
+    """4. the trainer's logprobs of the engine's own samples, against the engine's (and the base model's)."""
+    from tandem.model_source import load_causal_lm
+
+    prompts = [s.prompt_ids for s in synthetic_batch(99)[::4]]
+    outs = [httpx.post(f"{url}/generate", timeout=120, json={
+        "input_ids": p, "return_logprob": True,
+        "sampling_params": {"temperature": 1.0, "max_new_tokens": 32, "ignore_eos": True}}).json()
+        for p in prompts]
+    versions = {o["meta_info"].get("weight_version") for o in outs}
+    say(f"engine reports weight_version {versions}")
+    assert versions == {str(version)}, versions
+    diffs, base_diffs = [], []
+    base = load_causal_lm(base_dir, "float32", "cuda" if cuda else "cpu")
+    for prompt, o in zip(prompts, outs):
+        eng = torch.tensor([lp[0] for lp in o["meta_info"]["output_token_logprobs"]])
+        ids = torch.tensor([prompt + o["output_ids"]])
+        logits = trainer.full_logits(ids).float().cpu()
+        mine = losses.token_logprobs(logits[:, :-1], ids[:, 1:])[0, len(prompt) - 1:]
+        with torch.no_grad():
+            b = base(input_ids=ids.to(base.device)).logits.float().cpu()
+        diffs.append((mine - eng).abs())
+        base_diffs.append((losses.token_logprobs(b[:, :-1], ids[:, 1:])[0, len(prompt) - 1:] - eng).abs())
+    d, bd = torch.cat(diffs), torch.cat(base_diffs)
+    say(f"logprob |trainer - engine| over {d.numel()} tokens: mean {d.mean():.5f} max {d.max():.5f} "
+        f"(engine vs base model: mean {bd.mean():.5f})")
+    return d.mean().item() < max_mean_diff and d.mean().item() < bd.mean().item()
+
+
+def sglang_conformance(url: str, env: dict, path: Path) -> bool:
+    t = time.perf_counter()
+    rc = subprocess.run([sys.executable, "-m", "pytest", "tests/test_engine_api.py", "-k", "sglang", "-q",
+                         "-x", "--timeout", "120"], cwd=ROOT, env={
+        **env, "TANDEM_SGLANG_URL": url, "TANDEM_SGLANG_MODEL_PATH": str(path)}).returncode
+    say(f"engine conformance tests against SGLang: exit {rc} in {time.perf_counter() - t:.1f}s")
+    return rc == 0
+
+
+def main() -> int:
+    args = parse_args()
+    warnings.filterwarnings("ignore")
+    cuda = torch.cuda.is_available()
+    if not cuda and not args.allow_cpu:
+        print("gpu_check: no CUDA device visible (use --allow-cpu for a CPU rehearsal)", file=sys.stderr)
+        return 2
+    work = Path(tempfile.mkdtemp(prefix="tandem_gpu_check_"))
+    cfg = check_config(work, args.steps, cuda)
+    base_dir = resolve_model_path(cfg)
+    say(f"torch {torch.__version__}, cuda={cuda}"
+        + (f" ({torch.cuda.get_device_name(0)})" if cuda else "") + f", tiny model at {base_dir}")
+    trainer, path = train_and_publish(cfg, args.steps, base_dir, cuda)
+    proc, url, env, use_sglang = start_engine(cfg, work, base_dir, cuda)
     try:
-        t = time.perf_counter()
-        wait_health(url, proc, timeout_s=300)
-        say(f"engine healthy in {time.perf_counter() - t:.1f}s")
-        t = time.perf_counter()
-        r = httpx.post(f"{url}/update_weights_from_disk",
-                       json={"model_path": str(path), "weight_version": str(args.steps)}, timeout=300).json()
-        say(f"/update_weights_from_disk -> {r} in {time.perf_counter() - t:.2f}s")
-        assert r.get("success"), r
-
-        # ---- 4. logprob agreement on the engine's own samples
-        prompts = [s.prompt_ids for s in synthetic_batch(99)[::4]]
-        outs = [httpx.post(f"{url}/generate", timeout=120, json={
-            "input_ids": p, "return_logprob": True,
-            "sampling_params": {"temperature": 1.0, "max_new_tokens": 32, "ignore_eos": True}}).json()
-            for p in prompts]
-        versions = {o["meta_info"].get("weight_version") for o in outs}
-        say(f"engine reports weight_version {versions}")
-        assert versions == {str(args.steps)}, versions
-        diffs, base_diffs = [], []
-        from tandem.model_source import load_causal_lm
-
-        base = load_causal_lm(base_dir, "float32", "cuda" if cuda else "cpu")
-        for prompt, o in zip(prompts, outs):
-            out_ids = o["output_ids"]
-            eng = torch.tensor([lp[0] for lp in o["meta_info"]["output_token_logprobs"]])
-            ids = torch.tensor([prompt + out_ids])
-            logits = trainer.full_logits(ids).float().cpu()
-            mine = losses.token_logprobs(logits[:, :-1], ids[:, 1:])[0, len(prompt) - 1:]
-            with torch.no_grad():
-                b = base(input_ids=ids.to(base.device)).logits.float().cpu()
-            theirs_base = losses.token_logprobs(b[:, :-1], ids[:, 1:])[0, len(prompt) - 1:]
-            diffs.append((mine - eng).abs())
-            base_diffs.append((theirs_base - eng).abs())
-        d, bd = torch.cat(diffs), torch.cat(base_diffs)
-        say(f"logprob |trainer - engine| over {d.numel()} tokens: mean {d.mean():.5f} max {d.max():.5f} "
-            f"(engine vs base model: mean {bd.mean():.5f})")
-        ok = d.mean().item() < args.max_mean_diff and d.mean().item() < bd.mean().item()
+        reload_engine(url, proc, path, args.steps)
+        ok = logprob_agreement(trainer, url, args.steps, base_dir, cuda, args.max_mean_diff)
         if args.conformance and use_sglang:
-            t = time.perf_counter()
-            rc = subprocess.run([sys.executable, "-m", "pytest", "tests/test_engine_api.py", "-k", "sglang", "-q",
-                                 "-x", "--timeout", "120"], cwd=ROOT, env={
-                **env, "TANDEM_SGLANG_URL": url, "TANDEM_SGLANG_MODEL_PATH": str(path)}).returncode
-            say(f"engine conformance tests against SGLang: exit {rc} in {time.perf_counter() - t:.1f}s")
-            ok = ok and rc == 0
+            ok = sglang_conformance(url, env, path) and ok
     finally:
         proc.terminate()
         try:

@@ -8,16 +8,14 @@ fails if the two drift apart.
 from __future__ import annotations
 
 import json
-import sys
 import textwrap
 from pathlib import Path
 
 from pydantic import BaseModel
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
-from tandem.config import TandemConfig  # noqa: E402
+from tandem.config import TandemConfig
 
 HEADER = """\
 # tandem configuration. Every key can be overridden on the command line as --section.key VALUE,

@@ -125,7 +125,6 @@ def test_end_context_limit_never_exceeds_the_budget():
 
 
 def test_end_context_limit_caps_max_new_tokens():
-    tok = tiny_tokenizer()
     probe, _ = episode(scripted(bash("ls")), max_turns=1)
     prompt_len = len(probe.sample.prompt_ids)
     ep, _ = episode(lambda p, t: bash("x" * 500), max_context_tokens=prompt_len + 30, min_turn_tokens=8)
