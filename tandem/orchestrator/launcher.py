@@ -26,6 +26,7 @@ from tandem.paths import PROJECT_ROOT
 from tandem.rollout import DataError, PluginError, load_dataset_rows, load_reward_fn, load_rollout_fn
 from tandem.weights import PublishError, SyncError
 
+
 def absolutize_paths(cfg: TandemConfig) -> None:
     """Children may run elsewhere (torchrun, other cwd): hand them absolute paths.
 

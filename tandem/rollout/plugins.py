@@ -113,7 +113,8 @@ def load_reward_fn(spec: str) -> RewardFn:
 def check_rollout_result(result: Any, spec: str) -> list[Sample]:
     """What a rollout function returned, checked: a non-empty list of Samples."""
     if not isinstance(result, list) or not result or not all(isinstance(s, Sample) for s in result):
-        got = type(result).__name__ if not isinstance(result, list) else f"list of {sorted({type(s).__name__ for s in result}) or 'nothing'}"
+        kinds = sorted({type(s).__name__ for s in result}) if isinstance(result, list) else []
+        got = f"list of {kinds or 'nothing'}" if isinstance(result, list) else type(result).__name__
         raise PluginError(f"rollout plug-in '{spec}' must return a non-empty list[Sample], got {got}")
     return result
 
