@@ -128,9 +128,12 @@ def check_listed_versions(run_dir: Path) -> None:
 
 def caught_mid_delete(run_dir: Path) -> bool:
     """Is some older version's directory, listed or not, half gone? (Whatever names the code under test uses.)"""
+    weights = run_dir / "weights"
+    if not weights.is_dir():  # a look before the first publish made the directory (a loaded box)
+        return False
     versions = published_versions(run_dir)
     newest = version_dir(run_dir, versions[-1]).name if versions else None
-    return any(0 < len(list(d.glob("shard-*"))) < 2000 for d in (run_dir / "weights").iterdir()
+    return any(0 < len(list(d.glob("shard-*"))) < 2000 for d in weights.iterdir()
                if d.is_dir() and d.name != newest and not d.name.startswith(f".{newest}."))
 
 
