@@ -155,8 +155,11 @@ def check_live_view(screen: str, total: int) -> None:
 def test_two_engines_end_to_end(tmp_path, mode, policy, terminal):
     steps = 3
     run = tmp_path / "run"
+    # Drain: step 2's requests start at the first sync and must still be decoding at the second,
+    # a few hundred ms later, for draining to matter (48 tokens sometimes finished before it).
+    new_tokens = "128" if policy == "drain" else "48"
     launch = Launch(run, ["--engines", "2", "--steps", str(steps), "--mode", mode, "--rollout.partial_rollout", policy,
-                          "--rollout.max_new_tokens", "48", "--sync.keep_last", "8", *SMALL,
+                          "--rollout.max_new_tokens", new_tokens, "--sync.keep_last", "8", *SMALL,
                           "--logging.tensorboard", "true", "--logging.live", "auto"], terminal=terminal)
     assert finished(launch) == 0, launch.describe()
     rows = metrics(run)
