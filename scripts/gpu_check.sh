@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One-GPU check of tandem's GPU backends, in under 8 minutes:
 # Megatron trainer (TP=1, megatron.core DDP + distributed optimizer + bf16) for 3 steps,
-# export through sync.publish_weights, reload an SGLang engine (or the embedded engine on
+# export through tandem.weights.publish_weights, reload an SGLang engine (or the embedded engine on
 # CUDA when sglang is not importable) via /update_weights_from_disk, compare logprobs.
 #
 #   bash scripts/gpu_check.sh                 # on the GPU box (uses GPU 0 of CUDA_VISIBLE_DEVICES)
