@@ -10,6 +10,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Protocol
 
 from tandem import checkpoint
 from tandem.config import TandemConfig
@@ -28,24 +29,48 @@ from tandem.rollout import EngineClient, PromptCursor, RolloutContext, sampling_
 TRAIN_KEYS = ("loss", "kl", "entropy", "clip_frac", "grad_norm", "logprob_mismatch", "train_time")
 
 
+class TrainerLink(Protocol):
+    """How the loop reaches the trainer: hand it a step's batch, then wait for its answer (the
+    training metrics, and `weight_version`/`weights_path` when it published weights)."""
+
+    async def submit(self, step: int, samples: list) -> None: ...
+
+    async def result(self, step: int) -> dict: ...
+
+
+class FileTrainerLink:
+    """The trainer child process: batches and answers cross as files in the run directory."""
+
+    def __init__(self, run_dir: Path, cfg: TandemConfig, cluster: Cluster):
+        self.run_dir, self.cfg, self.cluster = run_dir, cfg, cluster
+
+    async def submit(self, step: int, samples: list) -> None:
+        await asyncio.to_thread(write_batch, self.run_dir, step, samples)  # off the loop: rollouts keep flowing
+
+    async def result(self, step: int) -> dict:
+        return await wait_trainer(self.run_dir, step, self.cfg, self.cluster)
+
+
 async def run_loop(cfg: TandemConfig, run_dir: Path, producer: RolloutProducer, ctx: RolloutContext,
-                   cluster: Cluster, fleet: Fleet, metrics: MetricsLog, view: LiveView, start_step: int,
+                   trainer: TrainerLink, fleet: Fleet, metrics: MetricsLog, view: LiveView, start_step: int,
                    hooks: RunHooks = NO_HOOKS) -> None:
     """The whole RL loop. Rollout for step k+staleness overlaps training on step k."""
     from tandem.losses import assign_advantages  # torch: imported only once a run starts
 
     # Steps are timed at the trainer's cadence: from one trained step to the next, so
-    # step_time = trainer_wait_time (rollout tail + weight sync) + train time.
-    last_result = time.monotonic()
+    # step_time = trainer_wait_time (rollout tail + weight sync) + train time. The loop's clock,
+    # not time.monotonic(): a simulated run drives the same loop on a virtual clock.
+    clock = asyncio.get_running_loop().time
+    last_result = clock()
     for step in range(start_step, cfg.run.steps):
         view.set_status(f"step {step}: rolling out (waiting on engines)")
         batch = await producer.take(step)                                  # 1. rollout
         assign_advantages(batch.samples, cfg.trainer.loss.use_std_norm)
-        await asyncio.to_thread(write_batch, run_dir, step, batch.samples)  # off the loop: rollouts keep flowing
-        batch_written = time.monotonic()
+        await trainer.submit(step, batch.samples)
+        batch_written = clock()
         view.set_status(f"step {step}: training (waiting on trainer)")
-        result = await wait_trainer(run_dir, step, cfg, cluster)                     # 2. train
-        result_at = time.monotonic()
+        result = await trainer.result(step)                                # 2. train
+        result_at = clock()
         reload_s = 0.0
         if result.get("weight_version") is not None:                        # 3. sync
             view.set_status(f"step {step}: syncing weights v{result['weight_version']} (waiting on engines)")
@@ -137,7 +162,9 @@ async def orchestrate(cfg: TandemConfig, run_dir: Path, sup: Supervisor, cluster
     metrics = MetricsLog(run_dir, cfg.logging.tensorboard)
     view = LiveView(cfg.run.steps, start.step, monitor, cfg.logging.live)
     producer.start()
-    tasks = [asyncio.create_task(run_loop(cfg, run_dir, producer, ctx, cluster, fleet, metrics, view, start.step, hooks)),
+    trainer = FileTrainerLink(run_dir, cfg, cluster)
+    tasks = [asyncio.create_task(run_loop(cfg, run_dir, producer, ctx, trainer, fleet, metrics, view, start.step,
+                                          hooks)),
              asyncio.create_task(watch_children(sup, metrics, view, cfg.faults.stall_warning_s)),
              asyncio.create_task(monitor.run(), name="queue-monitor")]
     if cfg.faults.max_engine_restarts > 0:
