@@ -30,20 +30,41 @@ class Sample:
     """Position of the prompt row in the dataset."""
     response_text: str = ""
     metadata: dict[str, Any] = field(default_factory=dict)
+    token_versions: list[int] = field(default_factory=list)
+    """Per response token: the weight version that produced it (-1 where the mask is 0). A
+    trajectory may span versions; empty when the plug-in did not say (then every model token
+    counts as `weight_version`)."""
 
-    def append_model_tokens(self, ids: list[int], logprobs: list[float]) -> None:
-        """Tokens the policy generated: trained on, with the engine's logprobs."""
+    def append_model_tokens(self, ids: list[int], logprobs: list[float], version: int | None = None) -> None:
+        """Tokens the policy generated: trained on, with the engine's logprobs and (when known) the
+        weight version the engine reported for them."""
         if len(ids) != len(logprobs):
             raise ValueError(f"{len(ids)} output ids but {len(logprobs)} logprobs")
+        if version is not None or self.token_versions:
+            self._pad_versions()
+            self.token_versions.extend([self.weight_version if version is None else int(version)] * len(ids))
         self.response_ids.extend(ids)
         self.loss_mask.extend([1] * len(ids))
         self.rollout_logprobs.extend(logprobs)
 
     def append_context_tokens(self, ids: list[int]) -> None:
         """Observation / chat-template tokens: part of the sequence, never trained on."""
+        if self.token_versions:
+            self.token_versions.extend([-1] * len(ids))
         self.response_ids.extend(ids)
         self.loss_mask.extend([0] * len(ids))
         self.rollout_logprobs.extend([0.0] * len(ids))
+
+    def _pad_versions(self) -> None:
+        # Tokens appended before the first version was known count as this sample's oldest.
+        known = len(self.token_versions)
+        self.token_versions.extend(self.weight_version if m else -1 for m in self.loss_mask[known:])
+
+    def model_token_versions(self) -> list[int]:
+        """The version of every trained-on token, in order."""
+        if len(self.token_versions) != len(self.response_ids):
+            return [self.weight_version] * self.num_model_tokens
+        return [v for v, m in zip(self.token_versions, self.loss_mask) if m]
 
     @property
     def tokens(self) -> list[int]:

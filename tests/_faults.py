@@ -292,8 +292,8 @@ def check_batches(run_dir: Path, steps: int) -> list[str]:
     for r in rows:
         if r["samples"] != PROMPTS * GROUP:
             problems.append(f"step {r['step']}: metrics samples {r['samples']} != {PROMPTS * GROUP}")
-        if r["dropped_stale"]:
-            problems.append(f"step {r['step']}: {r['dropped_stale']} samples dropped as stale")
+        if r["dropped_stale"] % GROUP:  # streaming may drop a group that missed its steps, never part of one
+            problems.append(f"step {r['step']}: {r['dropped_stale']} samples dropped as stale: not whole groups")
     if batch_steps(run_dir) != list(range(steps)):
         problems.append(f"rollouts/ has steps {batch_steps(run_dir)}")
     for step in batch_steps(run_dir):
@@ -373,20 +373,30 @@ def record(name: str, value) -> None:
 
 
 # --------------------------------------------------------------------------- exact references
-def expected_prompts(run_dir: Path, steps: int) -> dict[int, set[int]]:
-    """The prompts an uninterrupted run draws, step by step: the seeded data cursor's order
-    (no stale drops, so step k draws the next ceil(prompts_per_step * oversample) rows; without
-    oversampling it trains on exactly those)."""
-    import math
-
+def cursor_draws(run_dir: Path, n: int) -> list[int]:
+    """The first n prompts the seeded data cursor draws (dataset `_index`), in order."""
     from tandem.rollout import PromptCursor, load_dataset_rows
     from tandem.config import config_from_json
 
     cfg = config_from_json(str(Path(run_dir) / "config.json"))
     rows = load_dataset_rows(cfg.rollout.data_path, cfg.rollout.prompt_key).rows
     cursor = PromptCursor(len(rows), cfg.run.seed, cfg.rollout.shuffle)
-    k = math.ceil(cfg.rollout.prompts_per_step * cfg.rollout.oversample)
-    return {s: {int(rows[cursor.next()]["_index"]) for _ in range(k)} for s in range(steps)}
+    return [int(rows[cursor.next()]["_index"]) for _ in range(n)]
+
+
+def admissions_bound(run_dir: Path, steps: int) -> int:
+    """The most groups a run of `steps` steps can have admitted: admission stops at
+    steps * B + slack (producer.py), and every group dropped as stale or cancelled at a take
+    frees one more admission."""
+    import math
+
+    from tandem.config import config_from_json
+
+    cfg = config_from_json(str(Path(run_dir) / "config.json"))
+    b = cfg.rollout.prompts_per_step
+    rows = metrics(run_dir)
+    lost = sum(r["dropped_stale"] // cfg.rollout.samples_per_prompt + r["oversample_discarded"] for r in rows)
+    return steps * b + math.ceil(b * cfg.rollout.oversample) - b + lost
 
 
 def replay_weights(run_dir: Path, steps: int) -> dict:

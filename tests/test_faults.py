@@ -40,7 +40,7 @@ import psutil
 import pytest
 
 from _faults import (GROUP, INSTRUMENTED, MARGIN_S, PROMPTS, SMALL, Launch, base_weights, batch, check_batches, checkpoint_state,
-                     children_gone_bound_s, expected_prompts, final_weights, l2, metrics, mount_tmpfs, prompt_indices, record, rel_l2,
+                     children_gone_bound_s, cursor_draws, final_weights, l2, metrics, mount_tmpfs, prompt_indices, record, rel_l2,
                      remount_tmpfs, replay_weights, rows_done, survivors, umount)
 
 UNRESPONSIVE_S = 3.0
@@ -147,7 +147,7 @@ def test_engine_faults_recovered(tmp_path, mode):
     # Both faults were real: the killed engine is gone, the stopped one was killed, not left hanging.
     assert not survivors([victim, hung], 5), "a faulted engine process is still running"
 
-    # Every step trained on exactly prompts*G samples: none lost, none counted twice, none stale.
+    # Every step trained on exactly prompts*G samples: none lost, none counted twice.
     assert check_batches(run, steps) == []
     rows = metrics(run)
     assert rows[-1]["engine_restarts"] == 2
@@ -161,14 +161,16 @@ def test_engine_faults_recovered(tmp_path, mode):
     # a loaded 2-core machine; the test's own polling latency is not part of what is bounded.
     assert recoveries[0]["detect_s"] <= 2 * CHECK_S + PROBE_S + MARGIN_S, recoveries[0]
     assert UNRESPONSIVE_S <= recoveries[1]["detect_s"] <= UNRESPONSIVE_S + CHECK_S + PROBE_S + MARGIN_S, recoveries[1]
-    # The faults hit traffic, and still no sample was lost: requests reached the killed engine
-    # (the router logged each failed send and answered it from the other engine), and a step's
-    # requests sat on the silent engine until the doctor replaced it (~engine_unresponsive_s).
+    # The faults hit traffic, and still no sample was lost: requests reached the killed engine and
+    # sat on the silent one until the doctor replaced it (the router logged each failed send and
+    # answered it from the other engine). In sync mode the step waited for them
+    # (~engine_unresponsive_s); async steps stream past groups stuck on the silent engine.
     router_log = (run / "logs" / "router.log").read_text(errors="replace")
     failed_sends = {name: router_log.count(f"worker_url={url} route=/generate") for name, url in urls.items()}
-    assert failed_sends["engine1"] >= 1, failed_sends
+    assert failed_sends["engine1"] >= 1 and failed_sends["engine0"] >= 1, failed_sends
     longest_rollout_s = max(r["rollout_time"] for r in rows)
-    assert longest_rollout_s >= UNRESPONSIVE_S - CHECK_S - 0.5, longest_rollout_s
+    if mode == "sync":
+        assert longest_rollout_s >= UNRESPONSIVE_S - CHECK_S - 0.5, longest_rollout_s
 
     record(f"{mode}.kill9.detect_s_observed", round(kill_detect_s, 2))
     record(f"{mode}.kill9.back_s_observed", round(kill_back_s, 2))
@@ -453,12 +455,17 @@ def test_crash_chain_resumes_exactly(tmp_path):
             umount(ckpt_mount)
     record("chain.history", history)
 
-    # Steps 0..7 exactly once, each on PROMPTS x GROUP samples, no prompt trained twice, and
-    # the same prompts step by step as an uninterrupted run (the data cursor resumed exactly).
+    # Steps 0..7 exactly once, each on PROMPTS x GROUP samples, no prompt trained twice, and the
+    # same prompts as an uninterrupted run: admission stops at CHAIN_STEPS * PROMPTS groups, so
+    # without stale drops the run trains exactly the cursor's first CHAIN_STEPS * PROMPTS draws,
+    # whichever step each lands in (rollouts stream); a resume regenerates the checkpoint's
+    # in-flight prompts, so none is lost or trained twice.
     problems += check_batches(run, CHAIN_STEPS)
-    expected = expected_prompts(run, CHAIN_STEPS)
-    if prompt_indices(run) != expected:
-        problems.append(f"prompts per step {prompt_indices(run)} != the seeded cursor's {expected}")
+    dropped = sum(r["dropped_stale"] // GROUP + r["oversample_discarded"] for r in metrics(run))
+    trained = set().union(*prompt_indices(run).values())
+    expected = set(cursor_draws(run, CHAIN_STEPS * PROMPTS + dropped))
+    if trained != expected and not (dropped and trained <= expected):
+        problems.append(f"trained prompts {sorted(trained)} != the seeded cursor's first draws {sorted(expected)}")
     assert all(prompt_indices(run)[s] == idx for s, idx in completed.items())
     assert final_state == {"complete": [6, 8], "partial": {}}, final_state
     trained = sum(len(batch(run, s)["samples"]) for s in range(CHAIN_STEPS))

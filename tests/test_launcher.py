@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from _faults import (MARGIN_S, SMALL, Launch, batch, check_batches, children_gone_bound_s, expected_prompts, metrics,
+from _faults import (MARGIN_S, SMALL, Launch, batch, check_batches, children_gone_bound_s, admissions_bound, cursor_draws, metrics,
                      prompt_indices, rows_done)
 
 REPO = Path(__file__).resolve().parents[1]
@@ -163,7 +163,7 @@ def test_two_engines_end_to_end(tmp_path, mode, policy, terminal):
                           "--logging.tensorboard", "true", "--logging.live", "auto"], terminal=terminal)
     assert finished(launch) == 0, launch.describe()
     rows = metrics(run)
-    assert check_batches(run, steps) == []  # every step: 2 groups of 4, none lost, none stale-dropped
+    assert check_batches(run, steps) == []  # every step: 2 groups of 4, none lost, none twice
     documented = readme_metric_keys()
     for row in rows:
         assert not [k for k in documented if k not in row], "README documents metrics the run does not log"
@@ -195,8 +195,8 @@ def test_two_engines_end_to_end(tmp_path, mode, policy, terminal):
 
 def test_resume_extends_an_oversampled_run_that_aborts(tmp_path):
     """--resume DIR --steps N continues a finished run to N steps: numbering, data cursor, weight
-    versions and TensorBoard carry on; with oversampling (3 groups drawn per step, 2 trained) and
-    abort (in-flight groups aborted by each sync and regenerated under the new weights).
+    versions and TensorBoard carry on; with oversampling (one group of slack beyond the 2 a step
+    trains) and abort (in-flight groups aborted by each sync and regenerated under the new weights).
 
     Steps 0 and 1 start together, so the first sync meets nothing in flight; step 2 starts at the
     first sync and its 12 requests of up to 128 tokens (over a second of decoding here) are still
@@ -214,10 +214,10 @@ def test_resume_extends_an_oversampled_run_that_aborts(tmp_path):
     rows = metrics(run)
     assert check_batches(run, extended) == []  # every step once, 8 samples, no prompt trained twice
     assert [r["weight_version"] for r in rows] == list(range(1, extended + 1))
-    drawn, trained = expected_prompts(run, extended), prompt_indices(run)
-    for step in range(extended):  # the cursor resumed exactly: each step trained on 2 of the 3 rows it drew
-        assert len(drawn[step]) == 3 and trained[step] <= drawn[step], (step, trained[step], drawn[step])
-    assert all(r["oversample_discarded"] == 1 for r in rows), [r["oversample_discarded"] for r in rows]
+    # The cursor resumed where it stood (the checkpoint's in-flight prompts regenerated first):
+    # every trained prompt is among the first draws an uninterrupted run could have admitted.
+    trained = set().union(*prompt_indices(run).values())
+    assert trained <= set(cursor_draws(run, admissions_bound(run, extended))), trained
     # abort: groups in flight at a sync were aborted by the engine and regenerated once the new
     # version was served, so no sample holds tokens of two versions or claims an older one.
     assert sum(r["recycled_groups"] for r in rows) >= 1, [r["recycled_groups"] for r in rows]

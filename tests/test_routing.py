@@ -12,6 +12,8 @@ from __future__ import annotations
 import asyncio
 import time
 
+import pytest
+
 from tandem.rollout import REQUEST_PRIORITY, EngineClient, PromptCursor, RolloutContext
 from tandem.orchestrator.cluster import router_command, router_ready
 from tandem.config import TandemConfig
@@ -84,9 +86,17 @@ def test_each_trajectory_sticks_to_one_engine_and_carries_its_step_priority(tmp_
     assert len(keyed) == 40 and {r["priority"] for r in keyed} == {-7}
 
 
-def test_the_producer_gives_every_group_the_priority_of_its_step():
+@pytest.mark.parametrize("order, expected", [
+    # admission: -(version served at admission). B = 2, S = 1: rows 0-3 are admitted under v0;
+    # after step 0 trained and v1 is served, (1 + 1 + 1 - 1) * 2 - 2 buffered = 2 more: rows 4, 5.
+    ("admission", [(0, 0), (1, 0), (2, 0), (3, 0), (4, -1), (5, -1)]),
+    # age: -(admission order), the oldest trajectory first.
+    ("age", [(0, 0), (1, -1), (2, -2), (3, -3), (4, -4), (5, -5)]),
+])
+def test_the_producer_gives_every_group_its_priority(order, expected):
     cfg = TandemConfig.model_validate({"run": {"mode": "async", "steps": 3},
-                                       "rollout": {"prompts_per_step": 2, "samples_per_prompt": 1}})
+                                       "rollout": {"prompts_per_step": 2, "samples_per_prompt": 1,
+                                                   "request_priority": order}})
     seen: list[tuple[int, int | None]] = []
 
     async def fn(ctx, row, g):
@@ -107,11 +117,70 @@ def test_the_producer_gives_every_group_the_priority_of_its_step():
             await producer.take(step)
             outside.append(REQUEST_PRIORITY.get())
             await producer.set_version(step + 1)
+            await asyncio.sleep(0.01)  # the admission task runs before the next take, as in a run
         await producer.stop()
 
     asyncio.run(go())
-    assert sorted(seen) == [(0, 0), (1, 0), (2, -1), (3, -1), (4, -2), (5, -2)]
+    assert sorted(seen) == expected
     assert outside == [None, None, None]  # set only inside each group's task, never in the caller's context
+
+
+def test_streaming_through_the_real_router_passes_the_straggler_and_keeps_the_bound(tmp_path):
+    """B = 2, S = 1, 5 steps, weights synced to both engines after every step with the real sync
+    code. Row 0's trajectory takes 15 turns, every other one 1: step 0 must not wait for it,
+    no trained token may lag more than S versions, and no prompt is trained twice."""
+    from tandem.weights import sync_engines
+
+    tok = tiny_tokenizer()
+    cfg = TandemConfig.model_validate({"run": {"mode": "async", "steps": 5},
+                                       "rollout": {"prompts_per_step": 2, "samples_per_prompt": 2}})
+    with ScriptedEngine(tok, lambda p, t: "ok") as e0, ScriptedEngine(tok, lambda p, t: "ok") as e1, \
+            Router([e0.url, e1.url], tmp_path / "router.log") as router:
+        wait_for(router_ready(router.url, 2))
+
+        async def rollout(ctx, row, g):
+            async def one(i: int) -> Sample:
+                ids = tok.encode(f"task {row['_index']}", add_special_tokens=False)
+                sample = Sample(prompt_ids=list(ids))
+                for _ in range(15 if row["_index"] == 0 else 1):
+                    out = await ctx.engine.generate(sample.tokens, {"max_new_tokens": 2},
+                                                    routing_key=f"{row['_index']}-{i}")
+                    version = int(out["meta_info"]["weight_version"])
+                    sample.weight_version = min(sample.weight_version, version) if sample.response_ids else version
+                    sample.append_model_tokens(out["output_ids"], [t[0] for t in out["meta_info"]["output_token_logprobs"]],
+                                               version)
+                    await asyncio.sleep(0.05)  # the tool call
+                return sample
+            return list(await asyncio.gather(*(one(i) for i in range(g))))
+
+        async def main():
+            client = EngineClient(router.url, concurrency=16, timeout_s=30)
+            ctx = RolloutContext(cfg, tok, client, None, None)
+            producer = RolloutProducer(ctx, [{"prompt": str(i), "_index": i} for i in range(40)],
+                                       PromptCursor(40, 0, False), rollout, start_step=0, total_steps=5,
+                                       staleness=1, engine_version=0)
+            producer.start()
+            batches = []
+            try:
+                for step in range(5):
+                    batches.append(await producer.take(step))
+                    await sync_engines(client, [e0.url, e1.url], tmp_path, step + 1, "continue", 10)
+                    await producer.set_version(step + 1)
+            finally:
+                await producer.stop()
+                await client.close()
+            return batches
+
+        batches = asyncio.run(main())
+        priorities = {r["priority"] for r in e0.requests + e1.requests}
+
+    assert 0 not in {s.prompt_index for s in batches[0].samples}, "step 0 waited for the straggler"
+    trained = [s.prompt_index for b in batches for s in b.samples[::2]]
+    assert len(trained) == len(set(trained)) == 10
+    for b in batches:
+        assert b.stats["token_lag_max"] <= 1 and b.stats["token_lag_0"] + b.stats["token_lag_1"] == pytest.approx(1)
+        assert all(b.step - s.weight_version <= 1 for s in b.samples)
+    assert priorities <= {0, -1, -2, -3, -4} and len(priorities) > 1
 
 
 def test_a_session_moves_to_another_engine_when_its_engine_leaves_the_router(tmp_path):

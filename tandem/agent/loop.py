@@ -141,8 +141,9 @@ class _EpisodeRun:
         logprobs = [float(t[0]) for t in meta.get("output_token_logprobs") or []]
         if len(logprobs) != len(ids):
             raise ValueError(f"engine returned {len(ids)} output ids but {len(logprobs)} logprobs")
-        self.sample.append_model_tokens(ids, logprobs)
-        self.versions.append(int(meta.get("weight_version", 0) or 0))
+        version = int(meta.get("weight_version", 0) or 0)
+        self.sample.append_model_tokens(ids, logprobs, version)
+        self.versions.append(version)
         finish = meta.get("finish_reason") or {}
         return ids, finish.get("type", "") if isinstance(finish, dict) else str(finish)
 

@@ -144,7 +144,7 @@ class RolloutConfig(Section):
     samples_per_prompt: int = Field(16, ge=1)
     """G: samples drawn per prompt."""
     oversample: float = Field(1.0, ge=1.0)
-    """Start ceil(prompts_per_step * oversample) groups per step and train on the first prompts_per_step to finish."""
+    """Keep ceil(prompts_per_step * oversample) - prompts_per_step groups running beyond what the steps ahead need; each step trains on the first fresh groups to finish."""
     max_new_tokens: int = Field(8, ge=1)
     """Longest response per generation call."""
     temperature: float = Field(1.0, ge=0.0)
@@ -158,7 +158,13 @@ class RolloutConfig(Section):
     concurrency: int = Field(256, ge=1)
     """Most generation requests in flight from the orchestrator at once."""
     max_staleness: int = Field(1, ge=0)
-    """Async mode: the most weight versions a trained-on sample may lag the trainer. Sync mode forces 0."""
+    """Async mode: S, the most weight versions a trained-on sample may lag the trainer (see staleness_by). Sync mode forces 0."""
+    staleness_by: Literal["oldest_token", "admission"] = "oldest_token"
+    """What a sample's lag is measured from. oldest_token: step - the version of its oldest token must be <= S (a trajectory may span versions). admission: step - the version engines served when its group was admitted must be <= S (stricter: a group that queued through a sync counts as old)."""
+    request_priority: Literal["admission", "age"] = "admission"
+    """Engine queue order (with engine.priority_scheduling): admission = groups admitted under older weights first (ties by arrival); age = strictly the oldest trajectory first (its admission order)."""
+    admission_hold: bool = False
+    """Admit no new group while a running group must make the next step or become too stale (its tail gets the engines)."""
     partial_rollout: Literal["drain", "abort", "continue"] = "continue"
     """What in-flight rollouts do at a weight update: drain (finish, then sync), abort (abort and regenerate the group), continue (keep decoding on the new weights)."""
     request_timeout_s: float = Field(300.0, gt=0)

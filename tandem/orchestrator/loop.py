@@ -85,7 +85,7 @@ async def run_loop(cfg: TandemConfig, run_dir: Path, producer: RolloutProducer, 
                "gen_tokens_per_s": sum(s.num_model_tokens for s in batch.samples) / max(batch.rollout_time, 1e-9),
                "dropped_stale": batch.dropped_stale, "recycled_groups": batch.recycled,
                "oversample_discarded": batch.discarded, "longest_group_s": batch.longest_group_s,
-               "requests_retried": ctx.engine.retried, **fleet.metrics(),
+               "requests_retried": ctx.engine.retried, **fleet.metrics(), **batch.stats,
                **step_plugin_metrics(producer.rollout_fn, batch.samples)}
         row["trainer_idle_ratio"] = row["trainer_wait_time"] / max(row["step_time"], 1e-9)
         metrics.log(row)
@@ -115,7 +115,9 @@ async def wait_trainer(run_dir: Path, step: int, cfg: TandemConfig, cluster: Clu
 
 def finalize_checkpoint(run_dir: Path, next_step: int, producer: RolloutProducer, cfg: TandemConfig,
                         hooks: RunHooks = NO_HOOKS) -> None:
-    state = run_state.orchestrator_state(next_step, next_step, producer.cursor_state_for(next_step))
+    data = producer.checkpoint_state()
+    state = run_state.orchestrator_state(next_step, producer.version, data["cursor"],
+                                         {"in_flight_rows": data["in_flight_rows"]})
     checkpoint.finalize(run_dir, next_step, state, cfg.checkpoint.keep_last,
                         before_rename=lambda: hooks.at("checkpoint", next_step))
 
@@ -157,7 +159,7 @@ async def orchestrate(cfg: TandemConfig, run_dir: Path, sup: Supervisor, cluster
                           **({k: start.cursor[k] for k in ("epoch", "position")} if start.cursor else {}))
     producer = RolloutProducer(ctx, dataset.rows, cursor, rollout_fn, start_step=start.step,
                                total_steps=cfg.run.steps, staleness=cfg.effective_staleness,
-                               engine_version=start.weight_version)
+                               engine_version=start.weight_version, in_flight_rows=start.in_flight_rows)
     monitor = QueueMonitor(cluster.engines, run_dir / "queue.jsonl", cfg.logging.queue_sample_interval_s)
     metrics = MetricsLog(run_dir, cfg.logging.tensorboard)
     view = LiveView(cfg.run.steps, start.step, monitor, cfg.logging.live)

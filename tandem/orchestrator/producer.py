@@ -1,43 +1,82 @@
-"""The rollout producer: groups in flight, gated by a staleness bound.
+"""The rollout producer: groups stream from the engines into a buffer the trainer draws from.
 
-A group meant for training step s may start only once the engines serve a weight
-version v >= s - S (S = rollout.max_staleness, 0 in sync mode). That single rule is the
-difference between the modes: with S = 0 the rollout of step s waits for the weights of
-step s (rollout, train, sync, alternate); with S = 1 it starts while the trainer is still
-on step s - 1 (one-step-off async). The rule bounds how far the producer runs ahead, and
-`take()` re-checks every sample (s - sample.weight_version <= S), so a sample that lags
-more is dropped and counted, never trained on.
+A group (one prompt, G samples) is not owned by a training step. It is *admitted* whenever
+there is room, and each step takes the first `prompts_per_step` finished groups that are fresh
+enough, so the slowest trajectory no longer sets the step time (AReaL, PipelineRL, prime-rl).
 
-Straggler hooks: `rollout.oversample` starts more groups than a step needs and keeps the
-first to finish (the rest are cancelled and counted); groups aborted by a weight update
-(policy 'abort') are regenerated under the new weights ('recycled').
+Admission (AReaL's rule). With B = prompts_per_step, S = rollout.max_staleness, v = the weight
+version the engines serve and k = the next step to train (k*B groups already trained):
+
+    running + finished-not-trained <= (v + S + 1 - k) * B  (+ the oversample slack, when > 0)
+
+i.e. trained + buffered + running <= (v + S + 1) * B: a group admitted under version v can
+still feed steps up to v + S, and no more groups run than those steps can use. In sync mode
+(S = 0) that is B groups per step, admitted only once the step's own weights are served:
+exactly on-policy. `rollout.oversample` adds ceil(B * oversample) - B groups of slack.
+
+Staleness (`rollout.staleness_by`). Step k trains a group only if k - its key version <= S:
+- oldest_token: the key is the version of its oldest token (a trajectory may span versions
+  under partial_rollout = continue; every token carries its own version and logprob, and the
+  off-policy correction, trainer.loss.tis, works per token);
+- admission: the key is the version served when the group was admitted (stricter: a group
+  that waited in a queue through a sync counts as old even if all its tokens are new).
+A finished group that fails the rule is dropped and counted, never trained. A running group
+that can no longer make any step is cancelled at the take (counted as discarded): under
+admission as soon as its admission is too old, under oldest_token once an answer it got is
+(`GroupProgress`); sync mode cancels every leftover.
+
+Which groups a step takes: fresh finished groups in admission order (the oldest first), so a
+long trajectory is trained as soon as it finishes instead of losing its slot to short ones that
+started later; that is the remedy for the length bias streaming otherwise has (see
+stream_stats.length_bias). Requests carry a priority (`rollout.request_priority`): the
+admission version, or the trajectory's age.
+
+In flight at a checkpoint: every group admitted and not yet trained (running, or finished and
+buffered). A checkpoint records their prompts, in admission order, with the data cursor;
+`--resume` regenerates those prompts first, under the checkpoint's weights, then continues the
+cursor: no prompt is lost or trained twice (the buffered samples themselves are not saved).
 """
 
 from __future__ import annotations
 
 import asyncio
 import math
-import time
-from collections import defaultdict
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable
 
-from tandem.rollout import REQUEST_PRIORITY, PromptCursor, RolloutAborted, RolloutContext, check_rollout_result
+from tandem.orchestrator.stream_stats import StreamWindow
+from tandem.rollout import (GROUP_PROGRESS, REQUEST_PRIORITY, GroupProgress, PromptCursor, RolloutAborted,
+                            RolloutContext, check_rollout_result)
 from tandem.sample import Sample
 
 
 @dataclass
 class Group:
     seq: int
-    """Launch order; batches are sorted by it so a step's sample order is deterministic."""
+    """Admission order; a step's batch is sorted by it, so its sample order is deterministic."""
     row_index: int
+    """The prompt's row in the dataset file (`_index`)."""
     samples: list[Sample]
     started: float
     finished: float
+    admitted_version: int = 0
+    row_pos: int = -1
+    """The prompt's position in the producer's rows (what a resume re-draws)."""
 
     @property
     def oldest_version(self) -> int:
         return min(s.weight_version for s in self.samples)
+
+
+@dataclass
+class Flight:
+    """A group being generated."""
+    row_pos: int
+    row_index: int
+    admitted_version: int
+    progress: GroupProgress = field(default_factory=GroupProgress)
+    task: asyncio.Task | None = None
 
 
 @dataclass
@@ -50,24 +89,29 @@ class StepBatch:
     discarded: int
     longest_group_s: float
     groups: list[Group] = field(default_factory=list)
+    stats: dict[str, float] = field(default_factory=dict)
+    """Streaming metrics: token-version histogram, length bias, buffer and admission state."""
 
 
 class RolloutProducer:
     def __init__(self, ctx: RolloutContext, rows: list[dict], cursor: PromptCursor, rollout_fn: Callable,
-                 *, start_step: int, total_steps: int, staleness: int, engine_version: int):
+                 *, start_step: int, total_steps: int, staleness: int, engine_version: int,
+                 in_flight_rows: list[int] | tuple[int, ...] = ()):
         cfg = ctx.cfg.rollout
         self.ctx, self.rows, self.cursor, self.rollout_fn = ctx, rows, cursor, rollout_fn
         self.prompts_per_step, self.group_size = cfg.prompts_per_step, cfg.samples_per_prompt
-        self.launch_per_step = math.ceil(cfg.prompts_per_step * cfg.oversample)
-        self.start_step, self.total_steps, self.staleness = start_step, total_steps, staleness
+        self.slack = math.ceil(cfg.prompts_per_step * cfg.oversample) - cfg.prompts_per_step
+        self.total_steps, self.staleness = total_steps, staleness
+        self.staleness_by, self.priority_by, self.hold = cfg.staleness_by, cfg.request_priority, cfg.admission_hold
         self.version = engine_version
+        self.next_step = start_step
+        """The step `take` serves next; next_step * B groups have been trained."""
+        self._requeue = deque(in_flight_rows)
         self._cond = asyncio.Condition()
-        self._done: dict[int, list[Group]] = defaultdict(list)
-        self._tasks: dict[int, dict[int, asyncio.Task]] = defaultdict(dict)
-        self._first_launch: dict[int, float] = {}
-        self._cursor_at: dict[int, dict] = {}
+        self._running: dict[int, Flight] = {}
+        self._buffer: list[Group] = []
         self._seq = 0
-        self._recycled: dict[int, int] = defaultdict(int)
+        self._window = StreamWindow()
         self._error: BaseException | None = None
         self._runner: asyncio.Task | None = None
 
@@ -76,9 +120,7 @@ class RolloutProducer:
         self._runner = asyncio.create_task(self._run(), name="rollout-producer")
 
     async def stop(self) -> None:
-        tasks = [t for per_step in self._tasks.values() for t in per_step.values()]
-        if self._runner:
-            tasks.append(self._runner)
+        tasks = [f.task for f in self._running.values()] + ([self._runner] if self._runner else [])
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -88,27 +130,42 @@ class RolloutProducer:
             self.version = version
             self._cond.notify_all()
 
-    # ------------------------------------------------------------------ launching
-    async def _admitted(self, step: int) -> None:
-        async with self._cond:
-            await self._cond.wait_for(lambda: self.version >= step - self.staleness or self._error is not None)
+    # ------------------------------------------------------------------ admission
+    def room(self) -> int:
+        """How many more groups may be admitted now (the admission rule in the module docstring)."""
+        ahead = min(self.version + self.staleness + 1, self.total_steps) - self.next_step
+        if ahead <= 0 or (self.hold and self._tail_waiting()):
+            return 0
+        return ahead * self.prompts_per_step + self.slack - len(self._running) - len(self._buffer)
+
+    def _tail_waiting(self) -> bool:
+        """A running group is at its last chance: too stale for any step after the next one."""
+        return any(self.next_step + 1 - f.admitted_version > self.staleness for f in self._running.values())
 
     async def _run(self) -> None:
-        for step in range(self.start_step, self.total_steps):
-            await self._admitted(step)
-            self._cursor_at[step] = self.cursor.state()
-            self._first_launch.setdefault(step, time.monotonic())
-            for _ in range(self.launch_per_step):
-                self._launch(step)
+        while True:
+            async with self._cond:
+                await self._cond.wait_for(lambda: self.room() > 0 or self._error is not None)
+                if self._error is not None:
+                    return
+                for _ in range(self.room()):
+                    self._admit()
 
-    def _launch(self, step: int) -> None:
+    def _admit(self) -> None:
         seq, self._seq = self._seq, self._seq + 1
-        row = self.rows[self.cursor.next()]
-        self._tasks[step][seq] = asyncio.create_task(self._group(step, seq, row), name=f"group-{step}-{seq}")
+        index = self._requeue.popleft() if self._requeue else self.cursor.next()
+        flight = self._running[seq] = Flight(index, int(self.rows[index].get("_index", index)), self.version)
+        flight.task = asyncio.create_task(self._group(seq, self.rows[index]), name=f"group-{seq}")
 
-    async def _group(self, step: int, seq: int, row: dict) -> None:
-        started = time.monotonic()
-        REQUEST_PRIORITY.set(-step)  # this task's context only: older steps are served first
+    def _priority(self, seq: int) -> int:
+        # SGLang serves larger priorities first: older admissions, or older trajectories.
+        return -seq if self.priority_by == "age" else -self._running[seq].admitted_version
+
+    async def _group(self, seq: int, row: dict) -> None:
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        REQUEST_PRIORITY.set(self._priority(seq))  # this task's context only
+        GROUP_PROGRESS.set(self._running[seq].progress)
         try:
             while True:
                 try:
@@ -116,9 +173,12 @@ class RolloutProducer:
                                                    self.ctx.cfg.rollout.function)
                     break
                 except RolloutAborted:
-                    # Aborted by a weight update: regenerate the whole group under new weights.
-                    self._recycled[step] += 1
-                    await self._admitted(step)
+                    # Aborted by a weight update: regenerate the whole group, admitted anew under
+                    # the version the engines now serve.
+                    self._window.recycled += 1
+                    flight = self._running[seq]
+                    flight.admitted_version = max(self.version, self._engine_version())
+                    flight.progress.oldest_version = None
         except asyncio.CancelledError:
             raise
         except BaseException as err:  # surfaces in take(): a broken rollout stops the run loudly
@@ -126,53 +186,82 @@ class RolloutProducer:
                 self._error = err
                 self._cond.notify_all()
             return
-        for i, s in enumerate(samples):
-            s.group_id, s.prompt_index = seq, int(row.get("_index", -1))
-            s.metadata.setdefault("sample_in_group", i)
         async with self._cond:
-            self._done[step].append(Group(seq, int(row.get("_index", -1)), samples, started, time.monotonic()))
-            self._tasks[step].pop(seq, None)
+            flight = self._running.pop(seq, None)
+            if flight is None:  # cancelled by take() meanwhile
+                return
+            for i, s in enumerate(samples):
+                s.group_id, s.prompt_index = seq, flight.row_index
+                s.metadata.setdefault("sample_in_group", i)
+            group = Group(seq, flight.row_index, samples, started, loop.time(), flight.admitted_version, flight.row_pos)
+            self._buffer.append(group)
+            self._window.finished(group)
             self._cond.notify_all()
 
-    def cursor_state_for(self, step: int) -> dict:
-        """The data cursor as it stood before `step` drew its prompts (what a resume restarts from)."""
-        return self._cursor_at.get(step) or self.cursor.state()
+    def _engine_version(self) -> int:
+        return int(getattr(self.ctx.engine, "weight_version", self.version) or 0)
 
     # ------------------------------------------------------------------ taking
-    def _fresh(self, step: int, group: Group) -> bool:
-        return step - group.oldest_version <= self.staleness
+    def key_version(self, group: Group) -> int:
+        return group.admitted_version if self.staleness_by == "admission" else group.oldest_version
+
+    def fresh(self, step: int, group: Group) -> bool:
+        return step - self.key_version(group) <= self.staleness
+
+    def _doomed(self, flight: Flight, next_step: int) -> bool:
+        """A running group no step from `next_step` on may train: cancel it instead of finishing it.
+        Sync mode cancels every leftover (they ran on this step's weights). Under oldest_token the
+        key is the oldest answer the group got so far (GroupProgress): a group that has no answer
+        yet may still produce only newer tokens, so it runs on."""
+        if self.staleness == 0:
+            return True
+        key = flight.admitted_version if self.staleness_by == "admission" else flight.progress.oldest_version
+        return key is not None and next_step - key > self.staleness
 
     async def take(self, step: int) -> StepBatch:
-        """Wait for `prompts_per_step` fresh groups of `step`; return them in launch order."""
+        """Wait for `prompts_per_step` fresh finished groups; return the oldest-admitted ones."""
         dropped = 0
         async with self._cond:
             while True:
                 if self._error is not None:
                     raise RuntimeError(f"rollout failed: {self._error!r}") from self._error
-                stale = [g for g in self._done[step] if not self._fresh(step, g)]
-                for g in stale:  # enforce the bound per sample; replace what we drop
-                    self._done[step].remove(g)
+                stale = [g for g in self._buffer if not self.fresh(step, g)]
+                for g in stale:  # the bound holds per sample: drop, and let admission replace it
+                    self._buffer.remove(g)
                     dropped += len(g.samples)
-                    self._launch(step)
-                if len(self._done[step]) >= self.prompts_per_step:
+                if stale:
+                    self._cond.notify_all()
+                if len(self._buffer) >= self.prompts_per_step:
                     break
                 await self._cond.wait()
-            taken = self._done[step][: self.prompts_per_step]
-            extra = self._done.pop(step)[self.prompts_per_step:]
-            pending = list(self._tasks.pop(step, {}).values())
-        for t in pending:  # over-sampled groups that lost the race
+            self._buffer.sort(key=lambda g: g.seq)
+            taken, self._buffer = self._buffer[: self.prompts_per_step], self._buffer[self.prompts_per_step:]
+            self.next_step = step + 1
+            doomed = [seq for seq, f in self._running.items() if self._doomed(f, self.next_step)]
+            cancelled = [self._running.pop(seq).task for seq in doomed]
+            self._cond.notify_all()
+        for t in cancelled:
             t.cancel()
-        await asyncio.gather(*pending, return_exceptions=True)
-        taken.sort(key=lambda g: g.seq)
-        start = self._first_launch.pop(step, taken[0].started)
-        self._cursor_at.pop(step - 1, None)
+        await asyncio.gather(*cancelled, return_exceptions=True)
+        return self._batch(step, taken, dropped, len(cancelled))
+
+    def _batch(self, step: int, taken: list[Group], dropped: int, cancelled: int) -> StepBatch:
+        samples = [s for g in taken for s in g.samples]
+        window = self._window
+        self._window = StreamWindow()
+        stats = window.stats(step, samples, self.staleness,
+                             buffered=len(self._buffer), running=len(self._running),
+                             admission_lags=[step - g.admitted_version for g in taken])
         return StepBatch(
-            step=step,
-            samples=[s for g in taken for s in g.samples],
-            rollout_time=max(g.finished for g in taken) - start,
-            dropped_stale=dropped,
-            recycled=self._recycled.pop(step, 0),
-            discarded=len(extra) + len(pending),
-            longest_group_s=max(g.finished - g.started for g in taken),
-            groups=taken,
-        )
+            step=step, samples=samples,
+            rollout_time=max(g.finished for g in taken) - min(g.started for g in taken),
+            dropped_stale=dropped, recycled=window.recycled, discarded=cancelled,
+            longest_group_s=max(g.finished - g.started for g in taken), groups=taken, stats=stats)
+
+    # ------------------------------------------------------------------ checkpoints
+    def checkpoint_state(self) -> dict:
+        """The data position a resume restarts from: the cursor after every draw so far, and the
+        prompts in flight (admitted, not trained), oldest first, to regenerate before it."""
+        in_flight = sorted([(seq, f.row_pos) for seq, f in self._running.items()]
+                           + [(g.seq, g.row_pos) for g in self._buffer])
+        return {"cursor": self.cursor.state(), "in_flight_rows": list(self._requeue) + [i for _, i in in_flight]}

@@ -25,6 +25,8 @@ class StartPoint:
     cursor: dict | None = None
     checkpoint_dir: Path | None = None
     """The checkpoint resumed from; its hf/ holds the weights engines load first."""
+    in_flight_rows: tuple[int, ...] = ()
+    """Prompts admitted but not trained when the checkpoint was taken: regenerated first."""
 
 
 def resume_base_tree(run_dir: str) -> dict:
@@ -75,10 +77,12 @@ def resume(run_dir: Path, cfg: TandemConfig) -> StartPoint:
     (run_dir / "config.json").write_text(cfg.model_dump_json(indent=2))
     if "python_rng" in state:  # continue the Python-side random stream where the checkpoint left it
         checkpoint.restore_python_rng(state["python_rng"])
-    return StartPoint(step, version, state.get("cursor"), latest)
+    return StartPoint(step, version, state.get("cursor"), latest, tuple(state.get("in_flight_rows", ())))
 
 
 def orchestrator_state(step: int, weight_version: int, cursor: dict, extra: dict | None = None) -> dict:
     return {"step": step, "weight_version": weight_version, "cursor": cursor,
-            "python_rng": checkpoint.python_rng_state(), "in_flight_policy": "discarded; regenerated on resume",
+            "python_rng": checkpoint.python_rng_state(),
+            "in_flight_policy": "groups admitted and not trained are discarded; their prompts (in_flight_rows) "
+                                "are regenerated first on resume",
             **(extra or {})}

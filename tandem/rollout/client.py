@@ -23,6 +23,22 @@ REQUEST_PRIORITY: contextvars.ContextVar[int | None] = contextvars.ContextVar("t
 to -step in each group's task (larger = served first), so engines that schedule by priority
 (engine.priority_scheduling) finish the step the trainer waits on before the next one's."""
 
+class GroupProgress:
+    """The oldest weight version among the answers a group's requests got so far (None: no answer
+    yet). The producer puts one in each group's context; `EngineClient.generate` updates it, so
+    the producer knows, while a trajectory still runs, whether its oldest token is already too
+    old for any step it could still reach."""
+
+    def __init__(self) -> None:
+        self.oldest_version: int | None = None
+
+    def saw(self, version: int) -> None:
+        self.oldest_version = version if self.oldest_version is None else min(self.oldest_version, version)
+
+
+GROUP_PROGRESS: contextvars.ContextVar[GroupProgress | None] = contextvars.ContextVar("tandem_group_progress",
+                                                                                     default=None)
+
 ROUTING_KEY_HEADER = "x-smg-routing-key"
 """sglang-router's session header: its 'manual' policy pins every request with one key to one worker."""
 
@@ -104,6 +120,8 @@ class EngineClient:
         finish = meta.get("finish_reason") or {}
         if isinstance(finish, dict) and finish.get("type") == "abort":
             raise RolloutAborted(finish.get("message", "aborted by engine"))
+        if (progress := GROUP_PROGRESS.get()) is not None and out.get("output_ids"):
+            progress.saw(int(meta["weight_version"]))
         self.generated_tokens += len(out.get("output_ids", []))
         return out
 

@@ -26,7 +26,7 @@ def sample_from_output(prompt_ids: list[int], out: dict, tokenizer) -> Sample:
     if len(lps) != len(ids):
         raise GenerationError(f"engine returned {len(ids)} output ids but {len(lps)} logprobs")
     sample = Sample(prompt_ids=list(prompt_ids), weight_version=int(meta.get("weight_version", 0) or 0))
-    sample.append_model_tokens(ids, lps)
+    sample.append_model_tokens(ids, lps, sample.weight_version)
     finish = meta.get("finish_reason") or {}
     sample.finish_reason = finish.get("type", "") if isinstance(finish, dict) else str(finish)
     sample.response_text = out.get("text", "")

@@ -173,9 +173,10 @@ class _Trajectory:
         self.alone_s += turn_alone_s(g.latency, self.new_tokens * g.k, (len(self.context) - self.new_tokens) * g.k,
                                      len(ids) * g.k)
         lps = [float(t[0]) for t in meta.get("output_token_logprobs", [])]
-        self.sample.append_model_tokens(ids, lps)
+        version = int(meta.get("weight_version", 0) or 0)
+        self.sample.append_model_tokens(ids, lps, version)
         self.context += ids
-        self.versions.append(int(meta.get("weight_version", 0) or 0))
+        self.versions.append(version)
         self.done_turns += 1
 
     def observe(self) -> bool:
