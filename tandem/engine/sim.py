@@ -6,7 +6,8 @@ Timing comes from `tandem.sim.scheduler.SimScheduler` (FIFO queue, KV-budget adm
 prefill-before-decode, continuous-batching decode, retraction, a block-level prefix cache,
 weight reload), parametrized by an engine profile (`profiles/engine/*.toml`) and run
 `time_scale` times faster than real time. The scheduler works in *model seconds*; this backend
-maps them to wall time (model = wall_elapsed * time_scale), sleeps until the next event
+maps them to the serving event loop's clock (model = loop_elapsed * time_scale: wall time on an
+ordinary loop, simulated time on tandem.sim.virtual_clock's), sleeps until the next event
 (a prefill or decode run ends) with one loop timer, and only then materializes tokens, so
 CPU cost is per request, not per token.
 
@@ -47,6 +48,7 @@ from tandem.engine.weight_loading import read_safetensors_dir
 from tandem.sim.latency import LatencyModel
 from tandem.sim.profiles import EngineProfile, load_engine_profile
 from tandem.sim.scheduler import PrefixCache, SimReq, SimScheduler
+from tandem.sim.virtual_clock import unix_time
 
 STREAM_INTERVAL_S = 0.02
 """Wall seconds between token flushes to streaming clients while a decode run is in progress."""
@@ -138,8 +140,10 @@ class SimBackend(EngineBackend):
         self.sched = SimScheduler(self.latency, profile.capacity,
                                   PrefixCache(self._wire_block * self.k, profile.prefix_cache.enabled),
                                   priority_scheduling=priority_scheduling)
-        self._t0 = time.perf_counter()
-        self._t0_unix = time.time()
+        # Model time runs on the serving loop's clock (monotonic on an ordinary loop, simulated on
+        # tandem.sim.virtual_clock's), started with the core; trace times are that clock in unix seconds.
+        self._t0: float | None = None
+        self._t0_unix = 0.0
         self._sim: dict[str, SimReq] = {}
         self._plans: dict[str, OutputPlan] = {}
         self._timer: asyncio.TimerHandle | None = None
@@ -153,15 +157,26 @@ class SimBackend(EngineBackend):
         self.lag_n = 0
 
     # ------------------------------------------------------------------ clock
+    def _loop(self) -> asyncio.AbstractEventLoop:
+        core = getattr(self, "core", None)
+        return core.loop if core is not None and core.loop is not None else asyncio.get_running_loop()
+
+    def _start_clock(self) -> None:
+        loop = self._loop()
+        self._t0, self._t0_unix = loop.time(), unix_time(loop)
+
     def model_now(self) -> float:
         """Model seconds since the engine started."""
-        return (time.perf_counter() - self._t0) * self.time_scale
+        if self._t0 is None:
+            self._start_clock()
+        return (self._loop().time() - self._t0) * self.time_scale
 
     def _to_unix(self, model_t: float) -> float:
         return self._t0_unix + model_t / self.time_scale
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> None:
+        self._start_clock()
         if self._trace_path is not None:
             self._trace_path.parent.mkdir(parents=True, exist_ok=True)
             self._trace = open(self._trace_path, "a", buffering=1)
@@ -174,7 +189,7 @@ class SimBackend(EngineBackend):
         self.sched.advance(self.model_now())
         self._flush_spans(close_open=True)
         if self._trace is not None:
-            self._write_trace({"type": "final", "t": time.time(), **self.get_load().to_json()["sim"]})
+            self._write_trace({"type": "final", "t": unix_time(self._loop()), **self.get_load().to_json()["sim"]})
             self._trace.close()
             self._trace = None
 
