@@ -195,18 +195,25 @@ class SimBackend(EngineBackend):
 
     # ------------------------------------------------------------------ the event pump
     def _on_timer(self) -> None:
-        if self._timer_due is not None:
-            lag = max(0.0, (self.model_now() - self._timer_due) / self.time_scale)
+        due = self._timer_due
+        if due is not None:
+            lag = max(0.0, (self.model_now() - due) / self.time_scale)
             self.lag_sum += lag
             self.lag_max = max(self.lag_max, lag)
             self.lag_n += 1
-        self._pump()
+        self._pump(due)
 
-    def _pump(self) -> None:
+    def _pump(self, due: float | None = None) -> None:
         """Catch the model up to now, deliver finished requests, and arm the timer for the next event."""
-        self._timer = None
+        # The pending timer (if this pump is not it) is cancelled by _arm: dropping it here instead
+        # would leave it live, and every /get_load would add one more timer firing at every event.
         self._timer_due = None
         now = self.model_now()
+        if due is not None:
+            # The timer fired for the event due at `due`: a clock a rounding error short of it (a
+            # virtual clock lands exactly on the timer; asyncio may fire a clock-resolution early)
+            # must still run that event, or the pump re-arms for ~0 s over and over.
+            now = max(now, due)
         self._deliver(self.sched.advance(now))
         self._stream(now)
         self._flush_spans()
@@ -219,15 +226,13 @@ class SimBackend(EngineBackend):
         loop = self.core.loop
         if loop is None:
             return
-        nxt = self.sched.next_event_time()
-        delay = None if nxt is None else max(0.0, (nxt - now) / self.time_scale)
-        if any(r.stream for r in self.sched.running):
-            delay = STREAM_INTERVAL_S if delay is None else min(delay, STREAM_INTERVAL_S)
+        due = self.sched.next_event_time()
+        delay = None if due is None else max(0.0, (due - now) / self.time_scale)
+        if any(r.stream for r in self.sched.running) and (delay is None or delay > STREAM_INTERVAL_S):
+            delay, due = STREAM_INTERVAL_S, now + STREAM_INTERVAL_S * self.time_scale
         if delay is not None:
             self._timer = loop.call_later(delay, self._on_timer)
-            self._timer_due = now + delay * self.time_scale
-        else:
-            self._timer_due = None
+        self._timer_due = due
 
     def _after(self, finished: list[SimReq]) -> None:
         """Common tail of every client operation: deliver, then re-arm the timer."""
