@@ -12,6 +12,15 @@ sync all run for real; only GPUs are modelled. Everything runs `--time-scale` ti
 than the modelled run; all times below are model seconds (wall x time_scale), directly
 comparable with the reference run (1 -> 3 engines: async 1200 -> 661 s, sync 1697 -> 1032 s).
 
+--clock virtual (the default) runs each point instead as `python -m tandem.sim.virtual` with the
+same arguments: the same producer, loop, sim engines (behind their HTTP apps), weight-sync code and
+workload, in one process on an event loop whose clock jumps to the next timer whenever every task
+waits (tandem/sim/virtual_clock.py). A point then takes seconds of CPU, is immune to load on the
+machine and repeats exactly; the router and the trainer are in-process stand-ins (sticky routing
+keys as sglang-router's 'manual' policy; train_time_s per step plus a modelled publish time), see
+tandem/sim/inprocess.py. --time-scale applies to --clock real only (virtual seconds are model
+seconds); --token-scale applies to both (it changes wire sizes, not timing).
+
 For every measured step (the warm-up steps are left out) the lower bound
 (`tandem.sim.sweep.analyse`) is
 
@@ -83,14 +92,21 @@ def steps_for(p: Point, args: argparse.Namespace) -> int:
     return warmup_steps(p) + args.cycles * cycle_steps(p)
 
 
+def model_time_scale(args: argparse.Namespace) -> float:
+    """Model seconds per recorded second: time_scale in real time; 1 on the virtual clock."""
+    return 1.0 if args.clock == "virtual" else args.time_scale
+
+
 def launcher_args(p: Point, args: argparse.Namespace, run_dir: Path, tasks: Path) -> list[str]:
     wl = load_workload_profile(args.workload)
+    # The same train.py arguments either way; the virtual runner reads them with tandem's config loader.
+    entry = ["-m", "tandem.sim.virtual"] if args.clock == "virtual" else [str(REPO / "train.py")]
     return [
-        sys.executable, str(REPO / "train.py"),
+        sys.executable, *entry,
         "--engines", str(p.engines), "--mode", p.mode, "--steps", str(steps_for(p, args)), "--run-dir", str(run_dir),
         "--engine.backend", "sim", "--trainer.backend", "sim",
         "--engine.sim.profile", str(args.engine_profile), "--engine.sim.workload", str(args.workload),
-        "--engine.sim.time_scale", str(args.time_scale), "--engine.sim.token_scale", str(args.token_scale),
+        "--engine.sim.time_scale", str(model_time_scale(args)), "--engine.sim.token_scale", str(args.token_scale),
         "--rollout.function", args.rollout_function,
         "--rollout.reward", "tandem.sim.workload:agentic_reward",
         "--rollout.data_path", str(tasks),
@@ -125,9 +141,10 @@ def run_point(p: Point, args: argparse.Namespace, tasks: Path) -> Result:
         text = (run_dir / "launcher.log").read_text(errors="replace")
         errors = [line for line in text.splitlines() if line.startswith("error:")]
         why = errors[-1] if errors else "..." + text[-800:]
-        return Result(p, False, wall, error=f"train.py exited {rc}: {why}")
+        return Result(p, False, wall, error=f"{'tandem.sim.virtual' if args.clock == 'virtual' else 'train.py'} "
+                                            f"exited {rc}: {why}")
     try:
-        r = analyse(p, run_dir, args.time_scale, wall)
+        r = analyse(p, run_dir, model_time_scale(args), wall)
         r.cpu_s = cpu
         return r
     except Exception as err:  # a broken trace is a finding, not a crash of the sweep
@@ -235,7 +252,11 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--cycles", type=int, default=2,
                     help="measured cycles per point after the warm-up; a cycle is 1 step in sync mode and "
                          "max_staleness + 1 steps in async mode")
-    ap.add_argument("--time-scale", type=float, default=120.0)
+    ap.add_argument("--clock", choices=["virtual", "real"], default="virtual",
+                    help="virtual: each point runs in one process on a simulated clock (python -m tandem.sim.virtual: "
+                         "exact, repeatable, seconds of CPU); real: the real launcher and processes, --time-scale "
+                         "times faster than modelled time (noisy on a shared machine)")
+    ap.add_argument("--time-scale", type=float, default=120.0, help="real clock only: engine.sim.time_scale")
     ap.add_argument("--engine-profile", default=str(REPO / "profiles/engine/qwen3_14b_h100.toml"))
     ap.add_argument("--workload", default=str(REPO / "profiles/workload/reference_agentic.toml"))
     ap.add_argument("--out", default=str(REPO / "bench/results"))
@@ -275,7 +296,7 @@ def reanalyse_point(p: Point, args: argparse.Namespace, previous: dict[str, dict
     """A point's result from its kept run directory, with the wall / CPU figures of the real run."""
     before = previous.get(p.name, {})
     try:
-        r = analyse(p, Path(args.runs) / p.name, args.time_scale, before.get("wall_s", 0.0))
+        r = analyse(p, Path(args.runs) / p.name, model_time_scale(args), before.get("wall_s", 0.0))
         r.cpu_s = before.get("cpu_s", 0.0)
     except (OSError, ValueError, KeyError) as err:
         r = Result(p, False, 0.0, error=f"cannot re-analyse: {err}")
@@ -284,7 +305,7 @@ def reanalyse_point(p: Point, args: argparse.Namespace, previous: dict[str, dict
 
 def measure_point(p: Point, args: argparse.Namespace, tasks: Path, t_start: float) -> Result:
     r = run_point(p, args, tasks)
-    if not r.ok and r.wall_s < 60:
+    if not r.ok and r.wall_s < 60 and args.clock == "real":
         # A start-up failure (typically a free port taken by another process between
         # picking and binding it, on a shared machine) is retried once.
         print(f"[{time.time() - t_start:5.0f}s] {p.name}: start-up failed, retrying once: {r.error[-200:]}",
@@ -302,7 +323,8 @@ def repo_relative(path: str) -> Path | str:
 
 
 def write_report(results: list[Result], args: argparse.Namespace, out: Path, total: float) -> None:
-    md = [f"# Engine-scaling sweep (sim engines, time_scale {args.time_scale:g}, token_scale {args.token_scale}, "
+    clock = "virtual clock" if args.clock == "virtual" else f"real time, time_scale {args.time_scale:g}"
+    md = [f"# Engine-scaling sweep (sim engines, {clock}, token_scale {args.token_scale}, "
           f"{args.cycles} measured cycle(s) per point after warm-up)", "",
           f"Profiles: `{repo_relative(args.engine_profile)}`, `{repo_relative(args.workload)}`. "
           f"All times are model seconds. Sweep wall time: {total:.0f} s.", "", table(results), "",

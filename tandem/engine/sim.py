@@ -6,7 +6,8 @@ Timing comes from `tandem.sim.scheduler.SimScheduler` (FIFO queue, KV-budget adm
 prefill-before-decode, continuous-batching decode, retraction, a block-level prefix cache,
 weight reload), parametrized by an engine profile (`profiles/engine/*.toml`) and run
 `time_scale` times faster than real time. The scheduler works in *model seconds*; this backend
-maps them to wall time (model = wall_elapsed * time_scale), sleeps until the next event
+maps them to the serving event loop's clock (model = loop_elapsed * time_scale: wall time on an
+ordinary loop, simulated time on tandem.sim.virtual_clock's), sleeps until the next event
 (a prefill or decode run ends) with one loop timer, and only then materializes tokens, so
 CPU cost is per request, not per token.
 
@@ -47,6 +48,7 @@ from tandem.engine.weight_loading import read_safetensors_dir
 from tandem.sim.latency import LatencyModel
 from tandem.sim.profiles import EngineProfile, load_engine_profile
 from tandem.sim.scheduler import PrefixCache, SimReq, SimScheduler
+from tandem.sim.virtual_clock import unix_time
 
 STREAM_INTERVAL_S = 0.02
 """Wall seconds between token flushes to streaming clients while a decode run is in progress."""
@@ -138,8 +140,10 @@ class SimBackend(EngineBackend):
         self.sched = SimScheduler(self.latency, profile.capacity,
                                   PrefixCache(self._wire_block * self.k, profile.prefix_cache.enabled),
                                   priority_scheduling=priority_scheduling)
-        self._t0 = time.perf_counter()
-        self._t0_unix = time.time()
+        # Model time runs on the serving loop's clock (monotonic on an ordinary loop, simulated on
+        # tandem.sim.virtual_clock's), started with the core; trace times are that clock in unix seconds.
+        self._t0: float | None = None
+        self._t0_unix = 0.0
         self._sim: dict[str, SimReq] = {}
         self._plans: dict[str, OutputPlan] = {}
         self._timer: asyncio.TimerHandle | None = None
@@ -153,15 +157,26 @@ class SimBackend(EngineBackend):
         self.lag_n = 0
 
     # ------------------------------------------------------------------ clock
+    def _loop(self) -> asyncio.AbstractEventLoop:
+        core = getattr(self, "core", None)
+        return core.loop if core is not None and core.loop is not None else asyncio.get_running_loop()
+
+    def _start_clock(self) -> None:
+        loop = self._loop()
+        self._t0, self._t0_unix = loop.time(), unix_time(loop)
+
     def model_now(self) -> float:
         """Model seconds since the engine started."""
-        return (time.perf_counter() - self._t0) * self.time_scale
+        if self._t0 is None:
+            self._start_clock()
+        return (self._loop().time() - self._t0) * self.time_scale
 
     def _to_unix(self, model_t: float) -> float:
         return self._t0_unix + model_t / self.time_scale
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> None:
+        self._start_clock()
         if self._trace_path is not None:
             self._trace_path.parent.mkdir(parents=True, exist_ok=True)
             self._trace = open(self._trace_path, "a", buffering=1)
@@ -174,24 +189,31 @@ class SimBackend(EngineBackend):
         self.sched.advance(self.model_now())
         self._flush_spans(close_open=True)
         if self._trace is not None:
-            self._write_trace({"type": "final", "t": time.time(), **self.get_load().to_json()["sim"]})
+            self._write_trace({"type": "final", "t": unix_time(self._loop()), **self.get_load().to_json()["sim"]})
             self._trace.close()
             self._trace = None
 
     # ------------------------------------------------------------------ the event pump
     def _on_timer(self) -> None:
-        if self._timer_due is not None:
-            lag = max(0.0, (self.model_now() - self._timer_due) / self.time_scale)
+        due = self._timer_due
+        if due is not None:
+            lag = max(0.0, (self.model_now() - due) / self.time_scale)
             self.lag_sum += lag
             self.lag_max = max(self.lag_max, lag)
             self.lag_n += 1
-        self._pump()
+        self._pump(due)
 
-    def _pump(self) -> None:
+    def _pump(self, due: float | None = None) -> None:
         """Catch the model up to now, deliver finished requests, and arm the timer for the next event."""
-        self._timer = None
+        # The pending timer (if this pump is not it) is cancelled by _arm: dropping it here instead
+        # would leave it live, and every /get_load would add one more timer firing at every event.
         self._timer_due = None
         now = self.model_now()
+        if due is not None:
+            # The timer fired for the event due at `due`: a clock a rounding error short of it (a
+            # virtual clock lands exactly on the timer; asyncio may fire a clock-resolution early)
+            # must still run that event, or the pump re-arms for ~0 s over and over.
+            now = max(now, due)
         self._deliver(self.sched.advance(now))
         self._stream(now)
         self._flush_spans()
@@ -204,15 +226,13 @@ class SimBackend(EngineBackend):
         loop = self.core.loop
         if loop is None:
             return
-        nxt = self.sched.next_event_time()
-        delay = None if nxt is None else max(0.0, (nxt - now) / self.time_scale)
-        if any(r.stream for r in self.sched.running):
-            delay = STREAM_INTERVAL_S if delay is None else min(delay, STREAM_INTERVAL_S)
+        due = self.sched.next_event_time()
+        delay = None if due is None else max(0.0, (due - now) / self.time_scale)
+        if any(r.stream for r in self.sched.running) and (delay is None or delay > STREAM_INTERVAL_S):
+            delay, due = STREAM_INTERVAL_S, now + STREAM_INTERVAL_S * self.time_scale
         if delay is not None:
             self._timer = loop.call_later(delay, self._on_timer)
-            self._timer_due = now + delay * self.time_scale
-        else:
-            self._timer_due = None
+        self._timer_due = due
 
     def _after(self, finished: list[SimReq]) -> None:
         """Common tail of every client operation: deliver, then re-arm the timer."""

@@ -45,13 +45,16 @@ class Recovery:
 
 class Fleet:
     def __init__(self, cfg: TandemConfig, sup: Supervisor, engines: dict[str, str], router_url: str,
-                 hooks: RunHooks = NO_HOOKS):
+                 hooks: RunHooks = NO_HOOKS, http: httpx.AsyncClient | None = None):
         self.cfg, self.sup, self.engines, self.router_url, self.hooks = cfg, sup, engines, router_url, hooks
         self.lock = asyncio.Lock()
         self.weights: tuple[str, int] | None = None
         """(path, version) every engine should serve; None = the base model."""
         self.recovering: set[str] = set()
-        self._http: httpx.AsyncClient | None = None
+        # An injected client (a simulated run's: engine URLs mounted on in-process ASGI apps)
+        # belongs to the caller, who closes it.
+        self._http: httpx.AsyncClient | None = http
+        self._owns_http = http is None
         self.recoveries: list[Recovery] = []
         self.restarts = 0
         """Restarts begun (finished ones are in `recoveries`)."""
@@ -81,7 +84,7 @@ class Fleet:
 
     # ------------------------------------------------------------------ doctor
     async def close(self) -> None:
-        if self._http is not None:
+        if self._http is not None and self._owns_http:
             await self._http.aclose()
 
     def _client(self) -> httpx.AsyncClient:

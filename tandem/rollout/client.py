@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+from typing import Any, Awaitable, Callable
 
 import aiohttp
 
@@ -42,6 +43,11 @@ GROUP_PROGRESS: contextvars.ContextVar[GroupProgress | None] = contextvars.Conte
 ROUTING_KEY_HEADER = "x-smg-routing-key"
 """sglang-router's session header: its 'manual' policy pins every request with one key to one worker."""
 
+Post = Callable[[dict, "dict | None"], Awaitable[tuple[int, Any]]]
+"""How one /generate reaches the router: (payload, headers) -> (HTTP status, JSON body if 200
+else the body's text). The default posts over HTTP with aiohttp; a simulated run injects an
+in-process router (tandem.sim.virtual)."""
+
 
 class EngineClient:
     """Async client for SGLang's /generate through the router, with the drain gate.
@@ -50,8 +56,10 @@ class EngineClient:
     flight and close a gate in front of new ones: that is how 'drain, then sync' works.
     """
 
-    def __init__(self, base_url: str, concurrency: int, timeout_s: float, retries: int = 8):
+    def __init__(self, base_url: str, concurrency: int, timeout_s: float, retries: int = 8,
+                 post: Post | None = None):
         self.base_url = base_url
+        self._post = post or self._post_http
         self.timeout_s = timeout_s
         self.retries = retries
         self._sem = asyncio.Semaphore(concurrency)
@@ -130,12 +138,11 @@ class EngineClient:
         headers = {ROUTING_KEY_HEADER: routing_key} if routing_key else None
         for attempt in range(self.retries + 1):
             try:
-                async with self._session().post(f"{self.base_url}/generate", json=payload, headers=headers) as resp:
-                    if resp.status == 200:
-                        return await resp.json()
-                    text = await resp.text()
-                last = GenerationError(f"/generate answered HTTP {resp.status}: {text[:300]}")
-                if resp.status < 500:
+                status, body = await self._post(payload, headers)
+                if status == 200:
+                    return body
+                last = GenerationError(f"/generate answered HTTP {status}: {str(body)[:300]}")
+                if status < 500:
                     break
             except (aiohttp.ClientError, asyncio.TimeoutError) as err:
                 last = GenerationError(f"/generate transport error: {err!r}")
@@ -143,3 +150,9 @@ class EngineClient:
                 self.retried += 1
                 await asyncio.sleep(min(2.0, 0.2 * 2**attempt))
         raise last  # type: ignore[misc]
+
+    async def _post_http(self, payload: dict, headers: dict | None) -> tuple[int, Any]:
+        async with self._session().post(f"{self.base_url}/generate", json=payload, headers=headers) as resp:
+            if resp.status == 200:
+                return 200, await resp.json()
+            return resp.status, await resp.text()

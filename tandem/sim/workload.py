@@ -26,7 +26,6 @@ import asyncio
 import itertools
 import random
 import statistics
-import time
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -35,6 +34,7 @@ from typing import Any
 from tandem.sample import Sample
 from tandem.sim.latency import LatencyModel
 from tandem.sim.profiles import AgentParams, Dist, WorkloadProfile, load_engine_profile, load_workload_profile
+from tandem.sim.virtual_clock import unix_time  # the loop's clock: wall time, or a virtual run's simulated time
 
 REPO = Path(__file__).resolve().parents[2]
 _calls = itertools.count()
@@ -143,7 +143,7 @@ class _Trajectory:
         self.sample = Sample(prompt_ids=list(group.prompt_ids))
         self.context = list(group.prompt_ids)
         self.versions: list[int] = []
-        self.t_start = time.time()
+        self.t_start = unix_time()
         self.gen_s = 0.0
         self.alone_s = 0.0       # the rollout's critical path on an idle fleet (model seconds)
         self.new_tokens = len(group.prompt_ids)
@@ -154,20 +154,20 @@ class _Trajectory:
     async def sandbox_time(self, dist: Dist) -> None:
         """A tool call or the grading run: its drawn time, slept at time_scale."""
         planned = dist.sample(self.rng)
-        t0 = time.time()
+        t0 = unix_time()
         await asyncio.sleep(planned / self.group.scale)
-        self.slept.append((time.time() - t0, planned))
+        self.slept.append((unix_time() - t0, planned))
 
     async def generate(self, n_out: int) -> None:
         """One model turn of exactly n_out wire tokens, appended as trained-on model tokens."""
         g = self.group
-        t0 = time.time()
+        t0 = unix_time()
         params = {**g.sampling, "max_new_tokens": n_out, "ignore_eos": True}
         # One routing key per trajectory: with router.policy 'manual' every turn returns to
         # the engine that holds this context in its prefix cache.
         out = await g.ctx.engine.generate(self.context, params, return_logprob=True,
                                           routing_key=f"sim-{g.call}-{self.i}")
-        self.gen_s += time.time() - t0
+        self.gen_s += unix_time() - t0
         meta = out.get("meta_info", {})
         ids = list(out["output_ids"])
         self.alone_s += turn_alone_s(g.latency, self.new_tokens * g.k, (len(self.context) - self.new_tokens) * g.k,
@@ -219,7 +219,7 @@ class _Trajectory:
         sample.finish_reason = "length" if self.truncated else "stop"
         sample.metadata["sim"] = {
             "turns": self.done_turns, "planned_turns": self.turns, "context_tokens": len(self.context) * g.k,
-            "t_start": self.t_start, "t_end": time.time(), "gen_s": self.gen_s, "tool_s": tool_s,
+            "t_start": self.t_start, "t_end": unix_time(), "gen_s": self.gen_s, "tool_s": tool_s,
             "solved": self.rng.random() < g.solve_p, "truncated": self.truncated,
             # How late the orchestrator's event loop woke from the tool sleeps (wall s per sleep):
             # a loop blocked by other work stalls every rollout by this much per turn.
