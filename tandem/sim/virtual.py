@@ -22,13 +22,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import os
 import sys
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from tandem.config import ConfigError, TandemConfig, load_config
 from tandem.model_source import load_tokenizer, resolve_model_path
@@ -78,37 +77,6 @@ def prepare(argv: list[str]) -> tuple[TandemConfig, float]:
     return cfg, own.publish_s
 
 
-@contextlib.contextmanager
-def producer_on_loop_clock() -> Iterator[None]:
-    """The producer times groups (rollout_time, longest_group_s) with time.monotonic(); make that
-    read the loop's clock while a virtual run is in progress. A producer that imports no `time`
-    module (one that reads the loop's clock itself) is left alone."""
-    from tandem.orchestrator import producer
-
-    saved = getattr(producer, "time", None)
-    if saved is None:
-        yield
-        return
-    producer.time = _LoopClockTime(saved)  # type: ignore[attr-defined]
-    try:
-        yield
-    finally:
-        producer.time = saved  # type: ignore[attr-defined]
-
-
-class _LoopClockTime:
-    """`time` with monotonic() on the running loop's clock; everything else is the real module."""
-
-    def __init__(self, real: Any):
-        self._real = real
-
-    def monotonic(self) -> float:
-        return asyncio.get_running_loop().time()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._real, name)
-
-
 async def sample_queues(engines: InProcessEngines, path: Path, interval_s: float) -> None:
     """queue.jsonl as QueueMonitor writes it, from the cores directly, on the loop's clock."""
     with open(path, "a") as f:
@@ -145,7 +113,7 @@ async def orchestrate_virtual(cfg: TandemConfig, engines: InProcessEngines, mode
     cursor = PromptCursor(len(dataset.rows), cfg.run.seed, cfg.rollout.shuffle)
     producer = RolloutProducer(ctx, dataset.rows, cursor, rollout_fn, start_step=start.step,
                                total_steps=cfg.run.steps, staleness=cfg.effective_staleness,
-                               engine_version=start.weight_version)
+                               engine_version=start.weight_version, in_flight_rows=start.in_flight_rows)
     metrics = MetricsLog(run_dir, cfg.logging.tensorboard)
     view = LiveView(cfg.run.steps, start.step, None, "off")
     producer.start()
@@ -185,8 +153,7 @@ def run(argv: list[str]) -> dict[str, float]:
         finally:
             clock["virtual_s"] = asyncio.get_running_loop().time()
 
-    with producer_on_loop_clock():
-        virtual_clock.run(main())
+    virtual_clock.run(main())
     summary = {**clock, "wall_s": time.perf_counter() - wall0, "cpu_s": time.process_time() - cpu0,
                "publish_s": publish_s}
     (run_dir / "virtual.json").write_text(json.dumps(summary, indent=1))
