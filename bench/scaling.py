@@ -68,16 +68,25 @@ import shutil
 import subprocess
 import sys
 import time
-from dataclasses import asdict
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, replace
 from pathlib import Path
 
 from tandem.sim.profiles import load_workload_profile
-from tandem.sim.sweep import Point, Result, analyse, cycle_steps, default_policy, warmup_steps
+from tandem.sim.sweep import (Point, Result, across_seeds, analyse, cycle_steps, default_policy, speedup_by_seed,
+                              warmup_steps)
 
 REPO = Path(__file__).resolve().parents[1]
 REFERENCE = {"async": {1: 1200, 2: 840, 3: 661}, "sync": {1: 1697, 2: 1047, 3: 1032}}
 POLICIES = ("drain", "abort", "continue")
 """The partial-rollout policies a variant point can run."""
+CONFIG_VARIANTS = {
+    "priority_admission": ["--rollout.request_priority", "admission"],
+    "priority_age": ["--rollout.request_priority", "age"],
+    "hold": ["--rollout.admission_hold", "true"],
+    "staleness_by_admission": ["--rollout.staleness_by", "admission"],
+}
+"""Streaming variants a point can run at the largest engine count (against the default config)."""
 
 
 # --------------------------------------------------------------------------- running
@@ -118,6 +127,7 @@ def launcher_args(p: Point, args: argparse.Namespace, run_dir: Path, tasks: Path
         "--trainer.sim.weight_size_gb", str(wl.train.weight_size_gb),
         "--model.dtype", "bfloat16",
         "--logging.live", "off", "--logging.tensorboard", "false",
+        "--run.seed", str(p.seed),
         *args.extra, *p.extra,
     ]
 
@@ -145,7 +155,10 @@ def run_point(p: Point, args: argparse.Namespace, tasks: Path) -> Result:
                                             f"exited {rc}: {why}")
     try:
         r = analyse(p, run_dir, model_time_scale(args), wall)
-        r.cpu_s = cpu
+        # Virtual points may run in parallel, so the children's CPU total is not theirs alone:
+        # the virtual runner measures its own.
+        own = run_dir / "virtual.json"
+        r.cpu_s = json.loads(own.read_text())["cpu_s"] if own.exists() else cpu
         return r
     except Exception as err:  # a broken trace is a finding, not a crash of the sweep
         return Result(p, False, wall, error=f"analysis failed: {type(err).__name__}: {err}")
@@ -164,79 +177,63 @@ def _children_cpu() -> float:
 def on_grid(r: Result, mode: str) -> bool:
     """A successful point of the engines x modes grid (the default policy, no variant)."""
     p = r.point
-    return r.ok and p.mode == mode and p.policy == default_policy() and p.oversample == 1.0 and p.staleness == 1
+    return (r.ok and p.mode == mode and p.policy == default_policy() and p.oversample == 1.0 and p.staleness == 1
+            and not p.tag)
 
 
 def table(results: list[Result]) -> str:
-    head = ("| mode | engines | policy | step s | rollout s | train s | sync s | trainer idle | queue med | "
-            "queue peak | engine busy/N s | longest rollout s | longest alone s | bound s | bound set by | efficiency | wall s | CPU s | engine lag ms | loop lag ms |")
+    head = ("| mode | engines | policy | seed | step s | rollout s | train s | sync s | trainer idle | queue med | "
+            "queue peak | engine busy/N s | longest rollout s | longest alone s | bound s | bound set by | efficiency | "
+            "length bias | dropped samples / discarded groups | wall s | CPU s | engine lag ms | loop lag ms |")
     ncols = head.count("|") - 1
     lines = [head, "|" + "|".join("---" for _ in range(ncols)) + "|"]
     for r in results:
         p = r.point
         if not r.ok:
-            lines.append(f"| {p.mode} | {p.engines} | {p.label} | failed: {r.error[:120]!r} |" + " |" * (ncols - 4))
+            lines.append(f"| {p.mode} | {p.engines} | {p.label} | {p.seed} | failed: {r.error[:120]!r} |"
+                         + " |" * (ncols - 5))
             continue
         lines.append(
-            f"| {p.mode} | {p.engines} | {p.label} | {r.step_s:.0f} | {r.rollout_s:.0f} | {r.train_s:.0f} | "
+            f"| {p.mode} | {p.engines} | {p.label} | {p.seed} | {r.step_s:.0f} | {r.rollout_s:.0f} | {r.train_s:.0f} | "
             f"{r.sync_s:.0f} | {r.idle_ratio:.2f} | {r.queue_median:.0f} | {r.queue_peak} | "
             f"{r.busy_per_engine_s + r.reload_per_engine_s:.0f} | {r.longest_rollout_s:.0f} | "
             f"{r.longest_alone_s:.0f} | {r.bound_s:.0f} | "
-            f"{r.dominant} | {r.efficiency:.2f} | {r.wall_s:.0f} | {r.cpu_s:.0f} | {1e3 * r.engine_lag_s:.0f} | "
+            f"{r.dominant} | {r.efficiency:.2f} | {r.length_bias_turns:.2f} | "
+            f"{r.dropped_stale} / {r.discarded_groups} | "
+            f"{r.wall_s:.0f} | {r.cpu_s:.0f} | {1e3 * r.engine_lag_s:.0f} | "
             f"{1e3 * r.loop_lag_s:.0f} |")
     return "\n".join(lines)
 
 
 def speedups(results: list[Result]) -> list[str]:
+    """1 -> N engines per mode: per seed (each seed is an independent sweep), then mean and range."""
     out = []
     for mode in ("async", "sync"):
-        base = {r.point.engines: r for r in results if on_grid(r, mode)}
-        if 1 in base:
-            for n in sorted(base):
-                if n > 1:
-                    ref = REFERENCE[mode].get(1, 0) / REFERENCE[mode].get(n, 1) if n in REFERENCE[mode] else float("nan")
-                    out.append(f"{mode}: 1 -> {n} engines: step {base[1].step_s:.0f} -> {base[n].step_s:.0f} s, "
-                               f"{base[1].step_s / base[n].step_s:.2f}x (reference run: {ref:.2f}x)")
+        engines = sorted({r.point.engines for r in results if on_grid(r, mode)})
+        for n in (n for n in engines if n > 1):
+            per_seed = speedup_by_seed(results, mode, n, on_grid)
+            if not per_seed:
+                continue
+            ratios = list(per_seed.values())
+            mean = sum(ratios) / len(ratios)
+            ref = REFERENCE[mode][1] / REFERENCE[mode][n] if n in REFERENCE[mode] else float("nan")
+            seeds = ", ".join(f"seed {k}: {v:.2f}x" for k, v in sorted(per_seed.items()))
+            out.append(f"{mode}: 1 -> {n} engines: **{mean:.2f}x** mean over {len(ratios)} sweep(s), range "
+                       f"{min(ratios):.2f}-{max(ratios):.2f}x, spread ±{50 * (max(ratios) - min(ratios)) / mean:.1f}% "
+                       f"({seeds}; reference run: {ref:.2f}x)")
     return out
 
 
-def plot(results: list[Result], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 3, figsize=(17, 4.8))
-    ax = axes[0]
-    colors = {"async": "tab:blue", "sync": "tab:orange"}
-    for mode in ("sync", "async"):
-        pts = sorted((r for r in results if on_grid(r, mode)), key=lambda r: r.point.engines)
-        if not pts:
-            continue
-        xs = [r.point.engines for r in pts]
-        ax.plot(xs, [r.step_s for r in pts], "o-", color=colors[mode], label=f"{mode}: tandem (sim)")
-        ax.plot(xs, [r.bound_s for r in pts], "--", color=colors[mode], alpha=0.6, label=f"{mode}: lower bound")
-        ref = REFERENCE[mode]
-        ax.plot(sorted(ref), [ref[n] for n in sorted(ref)], "x:", color=colors[mode], alpha=0.5,
-                label=f"{mode}: reference run")
-    ax.set_xlabel("engines (1 GPU each)")
-    ax.set_ylabel("step time (model s)")
-    ax.set_title("Step time vs engines")
-    ax.set_xticks([1, 2, 3])
-    ax.set_ylim(bottom=0)
-    ax.legend(fontsize=7)
-    for ax, mode in zip(axes[1:], ("sync", "async")):
-        for r in sorted((r for r in results if on_grid(r, mode)), key=lambda r: r.point.engines):
-            if r.queue_series:
-                xs, ys = zip(*r.queue_series)
-                ax.plot(xs, ys, label=f"{r.point.engines} engine(s)", lw=0.9)
-        ax.set_title(f"Queue depth (waiting requests, all engines), {mode}")
-        ax.set_xlabel("model time since start (s)")
-        ax.set_ylabel("#queue-req")
-        ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+def summary(results: list[Result]) -> str:
+    """Every point as the mean and range over its seeds."""
+    lines = ["| mode | engines | policy | seeds | step s mean (range) | efficiency mean (range) | length bias mean (min) |",
+             "|---|---|---|---|---|---|---|"]
+    for a in across_seeds(results):
+        p = a.point
+        lines.append(f"| {p.mode} | {p.engines} | {p.label} | {len(a.seeds)} | {a.step_s[0]:.0f} ({a.step_s[1]:.0f}-"
+                     f"{a.step_s[2]:.0f}) | {a.efficiency[0]:.2f} ({a.efficiency[1]:.2f}-{a.efficiency[2]:.2f}) | "
+                     f"{a.length_bias_turns[0]:.2f} ({a.length_bias_turns[1]:.2f}) |")
+    return "\n".join(lines)
 
 
 # --------------------------------------------------------------------------- main
@@ -247,8 +244,13 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--policies", nargs="*", default=None,
                     help="straggler variants run in async mode at the largest engine count, besides the grid's "
                          "default policy: drain, abort, continue (partial-rollout policies), 'oversample' = the default "
-                         "policy with rollout.oversample = --oversample, 'staleness2' = max_staleness 2")
+                         "policy with rollout.oversample = --oversample, 'staleness2' = max_staleness 2, and the streaming "
+                         "variants " + ", ".join(CONFIG_VARIANTS))
     ap.add_argument("--oversample", type=float, default=1.25)
+    ap.add_argument("--seeds", type=int, default=2,
+                    help="independent sweeps, run.seed 0..N-1 (the workload's draws differ): every figure is "
+                         "reported per seed and as the mean and range over them")
+    ap.add_argument("--jobs", type=int, default=2, help="virtual clock only: points run in parallel")
     ap.add_argument("--cycles", type=int, default=2,
                     help="measured cycles per point after the warm-up; a cycle is 1 step in sync mode and "
                          "max_staleness + 1 steps in async mode")
@@ -278,18 +280,21 @@ def sweep_points(ap: argparse.ArgumentParser, args: argparse.Namespace) -> list[
         args.policies = [p for p in POLICIES if p != default_policy()] + ["oversample"]
     points = [Point(mode, n) for mode in args.modes for n in args.engines]
     top = max(args.engines)
+    variants: list[Point] = []
     for pol in args.policies:
         if pol == default_policy():
             continue
         if pol in POLICIES:
-            points.append(Point("async", top, policy=pol))
+            variants.append(Point("async", top, policy=pol))
         elif pol == "oversample":
-            points.append(Point("async", top, oversample=args.oversample))
+            variants.append(Point("async", top, oversample=args.oversample))
         elif pol == "staleness2":
-            points.append(Point("async", top, staleness=2))
+            variants.append(Point("async", top, staleness=2))
+        elif pol in CONFIG_VARIANTS:
+            variants.append(Point("async", top, tag=pol, extra=CONFIG_VARIANTS[pol]))
         else:
             ap.error(f"unknown policy variant {pol!r}")
-    return points
+    return [replace(p, seed=seed) for seed in range(args.seeds) for p in points + variants]
 
 
 def reanalyse_point(p: Point, args: argparse.Namespace, previous: dict[str, dict]) -> Result:
@@ -327,14 +332,18 @@ def write_report(results: list[Result], args: argparse.Namespace, out: Path, tot
     md = [f"# Engine-scaling sweep (sim engines, {clock}, token_scale {args.token_scale}, "
           f"{args.cycles} measured cycle(s) per point after warm-up)", "",
           f"Profiles: `{repo_relative(args.engine_profile)}`, `{repo_relative(args.workload)}`. "
-          f"All times are model seconds. Sweep wall time: {total:.0f} s.", "", table(results), "",
+          f"All times are model seconds. Sweep wall time: {total:.0f} s.", "",
+          "Each point over the seeds (each seed is an independent sweep):", "", summary(results), "",
+          "Every run:", "", table(results), "",
           *[f"- {line}" for line in speedups(results)]]
     (out / "scaling.md").write_text("\n".join(md) + "\n")
     (out / "scaling.json").write_text(json.dumps({"args": {k: v for k, v in vars(args).items()},
                                                   "wall_s": total,
                                                   "results": [{**asdict(r), "point": asdict(r.point)} for r in results]},
                                                  indent=1))
-    plot(results, out / "scaling.png")
+    from _scaling_plot import plot  # beside this script; loaded with matplotlib only when a report is written
+
+    plot(results, out / "scaling.png", on_grid, REFERENCE)
     print("\n".join(md[4:]))
     print(f"\nwrote {out / 'scaling.md'}, {out / 'scaling.json'}, {out / 'scaling.png'} in {total:.0f} s")
 
@@ -343,6 +352,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = build_parser()
     args = ap.parse_args(argv)
     args.extra = shlex.split(args.extra)
+    if args.seeds < 1:
+        ap.error("--seeds must be >= 1")
     if args.cycles < 1:
         ap.error("--cycles must be >= 1")
     points = sweep_points(ap, args)
@@ -355,8 +366,10 @@ def main(argv: list[str] | None = None) -> int:
         old = json.loads((out / "scaling.json").read_text())
         previous = {Point(**r["point"]).name: r for r in old.get("results", [])}
         total_before = old.get("wall_s", 0.0)
-    results = [reanalyse_point(p, args, previous) if args.reanalyse else measure_point(p, args, tasks, t_start)
-               for p in points]
+    jobs = args.jobs if args.clock == "virtual" else 1  # real-clock points need the machine to themselves
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        results = list(pool.map(lambda p: reanalyse_point(p, args, previous) if args.reanalyse
+                                else measure_point(p, args, tasks, t_start), points))
     total = total_before if args.reanalyse and previous else time.time() - t_start
     write_report(results, args, out, total)
     return 0 if all(r.ok for r in results) else 1

@@ -86,3 +86,18 @@ def test_a_trace_too_short_for_one_measured_cycle_is_refused(tmp_path):
     write_run(run, 3, {})
     with pytest.raises(ValueError, match="too few for 2 warm-up step"):
         bench.analyse(bench.Point("async", 1), run, TS, wall=1.0)
+
+
+def test_seeds_are_independent_sweeps_summarised_by_hand():
+    from tandem.sim.sweep import Point, Result, across_seeds, speedup_by_seed
+
+    def res(engines, seed, step, eff, bias=1.0):
+        return Result(Point("async", engines, seed=seed), True, 0.0, step_s=step, efficiency=eff,
+                      length_bias_turns=bias)
+    results = [res(1, 0, 1200, 0.9), res(3, 0, 400, 1.0, 0.8), res(1, 1, 1300, 0.94), res(3, 1, 500, 0.8, 0.9)]
+    assert Point("async", 3, seed=1).name.endswith("_seed1") and not Point("async", 3).name.endswith("seed0")
+    on_grid = lambda r, mode: r.point.mode == mode  # noqa: E731
+    assert speedup_by_seed(results, "async", 3, on_grid) == {0: 3.0, 1: 2.6}
+    three = next(a for a in across_seeds(results) if a.point.engines == 3)
+    assert three.seeds == [0, 1] and three.step_s == (450, 400, 500)
+    assert three.efficiency == pytest.approx((0.9, 0.8, 1.0)) and three.length_bias_turns == pytest.approx((0.85, 0.8, 0.9))

@@ -161,8 +161,8 @@ class RolloutConfig(Section):
     """Async mode: S, the most weight versions a trained-on sample may lag the trainer (see staleness_by). Sync mode forces 0."""
     staleness_by: Literal["oldest_token", "admission"] = "oldest_token"
     """What a sample's lag is measured from. oldest_token: step - the version of its oldest token must be <= S (a trajectory may span versions). admission: step - the version engines served when its group was admitted must be <= S (stricter: a group that queued through a sync counts as old)."""
-    request_priority: Literal["admission", "age"] = "admission"
-    """Engine queue order (with engine.priority_scheduling): admission = groups admitted under older weights first (ties by arrival); age = strictly the oldest trajectory first (its admission order)."""
+    request_priority: Literal["admission", "age"] = "age"
+    """Engine queue order (with engine.priority_scheduling): age = strictly the oldest trajectory first (its admission order; measured faster on the reference profile, see the README); admission = groups admitted under older weights first (ties by arrival)."""
     admission_hold: bool = False
     """Admit no new group while a running group must make the next step or become too stale (its tail gets the engines)."""
     partial_rollout: Literal["drain", "abort", "continue"] = "continue"

@@ -37,6 +37,10 @@ class Point:
     oversample: float = 1.0
     staleness: int = 1
     extra: list[str] = field(default_factory=list)
+    seed: int = 0
+    """run.seed: the workload's draws (turns, token counts, tool times) and the engines' sampling."""
+    tag: str = ""
+    """A named config variant (its overrides are in `extra`), shown in the name and the label."""
 
     @property
     def name(self) -> str:
@@ -45,7 +49,9 @@ class Point:
             tag += f"_os{self.oversample:g}"
         if self.mode == "async" and self.staleness != 1:
             tag += f"_s{self.staleness}"
-        return tag
+        if self.tag:
+            tag += f"_{self.tag}"
+        return tag + (f"_seed{self.seed}" if self.seed else "")
 
     @property
     def label(self) -> str:
@@ -54,6 +60,8 @@ class Point:
             parts.append(f"oversample {self.oversample:g}")
         if self.mode == "async" and self.staleness != 1:
             parts.append(f"staleness {self.staleness}")
+        if self.tag:
+            parts.append(" ".join(self.extra).replace("--rollout.", ""))
         return ", ".join(parts)
 
 
@@ -90,6 +98,10 @@ class Result:
     loop_lag_s: float = float("nan")
     """Mean lateness of the orchestrator's event loop waking rollouts from tool sleeps (wall s):
     high = the orchestrator process (rollout loop) is the bottleneck."""
+    length_bias_turns: float = 1.0
+    """Mean over measured steps of trained-on turns / turns of everything finished in the step's window."""
+    discarded_groups: int = 0
+    """Groups cancelled at a take (lost the race, or too old for any later step)."""
 
 
 def warmup_steps(p: Point) -> int:
@@ -167,6 +179,7 @@ def step_record(p: Point, row: dict, w0: float, w1: float, spans: list[dict], ts
         "reload_per_engine_s": reload / p.engines, "longest_rollout_s": longest, "longest_alone_s": alone,
         "bound_s": terms[dominant], "dominant": dominant, "terms": terms,
         "dropped_stale": row.get("dropped_stale", 0), "recycled_groups": row.get("recycled_groups", 0),
+        "length_bias_turns": row.get("length_bias_turns", 1.0), "discarded": row.get("oversample_discarded", 0),
         "loop_lag_s": row.get("sim_loop_lag_ms", float("nan")) / 1e3,
         "window": [w0, w1],
     }
@@ -213,4 +226,38 @@ def analyse(p: Point, run_dir: Path, ts: float, wall: float) -> Result:
         engine_lag_s=statistics.fmean(f.get("lag_mean_s", 0.0) for f in finals) if finals else float("nan"),
         loop_lag_s=mean("loop_lag_s"),
         recycled_groups=sum(s["recycled_groups"] for s in steps),
+        length_bias_turns=mean("length_bias_turns"), discarded_groups=sum(s["discarded"] for s in steps),
     )
+
+
+@dataclass
+class AcrossSeeds:
+    """One sweep point measured in independent sweeps (one per seed): mean and range."""
+    point: Point
+    seeds: list[int]
+    step_s: tuple[float, float, float]
+    """(mean, min, max) over the seeds; likewise below."""
+    efficiency: tuple[float, float, float]
+    length_bias_turns: tuple[float, float, float]
+
+
+def spread(values: list[float]) -> tuple[float, float, float]:
+    return statistics.fmean(values), min(values), max(values)
+
+
+def across_seeds(results: list[Result]) -> list[AcrossSeeds]:
+    """Group the successful results by point (mode, engines, policy variant), seeds apart."""
+    groups: dict[tuple, list[Result]] = {}
+    for r in results:
+        if r.ok:
+            groups.setdefault((r.point.mode, r.point.engines, r.point.label), []).append(r)
+    return [AcrossSeeds(rs[0].point, [r.point.seed for r in rs], spread([r.step_s for r in rs]),
+                        spread([r.efficiency for r in rs]), spread([r.length_bias_turns for r in rs]))
+            for rs in groups.values()]
+
+
+def speedup_by_seed(results: list[Result], mode: str, engines: int, on_grid) -> dict[int, float]:
+    """Per seed: step time at 1 engine / step time at `engines`, both from that seed's sweep."""
+    by = {(r.point.seed, r.point.engines): r for r in results if on_grid(r, mode)}
+    return {seed: by[(seed, 1)].step_s / by[(seed, engines)].step_s
+            for seed, n in by if n == engines and (seed, 1) in by}
