@@ -1,25 +1,22 @@
 """Engine-scaling sweep against the ideal: how much faster does a step get per added engine?
 
-    python bench/scaling.py                       # engines 1,2,3 x sync,async + straggler policies (~9 min)
-    python bench/scaling.py --policies drain abort oversample staleness2   # + max_staleness 2 at 3 engines
-    python bench/scaling.py --engines 1 3 --modes async --policies staleness2 --cycles 1
+    python bench/scaling.py --policies            # engines 1,2,3 x sync,async, 2 seeds (~6 min)
+    python bench/scaling.py                       # + straggler and streaming variants at 3 engines
+    python bench/scaling.py --engines 3 --modes async --policies hold staleness2 --seeds 1
+    python bench/scaling.py --clock real          # the real launcher and processes (noisy)
 
-Every point runs the REAL launcher (`python train.py`) as a subprocess with sim engines
-(engine.backend = sim: the latency model of one SGLang engine per GPU), the sim trainer
-(400 s per step, real weight publish) and the workload-driven agentic rollout, so the
-router, the rollout producer, the staleness gate, the partial-rollout policy and the weight
-sync all run for real; only GPUs are modelled. Everything runs `--time-scale` times faster
-than the modelled run; all times below are model seconds (wall x time_scale), directly
-comparable with the reference run (1 -> 3 engines: async 1200 -> 661 s, sync 1697 -> 1032 s).
+Every point runs tandem's producer, loop, sim engines (the latency model of one SGLang engine
+per GPU, behind their HTTP apps), weight-sync code and the workload-driven agentic rollout.
+With `--clock virtual` (default) a point runs in one process on a simulated clock
+(`python -m tandem.sim.virtual`, tandem/sim/virtual_clock.py): exact, repeatable and immune
+to load on the machine, with in-process stand-ins for sglang-router and the trainer. With
+`--clock real` every point runs the REAL launcher (`python train.py`) as a subprocess, with
+the sim trainer (real weight publish), `--time-scale` times faster than the modelled run.
+All times below are model seconds, directly comparable with the reference run
+(1 -> 3 engines: async 1200 -> 661 s, sync 1697 -> 1032 s).
 
---clock virtual (the default) runs each point instead as `python -m tandem.sim.virtual` with the
-same arguments: the same producer, loop, sim engines (behind their HTTP apps), weight-sync code and
-workload, in one process on an event loop whose clock jumps to the next timer whenever every task
-waits (tandem/sim/virtual_clock.py). A point then takes seconds of CPU, is immune to load on the
-machine and repeats exactly; the router and the trainer are in-process stand-ins (sticky routing
-keys as sglang-router's 'manual' policy; train_time_s per step plus a modelled publish time), see
-tandem/sim/inprocess.py. --time-scale applies to --clock real only (virtual seconds are model
-seconds); --token-scale applies to both (it changes wire sizes, not timing).
+`--seeds N` runs N independent sweeps (run.seed 0..N-1: the workload's draws differ); every
+figure is reported per seed and as the mean and range over the seeds.
 
 For every measured step (the warm-up steps are left out) the lower bound
 (`tandem.sim.sweep.analyse`) is
@@ -82,7 +79,6 @@ POLICIES = ("drain", "abort", "continue")
 """The partial-rollout policies a variant point can run."""
 CONFIG_VARIANTS = {
     "priority_admission": ["--rollout.request_priority", "admission"],
-    "priority_age": ["--rollout.request_priority", "age"],
     "hold": ["--rollout.admission_hold", "true"],
     "staleness_by_admission": ["--rollout.staleness_by", "admission"],
 }
@@ -277,7 +273,7 @@ def build_parser() -> argparse.ArgumentParser:
 def sweep_points(ap: argparse.ArgumentParser, args: argparse.Namespace) -> list[Point]:
     """The engines x modes grid at the default policy, then each variant at the largest engine count."""
     if args.policies is None:
-        args.policies = [p for p in POLICIES if p != default_policy()] + ["oversample"]
+        args.policies = [p for p in POLICIES if p != default_policy()] + ["oversample", *CONFIG_VARIANTS]
     points = [Point(mode, n) for mode in args.modes for n in args.engines]
     top = max(args.engines)
     variants: list[Point] = []
