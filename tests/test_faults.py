@@ -161,13 +161,13 @@ def test_engine_faults_recovered(tmp_path, mode):
     # a loaded 2-core machine; the test's own polling latency is not part of what is bounded.
     assert recoveries[0]["detect_s"] <= 2 * CHECK_S + PROBE_S + MARGIN_S, recoveries[0]
     assert UNRESPONSIVE_S <= recoveries[1]["detect_s"] <= UNRESPONSIVE_S + CHECK_S + PROBE_S + MARGIN_S, recoveries[1]
-    # The faults hit traffic, and still no sample was lost: requests reached the killed engine and
-    # sat on the silent one until the doctor replaced it (the router logged each failed send and
-    # answered it from the other engine). In sync mode the step waited for them
-    # (~engine_unresponsive_s); async steps stream past groups stuck on the silent engine.
+    # The faults hit traffic, and still no sample was lost: requests reached the killed engine (the
+    # router logged each failed send and answered it from the other engine), and in sync mode a
+    # step's requests sat on the silent engine until the doctor replaced it (~engine_unresponsive_s).
+    # Async steps stream past groups stuck on the silent engine, so they need not wait.
     router_log = (run / "logs" / "router.log").read_text(errors="replace")
     failed_sends = {name: router_log.count(f"worker_url={url} route=/generate") for name, url in urls.items()}
-    assert failed_sends["engine1"] >= 1 and failed_sends["engine0"] >= 1, failed_sends
+    assert failed_sends["engine1"] >= 1, failed_sends
     longest_rollout_s = max(r["rollout_time"] for r in rows)
     if mode == "sync":
         assert longest_rollout_s >= UNRESPONSIVE_S - CHECK_S - 0.5, longest_rollout_s
