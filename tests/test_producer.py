@@ -380,7 +380,7 @@ def test_a_running_group_whose_answers_are_already_too_old_is_cancelled():
 
         async def fn(ctx, row, g):
             if row["_index"] == 1:
-                GROUP_PROGRESS.get().saw(0)  # what EngineClient.generate records per answer
+                GROUP_PROGRESS.get().saw(0, 5)  # what EngineClient.generate records per answer
                 await forever.wait()
             if row["_index"] == 2:
                 await forever.wait()
@@ -399,3 +399,7 @@ def test_a_running_group_whose_answers_are_already_too_old_is_cancelled():
     batch, running = asyncio.run(go())
     assert batch.discarded == 1
     assert 1 not in running and 2 in running
+    # The window: row 3 finished (1 turn, 1 token) and row 1 was cancelled after 1 answer of 5
+    # tokens. Trained: row 3. Tokens: 1 / ((1 + 5) / 2) = 1/3; turns: 1 / 1.
+    assert batch.stats["cancelled_in_window"] == 1 and batch.stats["finished_in_window"] == 1
+    assert batch.stats["length_bias_tokens"] == pytest.approx(1 / 3) and batch.stats["length_bias_turns"] == 1.0

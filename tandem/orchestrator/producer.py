@@ -237,13 +237,16 @@ class RolloutProducer:
             self._buffer.sort(key=lambda g: g.seq)
             taken, self._buffer = self._buffer[: self.prompts_per_step], self._buffer[self.prompts_per_step:]
             self.next_step = step + 1
-            doomed = [seq for seq, f in self._running.items() if self._doomed(f, self.next_step)]
-            cancelled = [self._running.pop(seq).task for seq in doomed]
+            doomed = [self._running.pop(seq) for seq, f in list(self._running.items()) if self._doomed(f, self.next_step)]
+            for flight in doomed:
+                self._window.cancelled(flight.progress, self.group_size)
+            cancelled = [flight.task for flight in doomed]
+            batch = self._batch(step, taken, dropped, len(cancelled))  # this window only, under the lock
             self._cond.notify_all()
         for t in cancelled:
             t.cancel()
         await asyncio.gather(*cancelled, return_exceptions=True)
-        return self._batch(step, taken, dropped, len(cancelled))
+        return batch
 
     def _batch(self, step: int, taken: list[Group], dropped: int, cancelled: int) -> StepBatch:
         samples = [s for g in taken for s in g.samples]

@@ -3,9 +3,10 @@ the first finished groups biases training towards short trajectories.
 
 Length bias. A step trains on groups that finished first, and short trajectories finish first.
 Per step we log the mean turns and model tokens of the samples trained on, the same means over
-every trajectory that finished since the previous step (the window, trained or not), and their
-ratio `length_bias_turns` / `length_bias_tokens` (1.0 = no bias; 1.0 too when nothing finished
-in the window). The producer's remedy is to take finished groups oldest-admitted first.
+every trajectory that ended since the previous step (the window: finished, trained or not, and
+cancelled as too old, counted with the turns and tokens it had reached), and their ratio
+`length_bias_turns` / `length_bias_tokens` (1.0 = no bias; 1.0 too when nothing ended in the
+window). The producer's remedy is to take finished groups oldest-admitted first.
 """
 
 from __future__ import annotations
@@ -45,10 +46,21 @@ class StreamWindow:
     turns: list[int] = field(default_factory=list)
     tokens: list[int] = field(default_factory=list)
 
+    cancelled_groups: int = 0
+    cancelled_samples: int = 0
+
     def finished(self, group) -> None:
         for s in group.samples:
             self.turns.append(turns_of(s))
             self.tokens.append(s.num_model_tokens)
+
+    def cancelled(self, progress, group_size: int) -> None:
+        """A group cancelled as too old counts too, each sample with the turns and tokens the group
+        had reached per sample (a lower bound: cancelled trajectories are the long ones)."""
+        self.cancelled_groups += 1
+        self.cancelled_samples += group_size
+        self.turns.extend([progress.answers / group_size] * group_size)
+        self.tokens.extend([progress.tokens / group_size] * group_size)
 
     def stats(self, step: int, samples: list[Sample], staleness: int, *, buffered: int, running: int,
               admission_lags: list[int]) -> dict[str, float]:
@@ -62,7 +74,8 @@ class StreamWindow:
             "trained_tokens_mean": trained_tokens, "finished_tokens_mean": done_tokens,
             "length_bias_turns": trained_turns / done_turns if done_turns else 1.0,
             "length_bias_tokens": trained_tokens / done_tokens if done_tokens else 1.0,
-            "finished_in_window": float(len(self.turns)),
+            "finished_in_window": float(len(self.turns) - self.cancelled_samples),
+            "cancelled_in_window": float(self.cancelled_groups),
             "buffered_groups": float(buffered), "running_groups": float(running),
             "admission_lag_mean": statistics.fmean(admission_lags) if admission_lags else 0.0,
         }

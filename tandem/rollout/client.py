@@ -32,9 +32,14 @@ class GroupProgress:
 
     def __init__(self) -> None:
         self.oldest_version: int | None = None
+        self.answers = 0
+        """Answers with tokens so far (a multi-turn trajectory gets one per turn)."""
+        self.tokens = 0
 
-    def saw(self, version: int) -> None:
+    def saw(self, version: int, tokens: int = 0) -> None:
         self.oldest_version = version if self.oldest_version is None else min(self.oldest_version, version)
+        self.answers += 1
+        self.tokens += tokens
 
 
 GROUP_PROGRESS: contextvars.ContextVar[GroupProgress | None] = contextvars.ContextVar("tandem_group_progress",
@@ -129,7 +134,7 @@ class EngineClient:
         if isinstance(finish, dict) and finish.get("type") == "abort":
             raise RolloutAborted(finish.get("message", "aborted by engine"))
         if (progress := GROUP_PROGRESS.get()) is not None and out.get("output_ids"):
-            progress.saw(int(meta["weight_version"]))
+            progress.saw(int(meta["weight_version"]), len(out["output_ids"]))
         self.generated_tokens += len(out.get("output_ids", []))
         return out
 
