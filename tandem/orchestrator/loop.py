@@ -143,6 +143,37 @@ async def watch_children(sup: Supervisor, metrics: MetricsLog, view: LiveView, s
         await asyncio.sleep(interval_s)
 
 
+def make_producer(cfg: TandemConfig, ctx: RolloutContext, dataset, rollout_fn,
+                  start: run_state.StartPoint) -> RolloutProducer:
+    """The rollout producer for a run starting at `start` (fresh, or a checkpoint's cursor and
+    in-flight prompts)."""
+    cursor = PromptCursor(len(dataset.rows), cfg.run.seed, cfg.rollout.shuffle,
+                          **({k: start.cursor[k] for k in ("epoch", "position")} if start.cursor else {}))
+    return RolloutProducer(ctx, dataset.rows, cursor, rollout_fn, start_step=start.step,
+                           total_steps=cfg.run.steps, staleness=cfg.effective_staleness,
+                           engine_version=start.weight_version, in_flight_rows=start.in_flight_rows)
+
+
+async def run_until_first_exit(tasks: list[asyncio.Task], producer: RolloutProducer, view: LiveView,
+                               metrics: MetricsLog, ctx: RolloutContext, fleet: Fleet) -> None:
+    """Wait until one of the run's tasks ends (re-raising what stopped it), then tear down the
+    tasks, the producer and everything the loop opened."""
+    try:
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        for task in done:
+            task.result()  # re-raise whatever stopped us
+    finally:
+        for task in tasks:
+            task.cancel()
+        await producer.stop()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        view.close()
+        metrics.close()
+        await ctx.engine.close()
+        await fleet.close()
+        ctx.executor.shutdown(wait=False, cancel_futures=True)
+
+
 async def orchestrate(cfg: TandemConfig, run_dir: Path, sup: Supervisor, cluster: Cluster, model_path: str,
                       dataset, rollout_fn, reward_fn, start: run_state.StartPoint,
                       hooks: RunHooks = NO_HOOKS) -> None:
@@ -155,11 +186,7 @@ async def orchestrate(cfg: TandemConfig, run_dir: Path, sup: Supervisor, cluster
     if start.checkpoint_dir is not None:  # engines come back on the checkpoint's weights
         await fleet.sync(client, str(start.checkpoint_dir / "hf"), start.weight_version, "drain",
                          cfg.sync.reload_timeout_s)
-    cursor = PromptCursor(len(dataset.rows), cfg.run.seed, cfg.rollout.shuffle,
-                          **({k: start.cursor[k] for k in ("epoch", "position")} if start.cursor else {}))
-    producer = RolloutProducer(ctx, dataset.rows, cursor, rollout_fn, start_step=start.step,
-                               total_steps=cfg.run.steps, staleness=cfg.effective_staleness,
-                               engine_version=start.weight_version, in_flight_rows=start.in_flight_rows)
+    producer = make_producer(cfg, ctx, dataset, rollout_fn, start)
     monitor = QueueMonitor(cluster.engines, run_dir / "queue.jsonl", cfg.logging.queue_sample_interval_s)
     metrics = MetricsLog(run_dir, cfg.logging.tensorboard)
     view = LiveView(cfg.run.steps, start.step, monitor, cfg.logging.live)
@@ -172,18 +199,7 @@ async def orchestrate(cfg: TandemConfig, run_dir: Path, sup: Supervisor, cluster
     if cfg.faults.max_engine_restarts > 0:
         tasks.append(asyncio.create_task(fleet.run_doctor(), name="engine-doctor"))
     try:
-        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-        for task in done:
-            task.result()  # re-raise whatever stopped us
+        await run_until_first_exit(tasks, producer, view, metrics, ctx, fleet)
     finally:
-        for task in tasks:
-            task.cancel()
-        await producer.stop()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        view.close()
-        metrics.close()
-        await client.close()
-        await fleet.close()
-        executor.shutdown(wait=False, cancel_futures=True)
         if fleet.recoveries:
             (run_dir / "recoveries.json").write_text(json.dumps([r.__dict__ for r in fleet.recoveries], indent=1))

@@ -35,12 +35,11 @@ from tandem.orchestrator import run_state
 from tandem.orchestrator.fleet import Fleet
 from tandem.orchestrator.launcher import absolutize_paths, check_inputs
 from tandem.orchestrator.live_view import LiveView
-from tandem.orchestrator.loop import run_loop
+from tandem.orchestrator.loop import make_producer, run_loop, run_until_first_exit
 from tandem.orchestrator.metrics import MetricsLog, parse_load
-from tandem.orchestrator.producer import RolloutProducer
 from tandem.orchestrator.supervisor import Supervisor
 from tandem.paths import PROJECT_ROOT
-from tandem.rollout import DataError, EngineClient, PluginError, PromptCursor, RolloutContext, \
+from tandem.rollout import DataError, EngineClient, PluginError, RolloutContext, \
     sampling_params_from_config
 from tandem.sim import virtual_clock
 from tandem.sim.inprocess import DEFAULT_PUBLISH_S, ROUTER_URL, InProcessEngines, InProcessRouter, VirtualTrainer
@@ -110,10 +109,7 @@ async def orchestrate_virtual(cfg: TandemConfig, engines: InProcessEngines, mode
     ctx = RolloutContext(cfg, tokenizer, client, executor, reward_fn, sampling_params_from_config(cfg))
     fleet = Fleet(cfg, Supervisor(run_dir, PROJECT_ROOT), engines.urls, ROUTER_URL, http=engines.http)
     start = run_state.StartPoint()
-    cursor = PromptCursor(len(dataset.rows), cfg.run.seed, cfg.rollout.shuffle)
-    producer = RolloutProducer(ctx, dataset.rows, cursor, rollout_fn, start_step=start.step,
-                               total_steps=cfg.run.steps, staleness=cfg.effective_staleness,
-                               engine_version=start.weight_version, in_flight_rows=start.in_flight_rows)
+    producer = make_producer(cfg, ctx, dataset, rollout_fn, start)
     metrics = MetricsLog(run_dir, cfg.logging.tensorboard)
     view = LiveView(cfg.run.steps, start.step, None, "off")
     producer.start()
@@ -122,21 +118,7 @@ async def orchestrate_virtual(cfg: TandemConfig, engines: InProcessEngines, mode
                                  name="run-loop"),
              asyncio.create_task(sample_queues(engines, run_dir / "queue.jsonl", cfg.logging.queue_sample_interval_s),
                                  name="queue-monitor")]
-    try:
-        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-        for task in done:
-            task.result()  # re-raise whatever stopped us
-    finally:
-        for task in tasks:
-            task.cancel()
-        await producer.stop()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        view.close()
-        metrics.close()
-        await client.close()
-        await fleet.close()
-        executor.shutdown(wait=False)
-
+    await run_until_first_exit(tasks, producer, view, metrics, ctx, fleet)
 
 def run(argv: list[str]) -> dict[str, float]:
     """One virtual run; returns its virtual, wall and CPU seconds (also written to virtual.json)."""
