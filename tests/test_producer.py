@@ -393,7 +393,7 @@ def test_a_running_group_whose_answers_are_already_too_old_is_cancelled():
         await settle()
         batch = await producer.take(1)
         assert rows_of(batch) == [3]
-        running = sorted(f.row_index for f in producer._running.values())
+        running = sorted(producer.rows[f.row_pos]["_index"] for f in producer._running.values())
         await producer.stop()
         return batch, running
     batch, running = asyncio.run(go())

@@ -55,14 +55,12 @@ from tandem.sample import Sample
 class Group:
     seq: int
     """Admission order; a step's batch is sorted by it, so its sample order is deterministic."""
-    row_index: int
-    """The prompt's row in the dataset file (`_index`)."""
+    row_pos: int
+    """The prompt's position in the producer's rows (what a resume re-draws)."""
     samples: list[Sample]
     started: float
     finished: float
     admitted_version: int = 0
-    row_pos: int = -1
-    """The prompt's position in the producer's rows (what a resume re-draws)."""
 
     @property
     def oldest_version(self) -> int:
@@ -73,7 +71,6 @@ class Group:
 class Flight:
     """A group being generated."""
     row_pos: int
-    row_index: int
     admitted_version: int
     progress: GroupProgress = field(default_factory=GroupProgress)
     task: asyncio.Task | None = None
@@ -154,7 +151,7 @@ class RolloutProducer:
     def _admit(self) -> None:
         seq, self._seq = self._seq, self._seq + 1
         index = self._requeue.popleft() if self._requeue else self.cursor.next()
-        flight = self._running[seq] = Flight(index, int(self.rows[index].get("_index", index)), self.version)
+        flight = self._running[seq] = Flight(index, self.version)
         flight.task = asyncio.create_task(self._group(seq, self.rows[index]), name=f"group-{seq}")
 
     def _priority(self, seq: int) -> int:
@@ -191,9 +188,9 @@ class RolloutProducer:
             if flight is None:  # cancelled by take() meanwhile
                 return
             for i, s in enumerate(samples):
-                s.group_id, s.prompt_index = seq, flight.row_index
+                s.group_id, s.prompt_index = seq, int(row.get("_index", flight.row_pos))
                 s.metadata.setdefault("sample_in_group", i)
-            group = Group(seq, flight.row_index, samples, started, loop.time(), flight.admitted_version, flight.row_pos)
+            group = Group(seq, flight.row_pos, samples, started, loop.time(), flight.admitted_version)
             self._buffer.append(group)
             self._window.finished(group)
             self._cond.notify_all()

@@ -21,14 +21,17 @@ class GenerationError(RuntimeError):
 REQUEST_PRIORITY: contextvars.ContextVar[int | None] = contextvars.ContextVar("tandem_request_priority",
                                                                              default=None)
 """SGLang request priority of the generate calls made in this task. The rollout producer sets it
-to -step in each group's task (larger = served first), so engines that schedule by priority
-(engine.priority_scheduling) finish the step the trainer waits on before the next one's."""
+in each group's task (larger = served first; rollout.request_priority: minus the group's
+admission order, or minus the version it was admitted under), so engines that schedule by
+priority (engine.priority_scheduling) finish older trajectories first."""
+
 
 class GroupProgress:
-    """The oldest weight version among the answers a group's requests got so far (None: no answer
-    yet). The producer puts one in each group's context; `EngineClient.generate` updates it, so
-    the producer knows, while a trajectory still runs, whether its oldest token is already too
-    old for any step it could still reach."""
+    """What a group's requests got back so far: the oldest weight version among the answers (None:
+    no answer yet), and how many answers and tokens. The producer puts one in each group's
+    context; `EngineClient.generate` updates it, so the producer knows, while a trajectory still
+    runs, whether its oldest token is already too old for any step it could still reach, and how
+    far a group it cancels had got (the length-bias window counts it)."""
 
     def __init__(self) -> None:
         self.oldest_version: int | None = None
