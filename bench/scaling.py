@@ -323,6 +323,12 @@ def repo_relative(path: str) -> Path | str:
     return Path(path).relative_to(REPO) if Path(path).is_relative_to(REPO) else path
 
 
+def result_json(r: Result) -> dict:
+    """Every number of a point, less its queue timeline: that stays in the run's queue.jsonl (a
+    virtual-clock point samples it every 0.5 model s, megabytes per sweep)."""
+    return {**{k: v for k, v in asdict(r).items() if k != "queue_series"}, "point": asdict(r.point)}
+
+
 def write_report(results: list[Result], args: argparse.Namespace, out: Path, total: float) -> None:
     clock = "virtual clock" if args.clock == "virtual" else f"real time, time_scale {args.time_scale:g}"
     md = [f"# Engine-scaling sweep (sim engines, {clock}, token_scale {args.token_scale}, "
@@ -335,7 +341,7 @@ def write_report(results: list[Result], args: argparse.Namespace, out: Path, tot
     (out / "scaling.md").write_text("\n".join(md) + "\n")
     (out / "scaling.json").write_text(json.dumps({"args": {k: v for k, v in vars(args).items()},
                                                   "wall_s": total,
-                                                  "results": [{**asdict(r), "point": asdict(r.point)} for r in results]},
+                                                  "results": [result_json(r) for r in results]},
                                                  indent=1))
     from _scaling_plot import plot  # beside this script; loaded with matplotlib only when a report is written
 
