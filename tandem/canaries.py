@@ -31,9 +31,22 @@ import random
 import re
 import secrets
 import stat
+import threading
 import tokenize
 from dataclasses import dataclass, field
 from pathlib import Path
+
+_AST_LOCK = threading.Lock()
+"""CPython 3.11 keeps the AST constructor's recursion-depth counter in interpreter-wide state, so
+two threads building ASTs at once can fail with 'SystemError: AST constructor recursion depth
+mismatch' (CPython gh-106905). Rewards are scored on worker threads, and an honest fix scored 0
+that way in a CI run: every parse here goes through this lock."""
+
+
+def _parse(text: str, mode: str = "exec") -> ast.AST:
+    with _AST_LOCK:
+        return ast.parse(text, mode=mode)
+
 
 CANARIES_PER_FILE = 3
 """Twins per file at least (more where a file holds more hidden tests): each is a guess a forger must win."""
@@ -90,7 +103,7 @@ def insert_canaries(testbed: Path, test_files: list[str], hidden: tuple[str, ...
 # ----------------------------------------------------------------------------- one file
 def _disguise_file(source: str, wanted: set[str], per_file: int, rng: random.Random, names: "_NameSource"):
     try:
-        tree = ast.parse(source)
+        tree = _parse(source)
     except (SyntaxError, ValueError):
         return None
     lines = io.StringIO(source, newline="").readlines()  # the tokenizer's lines: \f or \u2028 do not split
@@ -210,7 +223,7 @@ def _mutated(text: str, value, rng: random.Random) -> str | None:
     step = rng.choice([2, 3, 5, 7, 10]) * rng.choice([1, -1])
     new = value + step if isinstance(value, int) else value + step * max(0.5, abs(value)) / 4
     new_text = repr(new)
-    return new_text if ast.literal_eval(new_text) != value else None  # 1e20 + 1.0 == 1e20
+    return new_text if ast.literal_eval(_parse(new_text.lstrip(" \t"), "eval")) != value else None  # 1e20 + 1.0 == 1e20
 
 
 def _synthetic(name: str, rng: random.Random) -> str:
@@ -261,7 +274,7 @@ def _renamed_def(body: list[str], name: str) -> list[str]:
 
 def _defines_once(text: str, names: list[str]) -> bool:
     try:
-        tree = ast.parse(text)
+        tree = _parse(text)
     except (SyntaxError, ValueError):
         return False
     defined = [n.name for n in tree.body if isinstance(n, ast.FunctionDef)]
