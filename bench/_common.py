@@ -4,12 +4,19 @@
   server) or of tandem's whole process tree by role (trl_compare.py), for CPU-per-step figures.
 - `median_or_none`: the median of the measured steps, None where a run produced none, for
   trl_compare.py and the TRL worker it starts (trl_worker.py).
+- `start_s3`: a real S3 API on 127.0.0.1 (moto's server in a subprocess), for sync_transport.py
+  and the tests of weights through an object store (imported there as `bench._common`).
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
 from pathlib import Path
 
 
@@ -84,3 +91,54 @@ def tail_text(text: str | bytes | None, n: int = 40) -> str:
     if isinstance(text, bytes):
         text = text.decode(errors="replace")
     return "\n".join((text or "").splitlines()[-n:])
+
+
+S3_ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
+"""moto's test credentials, put in this process's environment for its own clients and its children."""
+
+
+@dataclass
+class S3Server:
+    endpoint: str
+    proc: subprocess.Popen
+
+    @property
+    def storage_options(self) -> dict:
+        return {"endpoint_url": self.endpoint}
+
+    def filesystem(self):
+        import s3fs
+
+        return s3fs.S3FileSystem(endpoint_url=self.endpoint, key="testing", secret="testing")
+
+    def make_bucket(self, name: str) -> str:
+        self.filesystem().mkdir(name)
+        return f"s3://{name}"
+
+    def stop(self) -> None:
+        """Kill it outright: an in-memory store has nothing to flush."""
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait()
+
+
+def start_s3(log_path: Path, timeout_s: float = 60.0) -> S3Server:
+    import httpx
+
+    from tandem.ports import free_port
+
+    os.environ.update(S3_ENV)
+    port = free_port()
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    server = S3Server(f"http://127.0.0.1:{port}", proc)
+    deadline = time.monotonic() + timeout_s
+    while proc.poll() is None and time.monotonic() < deadline:
+        try:
+            httpx.get(f"{server.endpoint}/moto-api/", timeout=1.0)
+            return server
+        except httpx.HTTPError:
+            time.sleep(0.2)
+    server.stop()
+    raise RuntimeError(f"moto's S3 server did not come up on {server.endpoint}; see {log_path}")

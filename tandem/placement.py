@@ -87,5 +87,6 @@ def plan_placement(cfg: TandemConfig, visible_gpus: int) -> Placement:
     ids = _physical_ids(trainer_count + engine_count)
     engine_gpus: list[str | None] = list(ids[trainer_count:trainer_count + engine_count]) or [None] * n
     cpus = os.cpu_count() or 1
+    local_engines = 0 if cfg.engine.backend == "external" else n  # external engines use other hosts' cores
     return Placement(trainer_gpus=ids[:trainer_count], engine_gpus=engine_gpus,
-                     cpu_threads=max(1, cpus // (n + 1)))
+                     cpu_threads=max(1, cpus // (local_engines + 1)))

@@ -12,7 +12,7 @@ from pydantic import model_validator
 from tandem.config.agent_sections import AgentConfig, SandboxConfig
 from tandem.config.sections import (CheckpointConfig, EngineConfig, FaultsConfig, LoggingConfig, ModelConfig,
                                     RolloutConfig, RouterConfig, RunConfig, Section, SyncConfig, TrainerConfig,
-                                    rule_broken)
+                                    is_remote_url, rule_broken)
 
 
 class TandemConfig(Section):
@@ -50,6 +50,21 @@ class TandemConfig(Section):
             raise rule_broken(f"sync.every_k_steps is {self.sync.every_k_steps}, but with staleness bound {bound} "
                               f"(run.mode={self.run.mode}) weights must be synced at least every "
                               f"{bound + 1} step(s)")
+        return self
+
+    @model_validator(mode="after")
+    def _weights_reach_the_engines(self) -> TandemConfig:
+        # Engines load a version from a path they can open; only a weight agent beside an
+        # engine turns an object-store URL into one, and only external engines have agents.
+        url, by = self.sync.url, self.sync.reload_by
+        remote = is_remote_url(url)
+        if remote and by == "orchestrator":
+            raise rule_broken(f"sync.url = {url!r} is an object store, which engines cannot load from: "
+                              f"set sync.reload_by = 'agent' (or 'auto') and run a weight agent per engine host")
+        if (by == "agent" or remote) and self.engine.backend != "external":
+            raise rule_broken(f"weights loaded by weight agents (sync.url = {url!r}, sync.reload_by = {by!r}) need "
+                              f"engine.backend = 'external' (engines started with their agents on their own hosts); "
+                              f"engine.backend is {self.engine.backend!r}")
         return self
 
     @property

@@ -87,10 +87,14 @@ class SimEngineConfig(Section):
 
 
 class EngineConfig(Section):
-    backend: Literal["embedded", "sglang", "sim"] = "embedded"
-    """embedded: tandem's own SGLang-API server over an HF model (CPU or CUDA). sglang: real SGLang servers. sim: a latency-model engine for sizing studies."""
+    backend: Literal["embedded", "sglang", "sim", "external"] = "embedded"
+    """embedded: tandem's own SGLang-API server over an HF model (CPU or CUDA). sglang: real SGLang servers. sim: a latency-model engine for sizing studies. external: engines already running elsewhere (engine.urls), which tandem drives but never starts or stops."""
     count: int = Field(2, ge=1)
-    """Number of engine processes (one GPU each on a GPU node)."""
+    """Number of engine processes (one GPU each on a GPU node); with backend 'external', the number of engine.urls."""
+    urls: list[str] = []
+    """backend 'external': base URLs of running engines (real SGLang servers, or `python -m tandem.engine serve` on other hosts), e.g. ["http://engine0-0.myjob:30000"]."""
+    api_key_env: str = ""
+    """Name of the environment variable holding the API key the engines require (SGLang --api-key); sent as 'Authorization: Bearer'. Empty: no key."""
     device: Literal["auto", "cpu", "cuda"] = "auto"
     """Where embedded engines run; auto picks cuda when GPUs exist."""
     max_running_requests: int = Field(64, ge=1)
@@ -109,6 +113,27 @@ class EngineConfig(Section):
     """Extra SGLang server arguments, passed through as --key value (e.g. {context_length = 32768})."""
     sim: SimEngineConfig = SimEngineConfig()
     """Settings of the simulated engine."""
+
+    @field_validator("urls")
+    @classmethod
+    def _urls_are_http(cls, urls: list[str]) -> list[str]:
+        for url in urls:
+            if not url.startswith(("http://", "https://")):
+                raise ValueError(f"{url!r} is not an http(s):// base URL")
+        if len(set(urls)) != len(urls):
+            raise ValueError("lists an engine twice")
+        return [url.rstrip("/") for url in urls]
+
+    @model_validator(mode="after")
+    def _external_engines_are_listed(self) -> EngineConfig:
+        if self.backend == "external":
+            if not self.urls:
+                raise rule_broken("engine.backend = 'external' needs engine.urls: the base URLs of the running engines")
+            # The list is the fleet: count (config.toml always carries one) follows it.
+            self.__dict__["count"] = len(self.urls)  # no re-validation: this validator set it
+        elif self.urls:
+            raise rule_broken(f"engine.urls is only read with engine.backend = 'external' (it is {self.backend!r})")
+        return self
 
 
 class RouterConfig(Section):
@@ -265,11 +290,23 @@ class TrainerConfig(Section):
 
 
 # --------------------------------------------------------------------------- sync, logging, faults
+def is_remote_url(url: str) -> bool:
+    """A sync.url that processes on other hosts read through fsspec (s3://, gs://, ...), not a path."""
+    protocol = url.split("://", 1)[0] if "://" in url else "file"
+    return protocol not in ("file", "local")
+
+
 class SyncConfig(Section):
     every_k_steps: int = Field(1, ge=1)
     """Publish weights and reload engines after every k optimizer steps."""
     keep_last: int = Field(3, ge=1)
-    """Weight versions kept on disk; older ones are pruned."""
+    """Weight versions kept on disk (and in the store); older ones are pruned."""
+    url: str = ""
+    """Where weight versions are published. Empty: <run_dir>/weights. A path: that directory, e.g. a shared filesystem that engine hosts mount at the same path. An fsspec URL (s3://bucket/prefix, gs://...): uploaded there, manifest last, for a weight agent on each engine host."""
+    storage_options: dict[str, Any] = {}
+    """fsspec options for sync.url (e.g. {endpoint_url = "http://minio:9000"}); credentials come from the environment (AWS_ACCESS_KEY_ID, ...)."""
+    reload_by: Literal["auto", "orchestrator", "agent"] = "auto"
+    """Who has engines load a version. orchestrator: it sends /update_weights_from_disk with the published path (engines must see that path). agent: a weight agent beside each engine (`python -m tandem.weights agent`) fetches and loads it; the orchestrator waits until every engine reports the version. auto: agent when sync.url is remote, else orchestrator."""
     reload_timeout_s: float = Field(300.0, gt=0)
     """Timeout of one engine's /update_weights_from_disk."""
     trainer_timeout_s: float = Field(1800.0, gt=0)

@@ -4,6 +4,12 @@ Starts one SGLang-API engine process on 127.0.0.1:P with the backend named by
 engine.backend ("embedded": tandem's HF-model engine; "sim": the latency-model engine).
 engine.backend = "sglang" runs real SGLang servers, which the launcher starts itself.
 
+`python -m tandem.engine serve --host 0.0.0.0 --port 30000 [--api-key-env VAR] [--model.path M ...]`
+
+Starts one engine on its own, for a run on another host (engine.backend = "external"): the
+config comes from config.toml (or --config FILE) and `--section.key value` overrides, as for
+train.py; with --api-key-env, every route but /health wants SGLang's bearer key.
+
 Torch intra-op threads: --torch-threads, else $TANDEM_TORCH_THREADS, else
 cpu_count // (engine.count + 1) (at least 1), so N engines plus a trainer on a small box do
 not oversubscribe the cores (oversubscribed OpenMP spinning costs 10-50x on a busy CPU).
@@ -101,10 +107,9 @@ class LoadedCore:
     """perf_counter() when loading the model began (the startup log reports the load time)."""
 
 
-def make_core(args: argparse.Namespace) -> LoadedCore:
+def make_core(args: argparse.Namespace, cfg: Any) -> LoadedCore:
     """The configured backend's core with its model loaded; exits with one error line if it cannot."""
     name = args.name
-    cfg = _load_run_config(name, args.run_config)
     threads = args.torch_threads or int(os.environ.get("TANDEM_TORCH_THREADS", "0")) or \
         default_torch_threads(cfg.engine.count)
     import torch
@@ -128,11 +133,11 @@ def make_core(args: argparse.Namespace) -> LoadedCore:
     return LoadedCore(core, cfg.engine.backend, model_path, threads, t0)
 
 
-def serve(loaded: LoadedCore, args: argparse.Namespace) -> None:
+def serve(loaded: LoadedCore, args: argparse.Namespace, api_key: str | None = None) -> None:
     """Serve SGLang's HTTP API from the core until the process is stopped."""
     from tandem.engine.http import build_app
 
-    app = build_app(loaded.core, name=args.name)
+    app = build_app(loaded.core, name=args.name, api_key=api_key)
     logging.getLogger("tandem.engine").info(
         "%s: %s backend, model %s loaded in %.1fs, torch threads %d; serving on http://%s:%d",
         args.name, loaded.backend, loaded.model_path, time.perf_counter() - loaded.started_at,
@@ -144,14 +149,68 @@ def serve(loaded: LoadedCore, args: argparse.Namespace) -> None:
                 access_log=False, timeout_keep_alive=60, lifespan="on")
 
 
-def main(argv: list[str] | None = None) -> None:
-    args = build_parser().parse_args(argv)
-    _check_loopback(args.name, args.host)
+def build_serve_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="python -m tandem.engine serve",
+                                 description="Serve one engine on its own, for a run elsewhere (engine.backend = "
+                                             "'external'). Other --section.key value options override config.toml.")
+    ap.add_argument("--host", default="127.0.0.1", help="address to bind (0.0.0.0: reachable from other hosts)")
+    ap.add_argument("--port", type=int, default=30000)
+    ap.add_argument("--backend", choices=sorted(BACKENDS), default="embedded")
+    ap.add_argument("--name", default="engine0", help="engine name (logs, server_info, sampling seed)")
+    ap.add_argument("--api-key-env", default="", help="environment variable holding the API key clients must send")
+    ap.add_argument("--torch-threads", type=int, default=None)
+    ap.add_argument("--log-level", default="info")
+    return ap
+
+
+def _standalone_config(args: argparse.Namespace, overrides: list[str]) -> Any:
+    from tandem.config import ConfigError, load_config
+
+    try:
+        cfg = load_config(overrides)
+    except ConfigError as err:
+        _fail(args.name, str(err))
+    cfg.engine.backend = args.backend  # the trainer's config may say "external": this process is the engine
+    cfg.engine.count = 1
+    return cfg
+
+
+def _prepare_process(log_level: str) -> None:
     # No downloads at run time: hub ids resolve from the local cache or fail at once.
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-    logging.config.dictConfig(_log_config(args.log_level))
-    serve(make_core(args), args)
+    logging.config.dictConfig(_log_config(log_level))
+
+
+def serve_standalone(argv: list[str]) -> None:
+    from tandem.engine.auth import MissingApiKey, api_key_from_env
+
+    args, overrides = build_serve_parser().parse_known_args(argv)
+    try:
+        api_key = api_key_from_env(args.api_key_env)
+    except MissingApiKey as err:
+        _fail(args.name, str(err))
+    try:
+        if not ipaddress.ip_address(args.host).is_loopback and not api_key:
+            print(f"tandem.engine[{args.name}]: warning: serving on {args.host} without --api-key-env: anyone who "
+                  f"reaches this port can generate and replace the weights", file=sys.stderr, flush=True)
+    except ValueError:
+        _fail(args.name, f"--host {args.host!r} is not an IP address")
+    cfg = _standalone_config(args, overrides)
+    _prepare_process(args.log_level)
+    serve(make_core(args, cfg), args, api_key)
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["serve"]:
+        serve_standalone(argv[1:])
+        return
+    args = build_parser().parse_args(argv)
+    _check_loopback(args.name, args.host)
+    cfg = _load_run_config(args.name, args.run_config)
+    _prepare_process(args.log_level)
+    serve(make_core(args, cfg), args)
 
 
 if __name__ == "__main__":

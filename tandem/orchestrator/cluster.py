@@ -16,8 +16,9 @@ from pathlib import Path
 import httpx
 
 from tandem.config import ConfigError, TandemConfig
+from tandem.engine.auth import bearer_headers
 from tandem.placement import Placement, plan_placement, visible_gpu_count
-from tandem.orchestrator.supervisor import Child, Supervisor
+from tandem.orchestrator.supervisor import Child, ChildFailed, Supervisor
 from tandem.ports import free_port, port_is_free
 
 
@@ -28,6 +29,8 @@ class Cluster:
     """engine name -> base URL"""
     trainer: Child
     placement: Placement
+    start_weights: tuple[str, int] | None = None
+    """(path, version) the trainer published at start-up for external engines to converge on."""
 
 
 def _pick_port(configured: int, key: str) -> int:
@@ -86,6 +89,39 @@ def start_engines(cfg: TandemConfig, sup: Supervisor, placement: Placement, run_
     return engines
 
 
+def external_engines(cfg: TandemConfig) -> dict[str, str]:
+    """engine.backend = 'external': engines someone else started. Health-gate each (GET /health,
+    within engine.startup_timeout_s) and check it takes the API key; start and kill nothing."""
+    headers = bearer_headers(cfg.engine.api_key_env)
+    engines = {f"engine{i}": url for i, url in enumerate(cfg.engine.urls)}
+    deadline = time.monotonic() + cfg.engine.startup_timeout_s
+    for name, url in engines.items():
+        probe = Supervisor.http_ok(f"{url}/health")
+        while not _answers(probe):
+            if time.monotonic() > deadline:
+                raise ChildFailed(f"external {name} at {url} did not answer GET /health within "
+                                  f"{cfg.engine.startup_timeout_s:.0f}s (engine.startup_timeout_s); is it running, "
+                                  f"and reachable from this host?")
+            time.sleep(0.5)
+        answer = httpx.get(f"{url}/model_info", headers=headers, timeout=10.0)
+        if answer.status_code == 404:
+            answer = httpx.get(f"{url}/get_model_info", headers=headers, timeout=10.0)
+        if answer.status_code in (401, 403):
+            raise ConfigError(f"engine.urls: {url} refused the API key (HTTP {answer.status_code}); "
+                              + (f"check ${cfg.engine.api_key_env}" if cfg.engine.api_key_env
+                                 else "it requires one: set engine.api_key_env"))
+        if answer.status_code != 200:
+            raise ChildFailed(f"external {name} at {url} answered GET /model_info with HTTP {answer.status_code}")
+    return engines
+
+
+def _answers(probe) -> bool:
+    try:
+        return probe()
+    except httpx.HTTPError:
+        return False
+
+
 def router_command(cfg: TandemConfig, port: int, worker_urls: list[str], prometheus_port: int) -> list[str]:
     """sglang-router on loopback only (its Prometheus exporter too), in front of the engines."""
     return [
@@ -98,7 +134,8 @@ def router_command(cfg: TandemConfig, port: int, worker_urls: list[str], prometh
         "--health-check-interval-secs", str(cfg.router.health_check_interval_s),
         "--request-timeout-secs", str(int(cfg.rollout.request_timeout_s)),
         "--log-level", "warn",
-    ]
+    ]  # no --api-key: the router forwards each client's Authorization header to the engines
+
 
 
 def start_router(cfg: TandemConfig, sup: Supervisor, engines: dict[str, str]) -> str:
@@ -120,10 +157,12 @@ def start_trainer(cfg: TandemConfig, sup: Supervisor, placement: Placement, run_
     return child
 
 
-def write_endpoints(run_dir: Path, router_url: str, engines: dict[str, str], placement: Placement) -> Path:
+def write_endpoints(run_dir: Path, router_url: str, engines: dict[str, str], placement: Placement,
+                    external: bool = False) -> Path:
     payload = {
         "router": router_url,
-        "engines": [{"name": n, "url": u, "role": "rollout", "device": placement.engine_device(i)}
+        "engines": [{"name": n, "url": u, "role": "rollout",
+                     "device": "external" if external else placement.engine_device(i)}
                     for i, (n, u) in enumerate(engines.items())],
         "trainer": {"devices": placement.trainer_devices()},
     }
@@ -136,7 +175,7 @@ def check_configured_ports(cfg: TandemConfig) -> None:
     """Fail before anything starts when a port the user pinned is taken."""
     if cfg.router.port:
         _pick_port(cfg.router.port, "router.port")
-    if cfg.engine.base_port:
+    if cfg.engine.base_port and cfg.engine.backend != "external":
         for i in range(cfg.engine.count):
             _pick_port(cfg.engine.base_port + i, "engine.base_port")
 
@@ -145,8 +184,12 @@ def start_cluster(cfg: TandemConfig, sup: Supervisor, run_dir: Path, run_config:
                   trainer_args: list[str] | None = None) -> Cluster:
     check_configured_ports(cfg)
     placement = plan_placement(cfg, visible_gpu_count())
-    engines = start_engines(cfg, sup, placement, run_config, model_path)
+    external = cfg.engine.backend == "external"
+    engines = (external_engines(cfg) if external
+               else start_engines(cfg, sup, placement, run_config, model_path))
     router_url = start_router(cfg, sup, engines)
     trainer = start_trainer(cfg, sup, placement, run_config, run_dir, trainer_args or [])
-    write_endpoints(run_dir, router_url, engines, placement)
-    return Cluster(router_url, engines, trainer, placement)
+    write_endpoints(run_dir, router_url, engines, placement, external)
+    ready = json.loads((run_dir / "trainer" / "ready.json").read_text())
+    start_weights = (ready["weights_path"], int(ready["weight_version"])) if "weights_path" in ready else None
+    return Cluster(router_url, engines, trainer, placement, start_weights)

@@ -19,7 +19,9 @@ from dataclasses import dataclass, field
 import httpx
 
 from tandem.weights import SyncError, reload_engines, sync_engines
+from tandem.weights.transport import reload_by_agent
 from tandem.config import TandemConfig
+from tandem.engine.auth import bearer_headers
 from tandem.orchestrator.hooks import NO_HOOKS, RunHooks
 from tandem.orchestrator.supervisor import Child, ChildFailed, Supervisor, tail
 
@@ -55,6 +57,8 @@ class Fleet:
         # belongs to the caller, who closes it.
         self._http: httpx.AsyncClient | None = http
         self._owns_http = http is None
+        self.by_agent = reload_by_agent(cfg)
+        """Weight agents beside the engines load each version; this side waits for the engines to report it."""
         self.recoveries: list[Recovery] = []
         self.restarts = 0
         """Restarts begun (finished ones are in `recoveries`)."""
@@ -65,14 +69,14 @@ class Fleet:
             self.weights = (path, version)
             urls = [u for n, u in self.engines.items() if n not in self.recovering]
             try:
-                seconds = await sync_engines(client, urls, path, version, policy, timeout_s, http=self._client())
+                seconds = await sync_engines(client, urls, path, version, policy, timeout_s, http=self._client(),
+                                             by_agent=self.by_agent)
             except SyncError as err:
                 # An engine that died mid-sync is the doctor's to bring back on this version;
                 # a live engine that refused the weights is a real failure. An engine the doctor
                 # is already replacing counts as dead even if its successor answers /health.
                 live_failures = [n for n, u in self.engines.items() if u in err.failed_urls
-                                 and n not in self.recovering and self.sup.children[n].alive
-                                 and await self._healthy(u)]
+                                 and n not in self.recovering and await self._serving(n, u)]
                 if live_failures:
                     raise
                 client.weight_version = version
@@ -91,8 +95,12 @@ class Fleet:
         # One client for every probe: building one per call costs ~50 ms of CPU (SSL context),
         # once a second per engine. Created lazily inside the running loop.
         if self._http is None:
-            self._http = httpx.AsyncClient()
+            self._http = httpx.AsyncClient(headers=bearer_headers(self.cfg.engine.api_key_env))
         return self._http
+
+    async def _serving(self, name: str, url: str) -> bool:
+        """The engine's process lives and answers /health."""
+        return self.sup.children[name].alive and await self._healthy(url)
 
     async def _healthy(self, url: str, timeout_s: float | None = None) -> bool:
         timeout = timeout_s if timeout_s is not None else min(2.0, self.cfg.faults.engine_unresponsive_s)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from tandem import checkpoint
 from tandem.config import ConfigError, TandemConfig, load_config
+from tandem.engine.auth import MissingApiKey, api_key_from_env
 from tandem.handoff import HandoffTimeout
 from tandem.model_source import resolve_model_path
 from tandem.orchestrator import run_state
@@ -88,6 +89,10 @@ def load_run(argv: list[str]) -> tuple[TandemConfig, bool]:
 
 def check_inputs(cfg: TandemConfig) -> tuple:
     """Data and plug-ins, checked before any child starts: (dataset, rollout_fn, reward_fn)."""
+    try:
+        api_key_from_env(cfg.engine.api_key_env)
+    except MissingApiKey as err:
+        raise ConfigError(f"engine.api_key_env: {err}") from None
     dataset = load_dataset_rows(cfg.rollout.data_path, cfg.rollout.prompt_key)
     if dataset.skipped:
         print(f"warning: skipped {dataset.skipped} malformed row(s) of {cfg.rollout.data_path}: "

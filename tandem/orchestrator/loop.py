@@ -18,6 +18,8 @@ from tandem.handoff import wait_train_result, write_batch
 from tandem.model_source import load_tokenizer
 from tandem.orchestrator import run_state
 from tandem.orchestrator.cluster import Cluster
+from tandem.engine.auth import bearer_headers
+from tandem.orchestrator.external import ExternalFleet
 from tandem.orchestrator.fleet import Fleet
 from tandem.orchestrator.hooks import NO_HOOKS, RunHooks
 from tandem.orchestrator.live_view import LiveView
@@ -81,6 +83,7 @@ async def run_loop(cfg: TandemConfig, run_dir: Path, producer: RolloutProducer, 
                **{k: result.get(k, 0.0) for k in TRAIN_KEYS},
                "step_time": result_at - last_result, "rollout_time": batch.rollout_time,
                "sync_time": reload_s + result.get("publish_time", 0.0), "reload_time": reload_s,
+               "upload_time": result.get("upload_time", 0.0),
                "trainer_wait_time": batch_written - last_result,
                "gen_tokens_per_s": sum(s.num_model_tokens for s in batch.samples) / max(batch.rollout_time, 1e-9),
                "dropped_stale": batch.dropped_stale, "recycled_groups": batch.recycled,
@@ -177,17 +180,23 @@ async def run_until_first_exit(tasks: list[asyncio.Task], producer: RolloutProdu
 async def orchestrate(cfg: TandemConfig, run_dir: Path, sup: Supervisor, cluster: Cluster, model_path: str,
                       dataset, rollout_fn, reward_fn, start: run_state.StartPoint,
                       hooks: RunHooks = NO_HOOKS) -> None:
-    client = EngineClient(cluster.router_url, cfg.rollout.concurrency, cfg.rollout.request_timeout_s)
+    client = EngineClient(cluster.router_url, cfg.rollout.concurrency, cfg.rollout.request_timeout_s,
+                          headers=bearer_headers(cfg.engine.api_key_env))
     # Sandboxes and graders block; size their pool to the rollouts in flight, not asyncio's default.
     executor = ThreadPoolExecutor(max_workers=cfg.rollout.concurrency + 16, thread_name_prefix="rollout")
     ctx = RolloutContext(cfg, load_tokenizer(model_path, cfg.model.trust_remote_code), client, executor, reward_fn,
                          sampling_params_from_config(cfg))
-    fleet = Fleet(cfg, sup, cluster.engines, cluster.router_url, hooks)
-    if start.checkpoint_dir is not None:  # engines come back on the checkpoint's weights
+    external = cfg.engine.backend == "external"
+    fleet = (ExternalFleet if external else Fleet)(cfg, sup, cluster.engines, cluster.router_url, hooks)
+    if cluster.start_weights is not None:  # external engines converge on the run's starting weights
+        await fleet.sync(client, cluster.start_weights[0], cluster.start_weights[1], "drain",
+                         cfg.sync.reload_timeout_s)
+    elif start.checkpoint_dir is not None:  # engines come back on the checkpoint's weights
         await fleet.sync(client, str(start.checkpoint_dir / "hf"), start.weight_version, "drain",
                          cfg.sync.reload_timeout_s)
     producer = make_producer(cfg, ctx, dataset, rollout_fn, start)
-    monitor = QueueMonitor(cluster.engines, run_dir / "queue.jsonl", cfg.logging.queue_sample_interval_s)
+    monitor = QueueMonitor(cluster.engines, run_dir / "queue.jsonl", cfg.logging.queue_sample_interval_s,
+                           headers=bearer_headers(cfg.engine.api_key_env))
     metrics = MetricsLog(run_dir, cfg.logging.tensorboard)
     view = LiveView(cfg.run.steps, start.step, monitor, cfg.logging.live)
     producer.start()
@@ -196,7 +205,7 @@ async def orchestrate(cfg: TandemConfig, run_dir: Path, sup: Supervisor, cluster
                                           hooks)),
              asyncio.create_task(watch_children(sup, metrics, view, cfg.faults.stall_warning_s)),
              asyncio.create_task(monitor.run(), name="queue-monitor")]
-    if cfg.faults.max_engine_restarts > 0:
+    if cfg.faults.max_engine_restarts > 0 or external:  # external engines are never restarted, only re-admitted
         tasks.append(asyncio.create_task(fleet.run_doctor(), name="engine-doctor"))
     try:
         await run_until_first_exit(tasks, producer, view, metrics, ctx, fleet)

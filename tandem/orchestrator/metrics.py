@@ -88,14 +88,15 @@ def parse_load(payload: Any) -> tuple[int, int]:
 class QueueMonitor:
     """Samples every engine's queue depth into queue.jsonl and keeps a window for sparklines."""
 
-    def __init__(self, engines: dict[str, str], path: Path, interval_s: float, window: int = 60):
-        self.engines, self.path, self.interval_s = engines, path, interval_s
+    def __init__(self, engines: dict[str, str], path: Path, interval_s: float, window: int = 60,
+                 headers: dict[str, str] | None = None):
+        self.engines, self.path, self.interval_s, self.headers = engines, path, interval_s, headers or {}
         self.history: dict[str, deque] = {name: deque(maxlen=window) for name in engines}
         self.peak_waiting: dict[str, int] = {name: 0 for name in engines}
         self._t0 = time.monotonic()
 
     async def run(self) -> None:
-        async with httpx.AsyncClient(timeout=max(1.0, self.interval_s * 4)) as client:
+        async with httpx.AsyncClient(timeout=max(1.0, self.interval_s * 4), headers=self.headers) as client:
             with open(self.path, "a") as f:
                 while True:
                     await self._sample(client, f)

@@ -65,8 +65,10 @@ class EngineClient:
     """
 
     def __init__(self, base_url: str, concurrency: int, timeout_s: float, retries: int = 8,
-                 post: Post | None = None):
+                 post: Post | None = None, headers: dict[str, str] | None = None):
         self.base_url = base_url
+        self.headers = headers or {}
+        """Sent with every request (the engines' API key: the router forwards it)."""
         self._post = post or self._post_http
         self.timeout_s = timeout_s
         self.retries = retries
@@ -95,7 +97,7 @@ class EngineClient:
         if self._http is None:  # created inside the running event loop, as aiohttp requires
             self._http = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(limit=self._concurrency + 8),
-                timeout=aiohttp.ClientTimeout(total=self.timeout_s))
+                timeout=aiohttp.ClientTimeout(total=self.timeout_s), headers=self.headers)
         return self._http
 
     def close_gate(self) -> None:

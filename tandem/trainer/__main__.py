@@ -15,7 +15,7 @@ import json
 import os
 import sys
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 from tandem import handoff
 from tandem.config import TandemConfig, config_from_json
@@ -30,7 +30,11 @@ BACKENDS = {
 # the orchestrator's own timeouts, which stop the whole run.
 BATCH_WAIT_S = 24 * 3600.0
 
-Publish = Callable[..., Any]
+
+
+class Publisher(Protocol):
+    def publish(self, state_dict: dict, version: int) -> dict[str, Any]:
+        """Publish weight version `version`: {"weights_path": ..., and more per transport}."""
 
 
 def make_backend(cfg: TandemConfig) -> TrainerBackend:
@@ -88,8 +92,7 @@ def run_loop(
     cfg: TandemConfig,
     backend: TrainerBackend,
     run_dir: str,
-    source_model_dir: str,
-    publish: Publish,
+    publisher: Publisher,
     start_step: int = 0,
     is_alive: Callable[[], bool] | None = None,
     log: Callable[[str], None] = print,
@@ -106,8 +109,7 @@ def run_loop(
             t_pub = time.perf_counter()
             state_dict = backend.export_hf_state_dict()  # every rank: may be a collective gather
             if backend.is_main_process:
-                path = publish(state_dict, source_model_dir, run_dir, version, cfg.sync.keep_last)
-                result.update(weight_version=version, weights_path=str(path),
+                result.update(weight_version=version, **publisher.publish(state_dict, version),
                               publish_time=time.perf_counter() - t_pub)
             del state_dict
         if checkpoint_due(cfg, step):
@@ -121,6 +123,22 @@ def run_loop(
                                                    for k, v in result.items()}}))
 
 
+def publish_start_weights(cfg: TandemConfig, backend: TrainerBackend, publisher, version: int) -> dict[str, Any]:
+    """External engines may serve anything when the run starts (an earlier run's weights): the
+    run's own starting weights are published as version `version` (0, or the checkpoint's), and
+    versions past it are removed from the store first, so every engine converges on them."""
+    if cfg.engine.backend != "external":
+        return {}
+    state_dict = backend.export_hf_state_dict()  # every rank: may be a collective gather
+    if not backend.is_main_process:
+        return {}
+    dropped = publisher.forget_after(version)
+    if dropped:
+        print(f"tandem.trainer: removed weight versions {dropped} (newer than this run's start) from "
+              f"{cfg.sync.url}", flush=True)
+    return {"weight_version": version, **publisher.publish(state_dict, version)}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tandem.trainer", description=__doc__.split("\n\n")[0])
     ap.add_argument("--run-config", required=True, help="resolved config.json written by the launcher")
@@ -130,17 +148,20 @@ def main(argv: list[str] | None = None) -> int:
 
     cfg = config_from_json(args.run_config)
     from tandem.model_source import resolve_model_path
-    from tandem.weights import publish_weights  # imported here so a broken install fails
+    from tandem.weights.transport import WeightPublisher  # imported here so a broken install fails
     # at start-up, not after the first step
 
+    publisher = WeightPublisher(cfg, resolve_model_path(cfg))
     backend = make_backend(cfg)
     if args.resume_from:
         load_checkpoint_part(backend, args.resume_from)
+    ready = {"pid": os.getpid(), "backend": cfg.trainer.backend, "start_step": args.start_step,
+             **publish_start_weights(cfg, backend, publisher, args.start_step)}
     # The launcher gates start-up on this file: the model is loaded and the loop is about to wait.
-    handoff.atomic_write_json(handoff.Path(cfg.run.run_dir) / "trainer" / "ready.json",
-                              {"pid": os.getpid(), "backend": cfg.trainer.backend, "start_step": args.start_step})
+    if backend.is_main_process:
+        handoff.atomic_write_json(handoff.Path(cfg.run.run_dir) / "trainer" / "ready.json", ready)
     try:
-        run_loop(cfg, backend, cfg.run.run_dir, resolve_model_path(cfg), publish_weights,
+        run_loop(cfg, backend, cfg.run.run_dir, publisher,
                  start_step=args.start_step, is_alive=parent_watch(),
                  log=lambda line: print(line, flush=True))
     finally:

@@ -1,6 +1,8 @@
 """Trainer side of weight sync: publish version V as an HF checkpoint under
-`<run_dir>/weights/step_V/`, through a temporary directory and one rename, so an engine can never
-load a half-written version; then prune all but the last K versions."""
+`<run_dir>/weights/step_V/` (or another weights directory, e.g. on a shared filesystem), with a
+manifest of checksums, through a temporary directory and one rename, so an engine can never
+load a half-written version; then prune all but the last K versions. tandem/weights/store.py
+carries a published version on to an object store."""
 
 from __future__ import annotations
 
@@ -25,12 +27,13 @@ class PublishError(RuntimeError):
 
 
 
-def version_dir(run_dir: str | os.PathLike, version: int) -> Path:
-    return Path(run_dir) / WEIGHTS_DIR / f"step_{version:06d}"
+def version_dir(run_dir: str | os.PathLike, version: int, root: str | os.PathLike | None = None) -> Path:
+    """Version `version`'s directory: under `root` when given, else under <run_dir>/weights."""
+    return Path(root or Path(run_dir) / WEIGHTS_DIR) / f"step_{version:06d}"
 
 
-def published_versions(run_dir: str | os.PathLike) -> list[int]:
-    root = Path(run_dir) / WEIGHTS_DIR
+def published_versions(run_dir: str | os.PathLike, root: str | os.PathLike | None = None) -> list[int]:
+    root = Path(root or Path(run_dir) / WEIGHTS_DIR)
     if not root.exists():
         return []
     return sorted(int(p.name.split("_")[1]) for p in root.glob("step_*") if p.name.split("_")[1].isdigit())
@@ -110,9 +113,13 @@ def write_hf_checkpoint(state_dict: dict, source_model_dir: str | os.PathLike, o
 
 
 def publish_weights(state_dict: dict, source_model_dir: str | os.PathLike, run_dir: str | os.PathLike,
-                    version: int, keep_last: int) -> Path:
-    """Atomically publish weight version `version`; returns its directory."""
-    final = version_dir(run_dir, version)
+                    version: int, keep_last: int, *, root: str | os.PathLike | None = None,
+                    manifest_extra: dict | None = None) -> Path:
+    """Atomically publish weight version `version` (under `root`, default <run_dir>/weights), with
+    its manifest.json; returns its directory."""
+    from tandem.weights.store import write_manifest
+
+    final = version_dir(run_dir, version, root)
     final.parent.mkdir(parents=True, exist_ok=True)
     _remove_abandoned_temps(final.parent)
     tmp = final.with_name(f".{final.name}.tmp{os.getpid()}")
@@ -120,6 +127,7 @@ def publish_weights(state_dict: dict, source_model_dir: str | os.PathLike, run_d
     try:
         check_free_space(final.parent, sum(_tensor_bytes(t) for t in state_dict.values()), f"weight version {version}")
         write_hf_checkpoint(state_dict, source_model_dir, tmp)
+        write_manifest(tmp, version, manifest_extra)
         if final.exists():  # re-publishing the same version (e.g. after a resume)
             _retire_version_dir(final)
         os.replace(tmp, final)
@@ -129,7 +137,7 @@ def publish_weights(state_dict: dict, source_model_dir: str | os.PathLike, run_d
         if isinstance(err, PublishError):
             raise
         raise PublishError(f"publishing weight version {version} to {final} failed: {err}") from err
-    prune_versions(run_dir, keep_last)
+    prune_versions(run_dir, keep_last, root)
     return final
 
 
@@ -141,11 +149,11 @@ def _remove_abandoned_temps(weights_dir: Path) -> None:
             shutil.rmtree(hidden, ignore_errors=True)
 
 
-def prune_versions(run_dir: str | os.PathLike, keep_last: int) -> list[int]:
-    versions = published_versions(run_dir)
+def prune_versions(run_dir: str | os.PathLike, keep_last: int, root: str | os.PathLike | None = None) -> list[int]:
+    versions = published_versions(run_dir, root)
     doomed = versions[:-keep_last] if keep_last > 0 else []
     for v in doomed:
-        _retire_version_dir(version_dir(run_dir, v))
+        _retire_version_dir(version_dir(run_dir, v, root))
     return doomed
 
 

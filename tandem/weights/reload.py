@@ -84,8 +84,40 @@ async def reload_engines(engine_urls: list[str], path: str | os.PathLike, versio
     return ReloadReport(version, clock() - start, sum(results))
 
 
+async def engine_weight_version(http: httpx.AsyncClient, base_url: str, timeout_s: float = 5.0) -> str | None:
+    """The weight version an engine says it serves (SGLang: /model_info; older: /get_model_info,
+    /get_weight_version); None when it does not answer."""
+    for route in ("/model_info", "/get_model_info", "/get_weight_version"):
+        try:
+            resp = await http.get(f"{base_url}{route}", timeout=timeout_s)
+        except httpx.HTTPError:
+            return None
+        if resp.status_code == 200 and "weight_version" in (body := resp.json()):
+            return str(body["weight_version"])
+    return None
+
+
+async def wait_engine_versions(engine_urls: list[str], version: int, *, timeout_s: float,
+                               http: httpx.AsyncClient, poll_s: float = 0.2) -> ReloadReport:
+    """Weights loaded by a weight agent beside each engine: wait until every engine itself says
+    it serves `version` (never the agent's word); SyncError names the engines that do not."""
+    clock = asyncio.get_running_loop().time
+    start = clock()
+    pending = list(engine_urls)
+    while pending:
+        answers = await asyncio.gather(*(engine_weight_version(http, url) for url in pending))
+        pending = [url for url, served in zip(pending, answers) if served != str(version)]
+        if pending and clock() - start > timeout_s:
+            raise SyncError(f"weight version {version} was not loaded within {timeout_s:.0f}s (sync.reload_timeout_s) "
+                            f"by {', '.join(pending)}: their weight agents did not load it (see each agent's log); "
+                            f"they stay on their previous version", pending)
+        if pending:
+            await asyncio.sleep(poll_s)
+    return ReloadReport(version, clock() - start, 0)
+
+
 async def sync_engines(client, engine_urls: list[str], path: str | os.PathLike, version: int, policy: str,
-                       timeout_s: float, http: httpx.AsyncClient | None = None) -> float:
+                       timeout_s: float, http: httpx.AsyncClient | None = None, by_agent: bool = False) -> float:
     """Reload every engine under the partial-rollout policy; returns the seconds it took.
 
     drain: close the client's gate so no new request starts, wait until the requests in
@@ -93,7 +125,9 @@ async def sync_engines(client, engine_urls: list[str], path: str | os.PathLike, 
     returns in-flight requests, which the producer regenerates; in_place keeps decoding
     them on the new weights after continue_generation). Under abort the gate is closed too:
     a regenerated request must start once the client knows the new version, or its sample
-    would be labelled with the old one.
+    would be labelled with the old one. `by_agent`: each engine's weight agent pauses and
+    reloads it (the manifest carries the policy); this side only waits for every engine to
+    report the version.
     """
     clock = asyncio.get_running_loop().time  # the loop's clock: a simulated run times its syncs virtually
     start = clock()
@@ -103,7 +137,10 @@ async def sync_engines(client, engine_urls: list[str], path: str | os.PathLike, 
     try:
         if policy == "drain":
             await client.wait_idle()
-        await reload_engines(engine_urls, path, version, policy=policy, timeout_s=timeout_s, http=http)
+        if by_agent:
+            await wait_engine_versions(engine_urls, version, timeout_s=timeout_s, http=http)
+        else:
+            await reload_engines(engine_urls, path, version, policy=policy, timeout_s=timeout_s, http=http)
         client.weight_version = version
     finally:
         if gated:

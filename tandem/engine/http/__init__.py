@@ -21,6 +21,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 
 from tandem.engine.core import EngineCore, InvalidRequest
+from tandem.engine.auth import add_api_key_middleware
 from tandem.engine.http import control, native, openai
 from tandem.engine.http.common import ClientGone, error_response
 
@@ -54,8 +55,9 @@ async def _bad_validation(_: Request, exc: RequestValidationError) -> Response:
     return error_response(f"invalid request: {exc.errors()}", 400)
 
 
-def build_app(core: EngineCore, *, name: str = "engine") -> FastAPI:
-    """A FastAPI app serving SGLang's HTTP API from `core` (started/stopped with the app)."""
+def build_app(core: EngineCore, *, name: str = "engine", api_key: str | None = None) -> FastAPI:
+    """A FastAPI app serving SGLang's HTTP API from `core` (started/stopped with the app); with
+    `api_key`, SGLang's bearer-key check on every route but /health*."""
     app = FastAPI(title=f"tandem engine {name}", lifespan=_lifespan, openapi_url=None, docs_url=None,
                   redoc_url=None)
     app.state.core = core
@@ -66,4 +68,6 @@ def build_app(core: EngineCore, *, name: str = "engine") -> FastAPI:
     app.add_exception_handler(RequestValidationError, _bad_validation)
     for module in (native, control, openai):
         app.include_router(module.router)
+    if api_key:
+        add_api_key_middleware(app, api_key)
     return app
