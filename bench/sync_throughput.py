@@ -2,6 +2,7 @@
 
     python bench/sync_throughput.py                    # sizes 0.25 .. min(4 GB, RAM/4), 3 engines
     python bench/sync_throughput.py --sizes 0.5 1 2 --engines 2
+    python bench/sync_throughput.py --shm ''                # the disk only, no /dev/shm rows
 
 For each size S the same run measures, on the same filesystem (the run directory's):
 
@@ -18,7 +19,9 @@ only real I/O, not the modelled GPU copy.
 
 Throughput = S / (publish time + reload time); raw = S / (raw write time + raw read time), i.e.
 the same bytes written once and read once at the disk's sequential speed. The ratio says how
-close tandem's sync gets to the disk (target >= 0.5). Results: bench/results/sync_throughput.md
+close tandem's sync gets to the disk (target >= 0.8). The same sizes are measured again with
+the weights directory in /dev/shm (memory-backed; sync.url can point there), where raw is
+tmpfs write + read, i.e. memory bandwidth. Results: bench/results/sync_throughput.md
 and .json.
 """
 
@@ -121,7 +124,7 @@ def measure_size(urls: list[str], run_dir: Path, model_path: Path, v: int, size:
     warm = asyncio.run(reload_engines(urls, path, v, policy="drain", timeout_s=600)).seconds
     gb = nbytes / 1e9
     row = {
-        "size_gb": gb, "engines": engines,
+        "size_gb": gb, "engines": engines, "dir": str(run_dir),
         "raw_write_gbps": gb / raw_w, "raw_read_gbps": gb / raw_r, "raw_gbps": gb / (raw_w + raw_r),
         "publish_s": publish_s, "reload_cold_s": cold, "reload_warm_s": warm,
         "publish_gbps": gb / publish_s, "sync_cold_gbps": gb / (publish_s + cold),
@@ -141,10 +144,12 @@ def write_results(rows: list[dict], engines: int, run_dir: Path, out: Path) -> N
     out.mkdir(parents=True, exist_ok=True)
     head = ("| size GB | raw write GB/s | raw read GB/s (cold) | raw write+read GB/s | publish s | "
             f"reload x{engines} cold s | reload warm s | sync GB/s cold | sync GB/s warm | ratio cold | ratio warm |")
-    lines = [f"# Weight-sync throughput vs raw disk ({engines} sim engines, {run_dir})", "", head,
+    head = "| weights dir " + head
+    lines = [f"# Weight-sync throughput vs raw disk ({engines} sim engines; /dev/shm rows: memory-backed, "
+             f"their raw figures are tmpfs write/read, i.e. memory bandwidth)", "", head,
              "|" + "|".join("---" for _ in range(head.count("|") - 1)) + "|"]
     for r in rows:
-        lines.append(f"| {r['size_gb']:.2f} | {r['raw_write_gbps']:.2f} | {r['raw_read_gbps']:.2f} | {r['raw_gbps']:.2f} | "
+        lines.append(f"| {r['dir']} | {r['size_gb']:.2f} | {r['raw_write_gbps']:.2f} | {r['raw_read_gbps']:.2f} | {r['raw_gbps']:.2f} | "
                      f"{r['publish_s']:.2f} | {r['reload_cold_s']:.2f} | {r['reload_warm_s']:.2f} | "
                      f"{r['sync_cold_gbps']:.2f} | {r['sync_warm_gbps']:.2f} | {r['ratio_cold']:.2f} | {r['ratio_warm']:.2f} |")
     (out / "sync_throughput.md").write_text("\n".join(lines) + "\n")
@@ -158,6 +163,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--engines", type=int, default=3)
     ap.add_argument("--dir", default=str(REPO / "runs/bench_sync"), help="run directory (the disk under test)")
     ap.add_argument("--out", default=str(REPO / "bench/results"))
+    ap.add_argument("--shm", default="/dev/shm/tandem_bench_sync",
+                    help="also measure a memory-backed weights directory here (sync.url = a /dev/shm path); "
+                         "'' skips it")
     args = ap.parse_args(argv)
 
     from tandem.config import TandemConfig
@@ -185,10 +193,21 @@ def main(argv: list[str] | None = None) -> int:
         urls = list(engines.values())
         print(f"{args.engines} sim engines up; sizes {sizes} GB on {run_dir} "
               f"(MemAvailable {mem_available_gb():.1f} GB)", flush=True)
-        rows = [measure_size(urls, run_dir, model_path, v, size, args.engines) for v, size in enumerate(sizes, start=1)]
+        dirs = [run_dir] + ([Path(args.shm)] if args.shm else [])
+        rows, v = [], 0
+        for size in sizes:
+            for where in dirs:
+                where.mkdir(parents=True, exist_ok=True)
+                if shutil.disk_usage(where).free < 3 * size * 1e9:  # the probe, the version, headroom
+                    print(f"{where}: too little room for {size} GB; skipped", flush=True)
+                    continue
+                v += 1
+                rows.append(measure_size(urls, where, model_path, v, size, args.engines))
     finally:
         sup.shutdown()
         shutil.rmtree(run_dir / "weights", ignore_errors=True)
+        if args.shm:
+            shutil.rmtree(args.shm, ignore_errors=True)
     write_results(rows, args.engines, run_dir, Path(args.out))
     return 0
 

@@ -145,3 +145,38 @@ def test_external_engines_count_themselves_and_remote_urls_mean_agents():
     cfg = load_config(["--engine.backend", "external", "--engine.urls", '["http://a:1", "http://b:2/"]',
                        "--sync.url", "s3://bucket/run", "--engine.count", "3"])
     assert cfg.engine.count == 2 and cfg.engine.urls == ["http://a:1", "http://b:2"] and reload_by_agent(cfg)
+
+
+def test_the_one_pass_writer_is_safetensors_and_its_digest_is_the_files(tmp_path):
+    from safetensors import safe_open
+    from safetensors.torch import load_file
+
+    from tandem.weights.safetensors_io import write_safetensors
+    from tandem.weights.store import file_digest
+
+    tensors = {"b": torch.randn(3, 5).to(torch.bfloat16), "a": torch.arange(7, dtype=torch.int64),
+               "c": torch.randn(2, 2, 2), "m": torch.tensor([True, False]), "s": torch.tensor(2.5)}
+    path = tmp_path / "x.safetensors"
+    digest = write_safetensors(path, tensors, {"format": "pt"})
+    assert digest == file_digest(path)
+    back = load_file(str(path))
+    assert set(back) == set(tensors) and all(torch.equal(back[k], tensors[k]) for k in tensors)
+    with safe_open(str(path), "pt") as fh:
+        assert fh.metadata() == {"format": "pt"}
+
+
+def test_shards_are_written_in_parallel_and_load_as_one_model(tmp_path, source, monkeypatch):
+    import tandem.weights.publish as publish
+
+    monkeypatch.setattr(publish, "MIN_PARALLEL_SHARD_BYTES", 1000)
+    monkeypatch.setattr(publish, "PUBLISH_WRITERS", 3)
+    state = {f"model.layers.{i}.w": torch.randn(40, 40) for i in range(6)}  # 6400 bytes each: 3 shards of 2
+    path = publish.publish_weights(state, source, tmp_path / "run", 1, keep_last=1)
+    index = json.loads((path / "model.safetensors.index.json").read_text())
+    shards = sorted(set(index["weight_map"].values()))
+    assert shards == [f"model-0000{i}-of-00003.safetensors" for i in (1, 2, 3)]
+    verify_dir(path, json.loads((path / MANIFEST).read_text()))
+    from safetensors.torch import load_file
+
+    back = {k: v for name in shards for k, v in load_file(str(path / name)).items()}
+    assert set(back) == set(state) and all(torch.equal(back[k], state[k]) for k in state)

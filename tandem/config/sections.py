@@ -305,6 +305,10 @@ class SyncConfig(Section):
     """Where weight versions are published. Empty: <run_dir>/weights. A path: that directory, e.g. a shared filesystem that engine hosts mount at the same path. An fsspec URL (s3://bucket/prefix, gs://...): uploaded there, manifest last, for a weight agent on each engine host."""
     storage_options: dict[str, Any] = {}
     """fsspec options for sync.url (e.g. {endpoint_url = "http://minio:9000"}); credentials come from the environment (AWS_ACCESS_KEY_ID, ...)."""
+    encoding: Literal["full", "delta"] = "full"
+    """full: every version is a whole HF checkpoint. delta: only the elements whose bits changed since the last version, zstd-compressed, with a checksum of every tensor; whoever loads it (the weight agent, or the orchestrator on one node) applies it to a local copy of the previous version. Pays off in bf16, where most weights do not change per step."""
+    anchor_interval: int = Field(20, ge=1)
+    """sync.encoding = 'delta': publish a whole checkpoint (an anchor) every this many versions, so a host that missed a delta rebuilds from the newest anchor."""
     reload_by: Literal["auto", "orchestrator", "agent"] = "auto"
     """Who has engines load a version. orchestrator: it sends /update_weights_from_disk with the published path (engines must see that path). agent: a weight agent beside each engine (`python -m tandem.weights agent`) fetches and loads it; the orchestrator waits until every engine reports the version. auto: agent when sync.url is remote, else orchestrator."""
     reload_timeout_s: float = Field(300.0, gt=0)

@@ -15,11 +15,13 @@ import asyncio
 import sys
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import httpx
 
 from tandem.weights import SyncError, reload_engines, sync_engines
-from tandem.weights.transport import reload_by_agent
+from tandem.weights.delta import DELTA_FILE
+from tandem.weights.transport import local_copies, reload_by_agent
 from tandem.config import TandemConfig
 from tandem.engine.auth import bearer_headers
 from tandem.orchestrator.hooks import NO_HOOKS, RunHooks
@@ -59,13 +61,22 @@ class Fleet:
         self._owns_http = http is None
         self.by_agent = reload_by_agent(cfg)
         """Weight agents beside the engines load each version; this side waits for the engines to report it."""
+        self.copies = None if self.by_agent or cfg.sync.encoding == "full" else local_copies(cfg)
+        """Deltas loaded by this side: applied here to whole local checkpoints the engines read."""
         self.recoveries: list[Recovery] = []
         self.restarts = 0
         """Restarts begun (finished ones are in `recoveries`)."""
 
     # ------------------------------------------------------------------ sync
+    @property
+    def apply_s(self) -> float:
+        """Seconds the last sync spent turning a delta into a whole checkpoint (0: none)."""
+        return self.copies.apply_s if self.copies is not None else 0.0
+
     async def sync(self, client, path: str, version: int, policy: str, timeout_s: float) -> float:
         async with self.lock:
+            if self.copies is not None and (Path(path) / DELTA_FILE).exists():
+                path = str(await asyncio.to_thread(self.copies.materialize, version))
             self.weights = (path, version)
             urls = [u for n, u in self.engines.items() if n not in self.recovering]
             try:

@@ -10,7 +10,8 @@ from tandem.orchestrator.metrics import QueueMonitor
 SPARK = " ▁▂▃▄▅▆▇█"
 SHOWN = ("reward_mean", "response_len_mean", "loss", "kl", "entropy", "clip_frac", "grad_norm",
          "logprob_mismatch", "staleness_max", "step_time", "rollout_time", "train_time", "sync_time",
-         "trainer_idle_ratio", "gen_tokens_per_s")
+         "trainer_idle_ratio", "gen_tokens_per_s", "publish_bytes", "changed_fraction", "encode_time", "upload_time",
+         "apply_time", "reload_time")
 
 
 def sparkline(values: list[float], width: int = 40) -> str:

@@ -29,6 +29,8 @@ from tandem.orchestrator.supervisor import ChildFailed, Supervisor
 from tandem.rollout import EngineClient, PromptCursor, RolloutContext, sampling_params_from_config
 
 TRAIN_KEYS = ("loss", "kl", "entropy", "clip_frac", "grad_norm", "logprob_mismatch", "train_time")
+SYNC_KEYS = ("publish_bytes", "changed_fraction", "encode_time", "upload_time")
+"""What the trainer reports about each publish (bytes written, the changed-element fraction of a delta)."""
 
 
 class TrainerLink(Protocol):
@@ -83,7 +85,7 @@ async def run_loop(cfg: TandemConfig, run_dir: Path, producer: RolloutProducer, 
                **{k: result.get(k, 0.0) for k in TRAIN_KEYS},
                "step_time": result_at - last_result, "rollout_time": batch.rollout_time,
                "sync_time": reload_s + result.get("publish_time", 0.0), "reload_time": reload_s,
-               "upload_time": result.get("upload_time", 0.0),
+               **{k: result.get(k, 0.0) for k in SYNC_KEYS}, "apply_time": fleet.apply_s,
                "trainer_wait_time": batch_written - last_result,
                "gen_tokens_per_s": sum(s.num_model_tokens for s in batch.samples) / max(batch.rollout_time, 1e-9),
                "dropped_stale": batch.dropped_stale, "recycled_groups": batch.recycled,

@@ -33,8 +33,9 @@ BATCH_WAIT_S = 24 * 3600.0
 
 
 class Publisher(Protocol):
-    def publish(self, state_dict: dict, version: int) -> dict[str, Any]:
-        """Publish weight version `version`: {"weights_path": ..., and more per transport}."""
+    def publish(self, state_dict: dict, version: int, force_full: bool = False) -> dict[str, Any]:
+        """Publish weight version `version` (whole weights when `force_full`): {"weights_path": ...,
+        and more per transport and encoding}."""
 
 
 def make_backend(cfg: TandemConfig) -> TrainerBackend:
@@ -109,7 +110,9 @@ def run_loop(
             t_pub = time.perf_counter()
             state_dict = backend.export_hf_state_dict()  # every rank: may be a collective gather
             if backend.is_main_process:
-                result.update(weight_version=version, **publisher.publish(state_dict, version),
+                # A checkpoint copies the published directory: it must hold whole weights, not a delta.
+                result.update(weight_version=version,
+                              **publisher.publish(state_dict, version, force_full=checkpoint_due(cfg, step)),
                               publish_time=time.perf_counter() - t_pub)
             del state_dict
         if checkpoint_due(cfg, step):
@@ -136,7 +139,7 @@ def publish_start_weights(cfg: TandemConfig, backend: TrainerBackend, publisher,
     if dropped:
         print(f"tandem.trainer: removed weight versions {dropped} (newer than this run's start) from "
               f"{cfg.sync.url}", flush=True)
-    return {"weight_version": version, **publisher.publish(state_dict, version)}
+    return {"weight_version": version, **publisher.publish(state_dict, version, force_full=True)}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,7 +1,10 @@
 """Weight sync: the trainer publishes versions, every engine reloads them.
 
 - publish.py    trainer side: an HF safetensors checkpoint per version with a manifest of
-                checksums, atomic by one rename
+                checksums, atomic by one rename (shards written in parallel by safetensors_io.py,
+                hashed while written)
+- delta.py      sync.encoding = "delta": changed elements only, with every tensor's checksum
+- materialize.py  whole local checkpoints from a store that may hold deltas
 - store.py      versions under any fsspec URL (a path, s3://, gs://), manifest last
 - transport.py  the trainer's publish for sync.url: in place, or staged and uploaded
 - reload.py     orchestrator side: /update_weights_from_disk on each engine, under the

@@ -4,8 +4,9 @@
         --engine http://127.0.0.1:30000 [--api-key-env TANDEM_ENGINE_API_KEY]
 
 It polls the store for the newest version (one whose manifest exists: a half-uploaded one is
-invisible), downloads it to host-local disk, verifies every file against the manifest's
-checksums, and has the engine load it through /update_weights_from_disk, pausing it as the
+invisible), builds it as a whole checkpoint on host-local disk (a full version is downloaded,
+a delta applied to the previous one: tandem/weights/materialize.py), verifies it against the
+manifest's checksums, and has the engine load it through /update_weights_from_disk, pausing it as the
 manifest's partial-rollout policy says. A file that fails its checksum is named in the log and
 the engine stays on its previous version; the version is retried only once the trainer
 publishes it again or publishes a newer one. The agent compares against the version the engine
@@ -16,40 +17,31 @@ version, and the orchestrator, which also asks the engine, never relies on the a
 from __future__ import annotations
 
 import asyncio
-import json
-import shutil
 import sys
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 import httpx
 
+from tandem.weights.delta import DeltaError
+from tandem.weights.materialize import LocalVersions, fingerprint, kind
 from tandem.weights.reload import SyncError, engine_weight_version, reload_engine
-from tandem.weights.store import MANIFEST, ChecksumError, StoreError, WeightStore
-
-
-def _fingerprint(manifest: dict[str, Any]) -> str:
-    """Identifies a version's content: a version re-published after a resume has other checksums."""
-    return json.dumps(manifest["files"], sort_keys=True)
+from tandem.weights.store import ChecksumError, StoreError, WeightStore
 
 
 class WeightAgent:
     def __init__(self, store: WeightStore, local_dir: Path, engine_url: str, http: httpx.AsyncClient, *,
                  keep_last: int = 2, reload_timeout_s: float = 300.0, policy: str | None = None,
                  log: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True)):
-        self.store, self.local_dir, self.engine_url, self.http = store, Path(local_dir), engine_url.rstrip("/"), http
-        self.keep_last, self.reload_timeout_s, self.policy, self.log = keep_last, reload_timeout_s, policy, log
+        self.store, self.engine_url, self.http = store, engine_url.rstrip("/"), http
+        self.reload_timeout_s, self.policy, self.log = reload_timeout_s, policy, log
+        self.copies = LocalVersions(store, Path(local_dir), keep_last, log=lambda line: log(f"tandem.weights agent: {line}"))
         self.refused: dict[int, str] = {}
-        """Versions whose files failed verification -> the manifest fingerprint that failed."""
+        """Versions that failed verification -> the manifest fingerprint that failed."""
         self.loaded: tuple[int, str] | None = None
         """(version, fingerprint) this agent last had the engine load."""
-
-    def _local(self, version: int) -> Path:
-        return self.local_dir / f"step_{version:06d}"
-
-    def _local_manifest(self, version: int) -> dict[str, Any] | None:
-        path = self._local(version) / MANIFEST
-        return json.loads(path.read_text()) if path.exists() else None
+        self.timings: dict[str, float] = {}
+        """Seconds the last load spent fetching + applying, and reloading the engine."""
 
     async def poll_once(self) -> str:
         """One look at the store and the engine; returns what it did, for the log and for tests."""
@@ -60,32 +52,23 @@ class WeightAgent:
         if served is None:
             return "engine not answering"
         manifest = await asyncio.to_thread(self.store.manifest, latest)
-        fingerprint = _fingerprint(manifest)
-        if served == str(latest) and self.loaded in (None, (latest, fingerprint)):
+        identity = fingerprint(manifest)
+        if served == str(latest) and self.loaded in (None, (latest, identity)):
             return f"engine serves version {latest}"
-        if self.refused.get(latest) == fingerprint:
+        if self.refused.get(latest) == identity:
             return f"version {latest} refused (failed verification)"
-        local = await self._fetch(latest, fingerprint)
-        if local is None:
-            return f"version {latest} refused (failed verification)"
-        await self._reload(local, latest, manifest.get("partial_rollout", "continue"))
-        self.loaded = (latest, fingerprint)
-        self._prune(keep=latest)
-        return f"loaded version {latest}"
-
-    async def _fetch(self, version: int, fingerprint: str) -> Path | None:
-        local = self._local(version)
-        have = self._local_manifest(version)
-        if have is not None and _fingerprint(have) == fingerprint:
-            return local
         try:
-            await asyncio.to_thread(self.store.download, version, local)
-        except ChecksumError as err:
-            self.refused[version] = fingerprint
+            local = await asyncio.to_thread(self.copies.materialize, latest)
+        except (ChecksumError, DeltaError) as err:
+            self.refused[latest] = identity
             self.log(f"tandem.weights agent: error: {err}; {self.engine_url} stays on its previous version")
-            return None
-        self.log(f"tandem.weights agent: fetched version {version} into {local}, checksums verified")
-        return local
+            return f"version {latest} refused (failed verification)"
+        self.log(f"tandem.weights agent: version {latest} ({kind(manifest)}) ready in {local}, checksums verified")
+        started = asyncio.get_running_loop().time()
+        await self._reload(local, latest, manifest.get("partial_rollout", "continue"))
+        self.timings = {"fetch_apply_s": self.copies.apply_s, "reload_s": asyncio.get_running_loop().time() - started}
+        self.loaded = (latest, identity)
+        return f"loaded version {latest}"
 
     async def _reload(self, local: Path, version: int, manifest_policy: str) -> None:
         policy = self.policy or manifest_policy
@@ -100,12 +83,6 @@ class WeightAgent:
         entries = resp.json() if resp.status_code == 200 else [{"num_reqs": 1}]
         entries = entries if isinstance(entries, list) else [entries]
         return sum(int(e.get("num_reqs", 0) or 0) for e in entries if isinstance(e, dict)) == 0
-
-    def _prune(self, keep: int) -> None:
-        versions = sorted(int(p.name.split("_")[1]) for p in self.local_dir.glob("step_*") if p.name[5:].isdigit())
-        for version in versions[:-self.keep_last]:
-            if version != keep:
-                shutil.rmtree(self._local(version), ignore_errors=True)
 
     async def run(self, poll_s: float) -> None:
         last = None

@@ -10,10 +10,14 @@ import json
 import os
 import shutil
 from pathlib import Path
+from typing import Callable
 
 
 WEIGHTS_DIR = "weights"
 MAX_SHARD_BYTES = 5 * 1024**3
+MIN_PARALLEL_SHARD_BYTES = 256 * 1024**2
+PUBLISH_WRITERS = max(1, min(4, os.cpu_count() or 1))
+"""Shards written at once: one thread each (the writes and the hashing release the GIL)."""
 # Files an engine needs beside the tensors to treat the directory as a model.
 SIDECAR_FILES = (
     "config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
@@ -43,11 +47,15 @@ def _tensor_bytes(t) -> int:
     return t.numel() * t.element_size()
 
 
-def _shards(state_dict: dict) -> list[dict]:
+def _shards(state_dict: dict, writers: int = 1) -> list[dict]:
+    """HF-style shards of at most MAX_SHARD_BYTES; with several writers, about one per writer
+    (never under MIN_PARALLEL_SHARD_BYTES: small files gain nothing from a thread of their own)."""
+    total = sum(_tensor_bytes(t) for t in state_dict.values())
+    limit = min(MAX_SHARD_BYTES, max(MIN_PARALLEL_SHARD_BYTES, -(-total // max(1, writers))))
     shards, current, size = [], {}, 0
     for name, tensor in state_dict.items():
         nbytes = _tensor_bytes(tensor)
-        if current and size + nbytes > MAX_SHARD_BYTES:
+        if current and size + nbytes > limit:
             shards.append(current)
             current, size = {}, 0
         current[name] = tensor
@@ -57,7 +65,7 @@ def _shards(state_dict: dict) -> list[dict]:
     return shards
 
 
-def _drop_tied(state_dict: dict, config: dict) -> dict:
+def drop_tied(state_dict: dict, config: dict) -> dict:
     # safetensors refuses tensors that share storage; HF re-ties lm_head on load.
     if config.get("tie_word_embeddings") and "lm_head.weight" in state_dict:
         state_dict = {k: v for k, v in state_dict.items() if k != "lm_head.weight"}
@@ -84,39 +92,56 @@ def check_free_space(target: Path, needed_bytes: int, what: str, margin: float =
                     f"{free / 1e6:.1f} MB free{consequence}")
 
 
-def write_hf_checkpoint(state_dict: dict, source_model_dir: str | os.PathLike, out_dir: Path) -> None:
-    """Write tensors (sharded like HF) plus the config/tokenizer sidecars into out_dir."""
-    from safetensors.torch import save_file
+def write_hf_checkpoint(state_dict: dict, source_model_dir: str | os.PathLike, out_dir: Path,
+                        writers: int | None = None) -> dict[str, str]:
+    """Write tensors (sharded like HF, shards in parallel) plus the config/tokenizer sidecars into
+    out_dir; returns each shard's xxh3-128, computed while writing."""
+    from concurrent.futures import ThreadPoolExecutor
 
+    from tandem.weights.safetensors_io import write_safetensors
+
+    writers = writers or PUBLISH_WRITERS
     source = Path(source_model_dir)
     config = json.loads((source / "config.json").read_text())
-    state_dict = _drop_tied(state_dict, config)
+    state_dict = drop_tied(state_dict, config)
     out_dir.mkdir(parents=True)
-    shards = _shards(state_dict)
-    weight_map = {}
-    for i, shard in enumerate(shards):
-        name = "model.safetensors" if len(shards) == 1 else f"model-{i + 1:05d}-of-{len(shards):05d}.safetensors"
-        save_file({k: v.detach().contiguous().cpu() for k, v in shard.items()}, str(out_dir / name),
-                  metadata={"format": "pt"})
-        weight_map.update({k: name for k in shard})
+    shards = _shards(state_dict, writers)
+    names = ["model.safetensors"] if len(shards) == 1 else \
+        [f"model-{i + 1:05d}-of-{len(shards):05d}.safetensors" for i in range(len(shards))]
+    with ThreadPoolExecutor(max_workers=min(writers, len(shards))) as pool:
+        digests = dict(zip(names, pool.map(lambda item: write_safetensors(out_dir / item[0], item[1], {"format": "pt"}),
+                                           zip(names, shards))))
     if len(shards) > 1:
         total = sum(_tensor_bytes(t) for t in state_dict.values())
+        weight_map = {k: name for name, shard in zip(names, shards) for k in shard}
         (out_dir / "model.safetensors.index.json").write_text(
             json.dumps({"metadata": {"total_size": total}, "weight_map": weight_map}, indent=1))
     for fname in SIDECAR_FILES:
         if (source / fname).exists():
             shutil.copy2(source / fname, out_dir / fname)
     for f in out_dir.iterdir():
-        with open(f, "rb") as fh:
-            os.fsync(fh.fileno())
+        if f.name not in digests:  # the shards were fsynced as they were written
+            with open(f, "rb") as fh:
+                os.fsync(fh.fileno())
     _fsync_dir(out_dir)
+    return digests
 
 
 def publish_weights(state_dict: dict, source_model_dir: str | os.PathLike, run_dir: str | os.PathLike,
                     version: int, keep_last: int, *, root: str | os.PathLike | None = None,
-                    manifest_extra: dict | None = None) -> Path:
+                    manifest_extra: dict | None = None, keep_from: int | None = None) -> Path:
     """Atomically publish weight version `version` (under `root`, default <run_dir>/weights), with
-    its manifest.json; returns its directory."""
+    its manifest.json; returns its directory. Pruning never removes `keep_from` or later."""
+    return publish_dir(lambda tmp: write_hf_checkpoint(state_dict, source_model_dir, tmp), run_dir, version,
+                       sum(_tensor_bytes(t) for t in state_dict.values()), keep_last, root=root,
+                       manifest_extra=manifest_extra, keep_from=keep_from)
+
+
+def publish_dir(write: Callable[[Path], dict[str, str] | None], run_dir: str | os.PathLike, version: int, nbytes: int,
+                keep_last: int, *, root: str | os.PathLike | None = None, manifest_extra: dict | None = None,
+                keep_from: int | None = None) -> Path:
+    """Publish what `write(tmp_dir)` writes as version `version`: manifest, then one rename.
+    `write` may return the xxh3-128 of files it hashed while writing them (not read again)."""
     from tandem.weights.store import write_manifest
 
     final = version_dir(run_dir, version, root)
@@ -125,9 +150,9 @@ def publish_weights(state_dict: dict, source_model_dir: str | os.PathLike, run_d
     tmp = final.with_name(f".{final.name}.tmp{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     try:
-        check_free_space(final.parent, sum(_tensor_bytes(t) for t in state_dict.values()), f"weight version {version}")
-        write_hf_checkpoint(state_dict, source_model_dir, tmp)
-        write_manifest(tmp, version, manifest_extra)
+        check_free_space(final.parent, nbytes, f"weight version {version}")
+        known = write(tmp)
+        write_manifest(tmp, version, manifest_extra, known)
         if final.exists():  # re-publishing the same version (e.g. after a resume)
             _retire_version_dir(final)
         os.replace(tmp, final)
@@ -137,7 +162,7 @@ def publish_weights(state_dict: dict, source_model_dir: str | os.PathLike, run_d
         if isinstance(err, PublishError):
             raise
         raise PublishError(f"publishing weight version {version} to {final} failed: {err}") from err
-    prune_versions(run_dir, keep_last, root)
+    prune_versions(run_dir, keep_last, root, keep_from)
     return final
 
 
@@ -149,9 +174,12 @@ def _remove_abandoned_temps(weights_dir: Path) -> None:
             shutil.rmtree(hidden, ignore_errors=True)
 
 
-def prune_versions(run_dir: str | os.PathLike, keep_last: int, root: str | os.PathLike | None = None) -> list[int]:
+def prune_versions(run_dir: str | os.PathLike, keep_last: int, root: str | os.PathLike | None = None,
+                   keep_from: int | None = None) -> list[int]:
+    """Remove all but the last `keep_last` versions, and never `keep_from` or later (a delta
+    chain's anchor and the deltas built on it)."""
     versions = published_versions(run_dir, root)
-    doomed = versions[:-keep_last] if keep_last > 0 else []
+    doomed = [v for v in (versions[:-keep_last] if keep_last > 0 else []) if keep_from is None or v < keep_from]
     for v in doomed:
         _retire_version_dir(version_dir(run_dir, v, root))
     return doomed

@@ -13,9 +13,11 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import xxhash
 
@@ -41,15 +43,19 @@ def file_digest(path: Path) -> str:
     return digest.hexdigest()
 
 
-def build_manifest(version_dir: Path, version: int, extra: dict[str, Any] | None = None) -> dict[str, Any]:
-    files = {f.name: {"bytes": f.stat().st_size, "xxh3_128": file_digest(f)}
+def build_manifest(version_dir: Path, version: int, extra: dict[str, Any] | None = None,
+                   known: dict[str, str] | None = None) -> dict[str, Any]:
+    """`known`: digests of files hashed while they were written (the weight shards)."""
+    known = known or {}
+    files = {f.name: {"bytes": f.stat().st_size, "xxh3_128": known.get(f.name) or file_digest(f)}
              for f in sorted(version_dir.iterdir()) if f.is_file() and f.name != MANIFEST}
     return {"format": MANIFEST_FORMAT, "version": version, "created": time.time(), "files": files, **(extra or {})}
 
 
-def write_manifest(version_dir: Path, version: int, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+def write_manifest(version_dir: Path, version: int, extra: dict[str, Any] | None = None,
+                   known: dict[str, str] | None = None) -> dict[str, Any]:
     """Checksum every file of a version directory into its manifest.json (written last)."""
-    manifest = build_manifest(version_dir, version, extra)
+    manifest = build_manifest(version_dir, version, extra, known)
     with open(version_dir / MANIFEST, "w") as fh:
         fh.write(json.dumps(manifest, indent=1))
         fh.flush()
@@ -71,6 +77,22 @@ def verify_dir(version_dir: Path, manifest: dict[str, Any]) -> None:
         if got != want["xxh3_128"]:
             raise ChecksumError(f"weight version {manifest['version']}: {name} failed its checksum "
                                 f"(xxh3-128 {got}, the manifest says {want['xxh3_128']})")
+
+
+@contextmanager
+def built_in_place_of(dest: Path) -> Iterator[Path]:
+    """A fresh `dest`.partial to build a version in: renamed over `dest` when the block ends, removed
+    when it raises (or found and replaced by the next attempt, after a kill)."""
+    partial = dest.with_name(dest.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir(parents=True)
+    try:
+        yield partial
+        shutil.rmtree(dest, ignore_errors=True)
+        os.replace(partial, dest)
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
 
 
 class WeightStore:
@@ -117,22 +139,12 @@ class WeightStore:
     def download(self, version: int, dest: Path) -> dict[str, Any]:
         """Fetch version `version` into `dest` (through `dest`.partial, renamed once every file
         verified); returns its manifest. Raises ChecksumError naming a bad file, leaving nothing."""
-        import shutil
-
         manifest = self.manifest(version)
-        partial = dest.with_name(dest.name + ".partial")
-        shutil.rmtree(partial, ignore_errors=True)
-        partial.mkdir(parents=True)
-        try:
+        with built_in_place_of(dest) as partial:
             for name in manifest["files"]:
                 self.fs.get_file(self._path(f"step_{version:06d}", name), str(partial / name))
             verify_dir(partial, manifest)
             (partial / MANIFEST).write_text(json.dumps(manifest))
-            shutil.rmtree(dest, ignore_errors=True)
-            os.replace(partial, dest)
-        except BaseException:
-            shutil.rmtree(partial, ignore_errors=True)
-            raise
         return manifest
 
     # ------------------------------------------------------------------ writing
@@ -163,8 +175,10 @@ class WeightStore:
         if self.fs.exists(target):
             self.fs.rm(target, recursive=True)
 
-    def prune(self, keep_last: int) -> list[int]:
-        doomed = self.versions()[:-keep_last] if keep_last > 0 else []
+    def prune(self, keep_last: int, keep_from: int | None = None) -> list[int]:
+        """Remove all but the last `keep_last` versions, never `keep_from` or later (a delta chain)."""
+        doomed = [v for v in (self.versions()[:-keep_last] if keep_last > 0 else [])
+                  if keep_from is None or v < keep_from]
         for version in doomed:
             self.remove(version)
         return doomed

@@ -9,12 +9,15 @@
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Any
 
 from tandem.config import TandemConfig
-from tandem.weights.publish import publish_weights
+from tandem.weights.delta import DeltaEncoder, write_delta_dir
+from tandem.weights.materialize import LocalVersions
+from tandem.weights.publish import WEIGHTS_DIR, drop_tied, publish_dir, publish_weights
 from tandem.config.sections import is_remote_url as is_remote
 from tandem.weights.store import WeightStore
 
@@ -37,18 +40,39 @@ class WeightPublisher:
         self.shared_root = Path(url) if url and not remote else None
         """Publish straight into this directory (a shared filesystem); None: <run_dir>/weights."""
         self.remote = remote
+        self.encoder = DeltaEncoder(cfg.sync.anchor_interval) if cfg.sync.encoding == "delta" else None
+        self.model_config = json.loads((Path(source_model_dir) / "config.json").read_text())
 
-    def publish(self, state_dict: dict, version: int) -> dict[str, Any]:
-        """Publish `version`; returns weights_path (a local or shared path), and for a remote
-        store weights_url and upload_time."""
+    def publish(self, state_dict: dict, version: int, force_full: bool = False) -> dict[str, Any]:
+        """Publish `version` (whole when `force_full`: a checkpoint needs whole weights); returns
+        weights_path (a local or shared path), weights_kind, publish_bytes, and with deltas
+        changed_fraction and encode_time; for a remote store also weights_url and upload_time."""
         cfg = self.cfg
-        path = publish_weights(state_dict, self.source_model_dir, cfg.run.run_dir, version, cfg.sync.keep_last,
-                               root=self.shared_root, manifest_extra={"partial_rollout": cfg.rollout.partial_rollout})
-        out: dict[str, Any] = {"weights_path": str(path)}
+        extra: dict[str, Any] = {"partial_rollout": cfg.rollout.partial_rollout, "kind": "full"}
+        keep_from = None
+        publish_args = dict(root=self.shared_root, manifest_extra=extra)
+        out: dict[str, Any] = {}
+        if self.encoder is None:
+            path = publish_weights(state_dict, self.source_model_dir, cfg.run.run_dir, version, cfg.sync.keep_last,
+                                   **publish_args)
+        else:
+            state = drop_tied(state_dict, self.model_config)  # exactly the tensors a full publish writes
+            encoded = self.encoder.encode(state, version, force_full)
+            extra.update(encoded.manifest_fields())
+            keep_from = self.encoder.anchor_version  # the chain a delta needs stays published
+            if encoded.kind == "full":
+                path = publish_weights(state, self.source_model_dir, cfg.run.run_dir, version, cfg.sync.keep_last,
+                                       keep_from=keep_from, **publish_args)
+            else:
+                path = publish_dir(lambda tmp: write_delta_dir(tmp, encoded), cfg.run.run_dir, version,
+                                   len(encoded.payload), cfg.sync.keep_last, keep_from=keep_from, **publish_args)
+            out.update(changed_fraction=encoded.changed_fraction, encode_time=encoded.encode_s)
+        out.update(weights_path=str(path), weights_kind=extra["kind"],
+                   publish_bytes=sum(f.stat().st_size for f in path.iterdir() if f.is_file()))
         if self.remote:
             started = time.perf_counter()
             out["weights_url"] = self.store.upload(path, version)
-            self.store.prune(cfg.sync.keep_last)
+            self.store.prune(cfg.sync.keep_last, keep_from)
             out["upload_time"] = time.perf_counter() - started
         return out
 
@@ -56,3 +80,11 @@ class WeightPublisher:
         """Remove versions newer than `version` from the store (an earlier run's, or a crashed
         run's past its checkpoint), so a weight agent never serves them."""
         return self.store.remove_after(version) if self.store is not None else []
+
+
+def local_copies(cfg: TandemConfig) -> LocalVersions:
+    """One node (or a shared directory) with deltas: the orchestrator applies each delta to a
+    whole checkpoint beside the published versions, in `<weights dir>/full/`, which the engines
+    reload from; whole versions are read where they were published."""
+    root = Path(cfg.sync.url) if cfg.sync.url else Path(cfg.run.run_dir) / WEIGHTS_DIR
+    return LocalVersions(WeightStore(str(root)), root / "full", keep_last=2, in_place=True)

@@ -1,0 +1,56 @@
+"""Write safetensors files in one pass: header, then each tensor's bytes straight from its memory
+(no serialised copy), hashed (xxh3-128) as they are written, so the manifest needs no second
+read of the file. The layout is the safetensors format: an 8-byte little-endian header length,
+the JSON header (`dtype`, `shape`, `data_offsets` per tensor, `__metadata__`) padded with
+spaces to 8 bytes, then the tensors back to back, widest dtype first so each stays aligned.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+from pathlib import Path
+
+import torch
+import xxhash
+
+_DTYPES = {
+    torch.float64: "F64", torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16",
+    torch.int64: "I64", torch.int32: "I32", torch.int16: "I16", torch.int8: "I8", torch.uint8: "U8",
+    torch.bool: "BOOL",
+}
+_CHUNK = 64 << 20
+
+
+def _raw(t: torch.Tensor) -> memoryview:
+    return memoryview(t.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy())
+
+
+def write_safetensors(path: Path, tensors: dict[str, torch.Tensor], metadata: dict[str, str] | None = None) -> str:
+    """Write `tensors` to `path` (fsynced); returns the file's xxh3-128."""
+    order = sorted(tensors, key=lambda k: (-tensors[k].element_size(), k))
+    header: dict[str, object] = {"__metadata__": metadata} if metadata else {}
+    offset = 0
+    for name in order:
+        t = tensors[name]
+        if t.dtype not in _DTYPES:
+            raise TypeError(f"{name}: dtype {t.dtype} has no safetensors name")
+        size = t.numel() * t.element_size()
+        header[name] = {"dtype": _DTYPES[t.dtype], "shape": list(t.shape), "data_offsets": [offset, offset + size]}
+        offset += size
+    head = json.dumps(header, separators=(",", ":")).encode()
+    head += b" " * (-len(head) % 8)
+    digest = xxhash.xxh3_128()
+    with open(path, "wb", buffering=0) as fh:
+        for part in (struct.pack("<Q", len(head)), head):
+            fh.write(part)
+            digest.update(part)
+        for name in order:
+            raw = _raw(tensors[name])
+            for start in range(0, len(raw), _CHUNK):
+                chunk = raw[start:start + _CHUNK]
+                fh.write(chunk)
+                digest.update(chunk)
+        os.fsync(fh.fileno())
+    return digest.hexdigest()
