@@ -137,7 +137,6 @@ def router_command(cfg: TandemConfig, port: int, worker_urls: list[str], prometh
     ]  # no --api-key: the router forwards each client's Authorization header to the engines
 
 
-
 def start_router(cfg: TandemConfig, sup: Supervisor, engines: dict[str, str]) -> str:
     port = _pick_port(cfg.router.port, "router.port")
     url = f"http://127.0.0.1:{port}"

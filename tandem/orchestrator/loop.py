@@ -182,8 +182,9 @@ async def run_until_first_exit(tasks: list[asyncio.Task], producer: RolloutProdu
 async def orchestrate(cfg: TandemConfig, run_dir: Path, sup: Supervisor, cluster: Cluster, model_path: str,
                       dataset, rollout_fn, reward_fn, start: run_state.StartPoint,
                       hooks: RunHooks = NO_HOOKS) -> None:
+    headers = bearer_headers(cfg.engine.api_key_env)  # the engines' API key, if they want one
     client = EngineClient(cluster.router_url, cfg.rollout.concurrency, cfg.rollout.request_timeout_s,
-                          headers=bearer_headers(cfg.engine.api_key_env))
+                          headers=headers)
     # Sandboxes and graders block; size their pool to the rollouts in flight, not asyncio's default.
     executor = ThreadPoolExecutor(max_workers=cfg.rollout.concurrency + 16, thread_name_prefix="rollout")
     ctx = RolloutContext(cfg, load_tokenizer(model_path, cfg.model.trust_remote_code), client, executor, reward_fn,
@@ -198,7 +199,7 @@ async def orchestrate(cfg: TandemConfig, run_dir: Path, sup: Supervisor, cluster
                          cfg.sync.reload_timeout_s)
     producer = make_producer(cfg, ctx, dataset, rollout_fn, start)
     monitor = QueueMonitor(cluster.engines, run_dir / "queue.jsonl", cfg.logging.queue_sample_interval_s,
-                           headers=bearer_headers(cfg.engine.api_key_env))
+                           headers=headers)
     metrics = MetricsLog(run_dir, cfg.logging.tensorboard)
     view = LiveView(cfg.run.steps, start.step, monitor, cfg.logging.live)
     producer.start()

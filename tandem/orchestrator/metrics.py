@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 
 from tandem.sample import Sample
+from tandem.weights.reload import parse_load
 
 REQUIRED_KEYS = (
     "step", "weight_version", "samples", "reward_mean", "reward_std", "response_len_mean",
@@ -70,19 +71,6 @@ class MetricsLog:
     def close(self) -> None:
         if self._tb is not None:
             self._tb.close()
-
-
-def parse_load(payload: Any) -> tuple[int, int]:
-    """(waiting, running) from SGLang's /get_load answer (a list per DP rank, or one dict)."""
-    entries = payload if isinstance(payload, list) else [payload]
-    waiting = running = 0
-    for e in entries:
-        if isinstance(e, dict):
-            # SGLang's num_reqs counts running and waiting requests together.
-            w = int(e.get("num_waiting_reqs", 0) or 0)
-            waiting += w
-            running += max(0, int(e.get("num_reqs", 0) or 0) - w)
-    return waiting, running
 
 
 class QueueMonitor:

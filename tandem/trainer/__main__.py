@@ -31,7 +31,6 @@ BACKENDS = {
 BATCH_WAIT_S = 24 * 3600.0
 
 
-
 class Publisher(Protocol):
     def publish(self, state_dict: dict, version: int, force_full: bool = False) -> dict[str, Any]:
         """Publish weight version `version` (whole weights when `force_full`): {"weights_path": ...,

@@ -25,7 +25,7 @@ import httpx
 
 from tandem.weights.delta import DeltaError
 from tandem.weights.materialize import LocalVersions, fingerprint, kind
-from tandem.weights.reload import SyncError, engine_weight_version, reload_engine
+from tandem.weights.reload import SyncError, engine_weight_version, parse_load, reload_engine
 from tandem.weights.store import ChecksumError, StoreError, WeightStore
 
 
@@ -40,8 +40,6 @@ class WeightAgent:
         """Versions that failed verification -> the manifest fingerprint that failed."""
         self.loaded: tuple[int, str] | None = None
         """(version, fingerprint) this agent last had the engine load."""
-        self.timings: dict[str, float] = {}
-        """Seconds the last load spent fetching + applying, and reloading the engine."""
 
     async def poll_once(self) -> str:
         """One look at the store and the engine; returns what it did, for the log and for tests."""
@@ -63,26 +61,25 @@ class WeightAgent:
             self.refused[latest] = identity
             self.log(f"tandem.weights agent: error: {err}; {self.engine_url} stays on its previous version")
             return f"version {latest} refused (failed verification)"
-        self.log(f"tandem.weights agent: version {latest} ({kind(manifest)}) ready in {local}, checksums verified")
-        started = asyncio.get_running_loop().time()
+        self.log(f"tandem.weights agent: version {latest} ({kind(manifest)}) ready in {local} after "
+                 f"{self.copies.apply_s:.2f}s of fetching and applying, checksums verified")
         await self._reload(local, latest, manifest.get("partial_rollout", "continue"))
-        self.timings = {"fetch_apply_s": self.copies.apply_s, "reload_s": asyncio.get_running_loop().time() - started}
         self.loaded = (latest, identity)
         return f"loaded version {latest}"
 
     async def _reload(self, local: Path, version: int, manifest_policy: str) -> None:
         policy = self.policy or manifest_policy
+        started = asyncio.get_running_loop().time()
         if policy == "drain":  # the orchestrator's gate is closed during a drain sync: wait for the tail
             while not await self._engine_idle():
                 await asyncio.sleep(0.1)
         await reload_engine(self.http, self.engine_url, local, version, policy, self.reload_timeout_s)
-        self.log(f"tandem.weights agent: {self.engine_url} now serves version {version} ({policy})")
+        self.log(f"tandem.weights agent: {self.engine_url} now serves version {version} ({policy}, "
+                 f"{asyncio.get_running_loop().time() - started:.2f}s)")
 
     async def _engine_idle(self) -> bool:
         resp = await self.http.get(f"{self.engine_url}/get_load", timeout=5.0)
-        entries = resp.json() if resp.status_code == 200 else [{"num_reqs": 1}]
-        entries = entries if isinstance(entries, list) else [entries]
-        return sum(int(e.get("num_reqs", 0) or 0) for e in entries if isinstance(e, dict)) == 0
+        return resp.status_code == 200 and parse_load(resp.json()) == (0, 0)
 
     async def run(self, poll_s: float) -> None:
         last = None

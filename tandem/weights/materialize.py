@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
+import time
 from pathlib import Path
 from typing import Any, Callable
 
 from tandem.weights.delta import DELTA_FILE, DeltaError, apply_delta
+from tandem.weights.publish import prune_versions
 from tandem.weights.store import MANIFEST, WeightStore, built_in_place_of, verify_dir
 
 
@@ -54,8 +55,6 @@ class LocalVersions:
 
     def materialize(self, version: int) -> Path:
         """A full checkpoint of `version` on local disk; DeltaError or ChecksumError if it cannot be built."""
-        import time
-
         started = time.perf_counter()
         manifest = self.store.manifest(version)
         if (have := self.path_of(version, manifest)) is not None:
@@ -114,32 +113,26 @@ class LocalVersions:
             (partial / MANIFEST).write_text(json.dumps(manifest))
 
     def _prune(self, keep: int) -> None:
-        versions = sorted(int(p.name[5:]) for p in self.local_dir.glob("step_*") if p.name[5:].isdigit())
-        for version in versions[:-self.keep_last]:
-            if version != keep:
-                shutil.rmtree(self._local(version), ignore_errors=True)
+        prune_versions(self.local_dir, self.keep_last, root=self.local_dir, keep_from=keep)
 
 
 def write_applied(base_dir: Path, payload: bytes, manifest: dict[str, Any], out_dir: Path) -> None:
     """Write base + delta into out_dir: shards with a changed tensor are rewritten, the others
     and the config/tokenizer files are hard links (never modified in place, so sharing is safe)."""
     from safetensors import safe_open
-    from safetensors.torch import load_file
 
     from tandem.weights.safetensors_io import write_safetensors
 
     shards = sorted(base_dir.glob("*.safetensors"))
-    state, owner = {}, {}
-    for shard in shards:
-        for name, tensor in load_file(str(shard)).items():
-            state[name], owner[name] = tensor, shard.name
-    changed = apply_delta(state, payload, manifest)
+    state, members, metadata = {}, {}, {}
     for shard in shards:
         with safe_open(str(shard), "pt") as fh:
-            metadata = fh.metadata()
-        names = [n for n, o in owner.items() if o == shard.name]
-        if any(n in changed for n in names):
-            write_safetensors(out_dir / shard.name, {n: state[n] for n in names}, metadata)
+            metadata[shard], members[shard] = fh.metadata(), list(fh.keys())
+            state.update((name, fh.get_tensor(name)) for name in members[shard])
+    changed = apply_delta(state, payload, manifest)
+    for shard in shards:
+        if changed.intersection(members[shard]):
+            write_safetensors(out_dir / shard.name, {n: state[n] for n in members[shard]}, metadata[shard])
         else:
             os.link(shard, out_dir / shard.name)
     for f in base_dir.iterdir():

@@ -17,7 +17,7 @@ WEIGHTS_DIR = "weights"
 MAX_SHARD_BYTES = 5 * 1024**3
 MIN_PARALLEL_SHARD_BYTES = 256 * 1024**2
 PUBLISH_WRITERS = max(1, min(4, os.cpu_count() or 1))
-"""Shards written at once: one thread each (the writes and the hashing release the GIL)."""
+"""Shards written at once, one thread each (the file writes release the GIL)."""
 # Files an engine needs beside the tensors to treat the directory as a model.
 SIDECAR_FILES = (
     "config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json",

@@ -17,7 +17,7 @@ import shutil
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 import xxhash
 
@@ -148,8 +148,7 @@ class WeightStore:
         return manifest
 
     # ------------------------------------------------------------------ writing
-    def upload(self, version_dir: Path, version: int,
-               on_file: Callable[[str], None] = lambda name: None) -> str:
+    def upload(self, version_dir: Path, version: int) -> str:
         """Upload a local version directory (with its manifest): every part, then the manifest."""
         manifest_path = version_dir / MANIFEST
         if not manifest_path.exists():
@@ -159,7 +158,6 @@ class WeightStore:
         for f in sorted(version_dir.iterdir()):
             if f.is_file() and f.name != MANIFEST:
                 self.fs.put_file(str(f), f"{target}/{f.name}")
-                on_file(f.name)
         self.fs.put_file(str(manifest_path), f"{target}/{MANIFEST}")
         return self.version_url(version)
 
