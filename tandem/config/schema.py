@@ -67,6 +67,25 @@ class TandemConfig(Section):
                               f"engine.backend is {self.engine.backend!r}")
         return self
 
+    @model_validator(mode="after")
+    def _lora_runs_where_it_is_built(self) -> TandemConfig:
+        # Refused, never silently ignored: each of these would train or ship whole weights.
+        if not self.trainer.lora.enabled:
+            return self
+        if self.trainer.backend == "megatron":
+            raise rule_broken(
+                "trainer.lora.rank > 0 with trainer.backend = 'megatron' is not supported: tandem's Megatron "
+                "model fuses q/k/v into one column-parallel linear_qkv and gate/up into linear_fc1, and LoRA on "
+                "those (A replicated and B sharded per projection, row-parallel A sharded, export to peft's "
+                "per-projection adapter) is not built or parity-tested yet; use trainer.backend = 'torch' for LoRA")
+        if self.trainer.backend == "sim":
+            raise rule_broken("trainer.lora.rank > 0 with trainer.backend = 'sim': the sim trainer publishes "
+                              "stand-in weights, not adapters; use trainer.backend = 'torch'")
+        if self.sync.encoding == "delta":
+            raise rule_broken("trainer.lora.rank > 0 with sync.encoding = 'delta': each version is an adapter of a "
+                              "few MB, published whole; set sync.encoding = 'full'")
+        return self
+
     @property
     def effective_staleness(self) -> int:
         """Sync mode is the same loop with a staleness bound of 0."""

@@ -252,6 +252,35 @@ class MegatronConfig(Section):
     """Recompute each layer's activations in the backward pass (Megatron full recompute): far less memory for long contexts, about a third more compute."""
 
 
+class LoraConfig(Section):
+    rank: int = Field(0, ge=0, le=1024)
+    """LoRA rank r; 0 = off (full fine-tuning). On: only the adapters train, the optimizer holds only them, and
+    each weight sync ships the adapter (adapter_model.safetensors) instead of the whole model."""
+    alpha: float = Field(16.0, gt=0.0)
+    """LoRA alpha: the adapter's output is scaled by alpha / rank."""
+    dropout: float = Field(0.0, ge=0.0, lt=1.0)
+    """Dropout on the adapter's input while training (peft's lora_dropout). The engines sample without it, so
+    above 0 the training forward no longer scores tokens exactly as the engines did."""
+    target_modules: list[str] = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+    """Linear layers that get an adapter, by module name (HF/peft names; also SGLang's --lora-target-modules)."""
+
+    @field_validator("target_modules")
+    @classmethod
+    def _target_modules_are_plain_names(cls, names: list[str]) -> list[str]:
+        if not names:
+            raise ValueError("at least one target module is needed")
+        bad = [n for n in names if not n or not n.replace("_", "").isalnum()]
+        if bad:
+            raise ValueError(f"{bad} are not module names (letters, digits and '_', e.g. 'q_proj')")
+        if len(set(names)) != len(names):
+            raise ValueError(f"{names} names a module twice")
+        return names
+
+    @property
+    def enabled(self) -> bool:
+        return self.rank > 0
+
+
 class TrainerConfig(Section):
     backend: Literal["torch", "megatron", "sim"] = "torch"
     """torch: an HF causal LM trained with plain torch (CPU or one GPU). megatron: megatron-core across trainer.gpus. sim: a timed stand-in for sizing studies."""
@@ -277,6 +306,8 @@ class TrainerConfig(Section):
     """Settings of the megatron backend."""
     sim: SimTrainerConfig = SimTrainerConfig()
     """Settings of the sim backend."""
+    lora: LoraConfig = LoraConfig()
+    """LoRA: train low-rank adapters instead of the whole model (off while rank = 0)."""
 
     @model_validator(mode="after")
     def _megatron_gpus_fill_whole_model_replicas(self) -> TrainerConfig:

@@ -96,6 +96,14 @@ class EngineBackend(abc.ABC):
     async def load_weights(self, model_path: str, load_format: str | None) -> tuple[bool, str]:
         """Swap in weights from disk atomically between steps; (False, reason) leaves the old ones."""
 
+    async def load_lora(self, name: str, path: str, limits: Any) -> tuple[bool, str]:
+        """Serve the peft adapter at `path` as `name` (within `limits`, a core.LoraLimits); (False,
+        reason) loads nothing. Called only on an engine started with LoRA."""
+        return False, f"the {self.name} backend serves no LoRA adapters"
+
+    async def unload_lora(self, name: str) -> None:
+        """Free adapter `name`; no request uses it any more."""
+
     @abc.abstractmethod
     def get_load(self) -> LoadInfo:
         """The backend's queues; the core fills in `num_pending_admission` and `paused`."""

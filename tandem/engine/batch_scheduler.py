@@ -28,6 +28,7 @@ from tandem.engine.sampling import RowParams, record_prompt_logprobs, sample, wa
 
 if TYPE_CHECKING:
     from tandem.engine.core import EngineCore
+    from tandem.engine.lora_layers import LoraLayers
 
 log = logging.getLogger("tandem.engine.embedded")
 
@@ -44,8 +45,10 @@ class BatchScheduler:
     """Waiting queue, running batch and KV budget of one HF causal LM."""
 
     def __init__(self, *, model: Any, device: torch.device, pad_id: int, seed: int, max_running_requests: int,
-                 max_total_tokens: int, priority_scheduling: bool):
+                 max_total_tokens: int, priority_scheduling: bool, lora: LoraLayers | None = None):
         self.model = model
+        self.lora = lora
+        """The served LoRA adapters (engine started with LoRA); each forward tells it every row's adapter."""
         self.device = device
         self.pad_id = pad_id
         self.max_running_requests = max_running_requests
@@ -211,6 +214,7 @@ class BatchScheduler:
         pos = (mask.long().cumsum(-1) - 1).clamp_(min=0)
         want_input_lp = [wants_prompt_logprobs(r) for r in reqs]
         cache = new_cache(self.num_layers)
+        self._set_adapters(reqs)
         out = self.model(input_ids=ids, attention_mask=mask, position_ids=pos, cache=cache, use_cache=True,
                          logits_to_keep=0 if any(want_input_lp) else 1)
         logits = out.logits
@@ -231,6 +235,7 @@ class BatchScheduler:
         assert b is not None and self.params is not None
         width = b.open_column()
         mask = b.mask[:, None, None, :width] if self.direct_mask else b.mask[:, :width]
+        self._set_adapters(b.reqs)
         out = self.model(input_ids=b.last_tok[:, None], attention_mask=mask,
                          position_ids=b.next_pos[:, None], cache=b.cache, use_cache=True)
         b.next_pos += 1
@@ -238,6 +243,10 @@ class BatchScheduler:
         b.last_tok = tok
         self.max_batch_seen = max(self.max_batch_seen, b.size)
         self._commit(list(range(b.size)), tok, lp, top)
+
+    def _set_adapters(self, reqs: list[GenerateRequest]) -> None:
+        if self.lora is not None:
+            self.lora.rows = [r.lora_name for r in reqs]
 
     def _commit(self, rows: list[int], tok: torch.Tensor, lp: torch.Tensor, top: Any) -> None:
         """Hand sampled tokens to their requests (one device->host copy), drop finished rows."""

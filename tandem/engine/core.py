@@ -21,6 +21,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, AsyncIterator, Sequence
 
+from tandem.engine.adapters import Adapters, LoraLimits, LoraUpdateResult
 from tandem.engine.backend import EngineBackend, LoadInfo, PauseMode
 from tandem.engine.request import (DEFAULT_MAX_NEW_TOKENS, FinishReason, GenerateRequest, InvalidRequest,
                                    SamplingParams, StopStringMatcher, TokenDelta)
@@ -47,8 +48,11 @@ class EngineCore:
 
     def __init__(self, engine_backend: EngineBackend, *, tokenizer: Any, model_path: str,
                  served_model_name: str | None = None, weight_version: str = "0", max_running_requests: int = 64,
-                 max_total_tokens: int = 262144, context_length: int | None = None):
+                 max_total_tokens: int = 262144, context_length: int | None = None,
+                 lora: LoraLimits | None = None):
         self.engine_backend = engine_backend
+        self.adapters = Adapters(lora, engine_backend)
+        """LoRA adapters served (none unless started with LoRA)."""
         self.tokenizer = tokenizer
         self.model_path = model_path
         self.served_model_name = served_model_name or model_path
@@ -101,15 +105,18 @@ class EngineCore:
 
     def make_request(self, *, input_ids: list[int], sampling: SamplingParams, rid: str | None = None,
                      return_logprob: bool = False, logprob_start_len: int = -1, top_logprobs_num: int = 0,
-                     stream: bool = False, priority: int | None = None) -> GenerateRequest:
+                     stream: bool = False, priority: int | None = None,
+                     lora_name: str | None = None) -> GenerateRequest:
         self._check_lengths(input_ids, sampling)
+        if lora_name is not None:
+            self.adapters.check(lora_name)
         rid = rid or uuid.uuid4().hex
         if rid in self.requests:
             raise InvalidRequest(f"duplicate request id (rid) {rid!r}")
         return GenerateRequest(
             rid=rid, input_ids=list(input_ids), sampling=sampling, return_logprob=return_logprob,
             logprob_start_len=logprob_start_len, top_logprobs_num=top_logprobs_num, stream=stream,
-            priority=priority, eos_token_ids=self.eos_token_ids,
+            priority=priority, lora_name=lora_name, eos_token_ids=self.eos_token_ids,
             stop_matcher=StopStringMatcher(self.tokenizer, sampling.stop) if sampling.stop else None,
         )
 
@@ -136,6 +143,8 @@ class EngineCore:
         """
         assert self._gate is not None, "EngineCore.start() was not awaited"
         req.wakeup = asyncio.Event()
+        if req.lora_name is not None:
+            self.adapters.acquire(req.lora_name)
         self.requests[req.rid] = req
         sent = 0
         admitted = False
@@ -159,6 +168,8 @@ class EngineCore:
                     await req.wakeup.wait()
         finally:
             self.requests.pop(req.rid, None)
+            if req.lora_name is not None:
+                self.adapters.release(req.lora_name)
             if req.finish_reason is None and admitted:
                 # The consumer went away (client disconnect / cancel): free the slot. A task,
                 # because awaiting inside a closing async generator is not reliable.
@@ -299,6 +310,14 @@ class EngineCore:
                 self._gate.notify_all()
             return 0, ok, msg
 
+    async def load_lora_adapter(self, name: str, path: str) -> LoraUpdateResult:
+        """/load_lora_adapter: read, check and serve the peft adapter at `path` as `name`."""
+        return await self.adapters.load(name, path)
+
+    async def unload_lora_adapter(self, name: str) -> LoraUpdateResult:
+        """/unload_lora_adapter: refused to new requests at once, freed once its requests finish."""
+        return await self.adapters.unload(name)
+
     async def health_generate(self, timeout_s: float = 20.0) -> bool:
         """Generate one token end to end (bypassing the pause gate only when paused, where SGLang
         would also answer from its scheduler heartbeat); False if none comes within timeout_s."""
@@ -354,6 +373,7 @@ class EngineCore:
             "internal_states": [{"load": load.to_json(), "paused": self._paused}],
             "version": "tandem-0",
             "uptime_s": time.time() - self.started_at,
+            "loaded_lora_adapters": dict(self.adapters.loaded),
         }
         info.update(self.engine_backend.server_info())
         return info

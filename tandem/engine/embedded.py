@@ -25,8 +25,11 @@ import torch
 
 from tandem.engine.backend import EngineBackend, LoadInfo
 from tandem.engine.batch_scheduler import BatchScheduler
+from tandem.engine.adapters import LoraLimits
 from tandem.engine.core import EngineCore
+from tandem.engine.lora_layers import LoraLayers, read_adapter
 from tandem.engine.request import GenerateRequest
+from tandem.lora import AdapterError
 from tandem.engine.weight_loading import WeightLoadError, copy_weights_in_place, read_weights
 
 log = logging.getLogger("tandem.engine.embedded")
@@ -38,17 +41,19 @@ class EmbeddedCore(EngineCore):
     def __init__(self, *, model: Any, tokenizer: Any, model_path: str, device: str = "cpu",
                  served_model_name: str | None = None, weight_version: str = "0",
                  max_running_requests: int = 64, max_total_tokens: int = 262144,
-                 context_length: int | None = None, seed: int = 0, priority_scheduling: bool = False):
+                 context_length: int | None = None, seed: int = 0, priority_scheduling: bool = False,
+                 lora: LoraLimits | None = None):
         if context_length is None:
             context_length = getattr(model.config, "max_position_embeddings", None)
         pad = getattr(tokenizer, "pad_token_id", None)
+        layers = LoraLayers(model, lora.target_modules, lora.max_rank) if lora is not None else None
         backend = EmbeddedBackend(BatchScheduler(
             model=model.eval(), device=torch.device(device), pad_id=int(pad) if pad is not None else 0, seed=seed,
             max_running_requests=max_running_requests, max_total_tokens=max_total_tokens,
-            priority_scheduling=priority_scheduling))
+            priority_scheduling=priority_scheduling, lora=layers))
         super().__init__(backend, tokenizer=tokenizer, model_path=model_path, served_model_name=served_model_name,
                          weight_version=weight_version, max_running_requests=max_running_requests,
-                         max_total_tokens=max_total_tokens, context_length=context_length)
+                         max_total_tokens=max_total_tokens, context_length=context_length, lora=lora)
         # Model-level eos ids (generation_config) count as eos too, as in SGLang.
         gen_eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
         if gen_eos is not None:
@@ -65,7 +70,7 @@ class EmbeddedCore(EngineCore):
             model_path, device=pick_device(cfg.engine.device), dtype=cfg.model.dtype,
             trust_remote_code=cfg.model.trust_remote_code, served_model_name=cfg.model.path,
             max_running_requests=cfg.engine.max_running_requests, max_total_tokens=cfg.engine.max_total_tokens,
-            priority_scheduling=cfg.engine.priority_scheduling,
+            priority_scheduling=cfg.engine.priority_scheduling, lora=LoraLimits.from_config(cfg),
             # Engines sample independently: same run seed, different stream per engine name.
             seed=cfg.run.seed * 1_000_003 + zlib.crc32(name.encode()))
 
@@ -154,6 +159,22 @@ class EmbeddedBackend(EngineBackend):
         except WeightLoadError as err:
             return False, f"Failed to update weights from {model_path!r}: {err}. The old weights are kept."
         return True, f"Succeeded to update model weights in {time.perf_counter() - t0:.3f}s."
+
+    async def load_lora(self, name: str, path: str, limits: LoraLimits) -> tuple[bool, str]:
+        layers = self.scheduler.lora
+        assert layers is not None, "load_lora on an engine started without LoRA"
+        try:  # read and check off the scheduler thread; only the registration runs between two steps
+            adapter = await asyncio.get_running_loop().run_in_executor(None, read_adapter, path, self.model, limits,
+                                                                       self.device)
+        except AdapterError as err:
+            return False, str(err)
+        await self._call(lambda: layers.add(name, adapter))
+        return True, "Success"
+
+    async def unload_lora(self, name: str) -> None:
+        layers = self.scheduler.lora
+        if layers is not None:
+            await self._call(lambda: layers.remove(name))
 
     # ------------------------------------------------------------------ info
     def get_load(self) -> LoadInfo:

@@ -180,6 +180,8 @@ class GenerateRequest:
     stream: bool = False
     priority: int | None = None
     """SGLang request priority; orders the waiting queue when the engine schedules by priority."""
+    lora_name: str | None = None
+    """The LoRA adapter this request runs on (SGLang's per-request `lora_path`); None: the base model."""
     # Filled by EngineCore.make_request: eos ids of the tokenizer/model, stop-string matcher.
     eos_token_ids: frozenset[int] = frozenset()
     stop_matcher: StopStringMatcher | None = None

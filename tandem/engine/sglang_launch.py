@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from tandem.config import ConfigError, TandemConfig
+from tandem.lora import max_loaded_adapters
 
 ARGS_FILE = Path(__file__).with_name("sglang_server_args.txt")
 PYTHON_ENV = "TANDEM_SGLANG_PYTHON"
@@ -41,6 +42,9 @@ RESERVED: dict[str, str | None] = {
     "--weight-version": None, "--dtype": "model.dtype", "--trust-remote-code": "model.trust_remote_code",
     "--max-running-requests": "engine.max_running_requests", "--random-seed": "run.seed",
     "--enable-priority-scheduling": "engine.priority_scheduling",
+    "--enable-lora": "trainer.lora.rank", "--max-lora-rank": "trainer.lora.rank",
+    "--lora-target-modules": "trainer.lora.target_modules", "--max-loaded-loras": "rollout.max_staleness",
+    "--max-loras-per-batch": "rollout.max_staleness",
 }
 
 
@@ -130,5 +134,16 @@ def sglang_command(cfg: TandemConfig, port: int, model_path: str, weight_version
         # Order the queue by the rollout's step priority; no preemption, which tandem's sim
         # engine does not model either (the sweep would not predict it).
         cmd += ["--enable-priority-scheduling", "--disable-priority-preemption"]
-    return cmd + extra_args(e.sglang_args)
+    return cmd + lora_args(cfg) + extra_args(e.sglang_args)
+
+
+def lora_args(cfg: TandemConfig) -> list[str]:
+    """With trainer.lora: serve adapters of its rank and targets, as many as the staleness window
+    keeps loaded (plus one unloading), any of them in one batch."""
+    lora = cfg.trainer.lora
+    if not lora.enabled:
+        return []
+    loaded = str(max_loaded_adapters(cfg.effective_staleness))
+    return ["--enable-lora", "--max-lora-rank", str(lora.rank), "--lora-target-modules", *lora.target_modules,
+            "--max-loaded-loras", loaded, "--max-loras-per-batch", loaded]
 

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from tandem.engine.backend import EngineBackend, LoadInfo
+from tandem.engine.adapters import LoraLimits, check_adapter_files
 from tandem.engine.core import EngineCore, running_on
 from tandem.engine.queueing import priority
 from tandem.engine.request import FinishReason, GenerateRequest
@@ -89,7 +90,7 @@ class SimEngineCore(EngineCore):
     def __init__(self, *, tokenizer: Any, model_path: str, profile: EngineProfile, time_scale: float = 1.0,
                  seed: int = 0, name: str = "sim", trace_path: str | os.PathLike | None = None,
                  served_model_name: str | None = None, weight_version: str = "0", token_scale: int = 1,
-                 priority_scheduling: bool = False):
+                 priority_scheduling: bool = False, lora: LoraLimits | None = None):
         if time_scale <= 0:
             raise ValueError(f"time_scale must be > 0, got {time_scale}")
         if token_scale < 1:
@@ -101,7 +102,8 @@ class SimEngineCore(EngineCore):
                              trace_path=trace_path, priority_scheduling=priority_scheduling)
         super().__init__(backend, tokenizer=tokenizer, model_path=model_path, served_model_name=served_model_name,
                          weight_version=weight_version, max_running_requests=cap.max_running_requests,
-                         max_total_tokens=cap.max_total_tokens // k, context_length=cap.context_length // k)
+                         max_total_tokens=cap.max_total_tokens // k, context_length=cap.context_length // k,
+                         lora=lora)
 
     @classmethod
     def from_config(cls, cfg: Any, *, model_path: str, name: str = "sim", tokenizer: Any = None,
@@ -120,7 +122,8 @@ class SimEngineCore(EngineCore):
         return cls(tokenizer=tokenizer, model_path=model_path, profile=profile,
                    time_scale=cfg.engine.sim.time_scale, seed=cfg.run.seed, name=name, trace_path=trace,
                    served_model_name=cfg.model.path, weight_version=weight_version,
-                   token_scale=cfg.engine.sim.token_scale, priority_scheduling=cfg.engine.priority_scheduling)
+                   token_scale=cfg.engine.sim.token_scale, priority_scheduling=cfg.engine.priority_scheduling,
+                   lora=LoraLimits.from_config(cfg))
 
 
 class SimBackend(EngineBackend):
@@ -352,6 +355,10 @@ class SimBackend(EngineBackend):
                             "model_reload_s": self.latency.reload_s, "wall_s": time.perf_counter() - t0}
         return True, (f"Succeeded to update model weights: read {nfiles} file(s), {nbytes / 1e9:.3f} GB in "
                       f"{io_s:.2f}s; modelled GPU reload {self.latency.reload_s:.1f}s.")
+
+    async def load_lora(self, name: str, path: str, limits: LoraLimits) -> tuple[bool, str]:
+        """No adapter compute is modelled (the profile is the base model's); the files are checked as any engine's."""
+        return await check_adapter_files(path, limits)
 
     def get_load(self) -> SimLoadInfo:
         loop = self.core.loop

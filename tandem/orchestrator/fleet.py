@@ -19,7 +19,9 @@ from pathlib import Path
 
 import httpx
 
+from tandem.lora import adapter_name, doomed_adapters
 from tandem.weights import SyncError, reload_engines, sync_engines
+from tandem.weights.reload import unload_adapters
 from tandem.weights.delta import DELTA_FILE
 from tandem.weights.transport import local_copies, reload_by_agent
 from tandem.config import TandemConfig
@@ -63,6 +65,10 @@ class Fleet:
         """Weight agents beside the engines load each version; this side waits for the engines to report it."""
         self.copies = None if self.by_agent or cfg.sync.encoding == "full" else local_copies(cfg)
         """Deltas loaded by this side: applied here to whole local checkpoints the engines read."""
+        self.lora = cfg.trainer.lora.enabled
+        self.adapters: dict[str, set[int]] = {url: set() for url in engines.values()}
+        """With LoRA: the adapter versions each engine holds (this side loads and unloads them)."""
+        self._unloads: set[asyncio.Task] = set()
         self.recoveries: list[Recovery] = []
         self.restarts = 0
         """Restarts begun (finished ones are in `recoveries`)."""
@@ -79,9 +85,11 @@ class Fleet:
                 path = str(await asyncio.to_thread(self.copies.materialize, version))
             self.weights = (path, version)
             urls = [u for n, u in self.engines.items() if n not in self.recovering]
+            if self._unloads:  # the last sync's unloads free the room this version's adapter needs
+                await asyncio.wait(list(self._unloads), timeout=timeout_s)
             try:
                 seconds = await sync_engines(client, urls, path, version, policy, timeout_s, http=self._client(),
-                                             by_agent=self.by_agent)
+                                             by_agent=self.by_agent, lora=self.lora)
             except SyncError as err:
                 # An engine that died mid-sync is the doctor's to bring back on this version;
                 # a live engine that refused the weights is a real failure. An engine the doctor
@@ -90,15 +98,41 @@ class Fleet:
                                  and n not in self.recovering and await self._serving(n, u)]
                 if live_failures:
                     raise
-                client.weight_version = version
+                client.weight_version, client.adapter = version, adapter_name(version) if self.lora else None
                 client.open_gate()
                 print(f"tandem: weight sync skipped dead engine(s); the doctor restores them: {err}", file=sys.stderr)
                 seconds = 0.0
+            if self.lora and not self.by_agent:
+                self._unload_old_adapters(urls, version)
             await self.hooks.at_async("sync", version)
             return seconds
 
+    def _unload_old_adapters(self, urls: list[str], version: int) -> None:
+        """Record `version` as loaded on `urls` and unload what fell out of the window, in the
+        background: an unload waits for the requests still on its adapter, which the sync must not."""
+        staleness = self.cfg.effective_staleness
+        for url in urls:
+            held = self.adapters.setdefault(url, set())
+            held.add(version)
+            doomed = doomed_adapters(sorted(held), version, staleness)
+            if doomed:
+                held.difference_update(doomed)
+                task = asyncio.create_task(unload_adapters(self._client(), url, doomed, self.cfg.sync.reload_timeout_s))
+                self._unloads.add(task)
+                task.add_done_callback(self._unload_done(url, doomed))
+
+    def _unload_done(self, url: str, doomed: list[int]):
+        def done(task: asyncio.Task) -> None:
+            self._unloads.discard(task)
+            if not task.cancelled() and task.exception() is not None:
+                print(f"tandem: unloading LoRA adapters {doomed} from {url} failed: {task.exception()!r}",
+                      file=sys.stderr, flush=True)
+        return done
+
     # ------------------------------------------------------------------ doctor
     async def close(self) -> None:
+        for task in list(self._unloads):
+            task.cancel()
         if self._http is not None and self._owns_http:
             await self._http.aclose()
 
@@ -191,6 +225,7 @@ class Fleet:
                     path, version = self.weights
                     await reload_engines([url], path, version, policy="drain", timeout_s=self.cfg.sync.reload_timeout_s,
                                          http=self._client())
+                    self.adapters[url] = {version} if self.lora else set()  # a new process holds only this one
                 await self._router_add(url)
         except (ChildFailed, SyncError) as err:
             raise EngineCrashLoop(f"{name} could not be restarted: {err}") from err

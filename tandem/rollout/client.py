@@ -83,6 +83,9 @@ class EngineClient:
         self.generated_tokens = 0
         self.weight_version = 0
         """Version every engine is known to serve; set by weight sync before the gate reopens."""
+        self.adapter: str | None = None
+        """With LoRA: the adapter of weight_version, loaded on every engine (set with it by weight sync);
+        each request names it. None: the base model (version 0, or no LoRA)."""
         # aiohttp, not httpx: httpx's pool bookkeeping scans every pooled connection on each
         # request, which at hundreds of concurrent rollouts cost the orchestrator as much CPU
         # as the engines themselves (measured by bench/trl_compare.py's profile).
@@ -122,7 +125,7 @@ class EngineClient:
             if (priority := REQUEST_PRIORITY.get()) is not None:
                 payload["priority"] = priority
             try:
-                out = await self._post_with_retry(payload, routing_key)
+                out, adapter_version = await self._post_with_retry(payload, routing_key)
             finally:
                 self.in_flight -= 1
                 if self.in_flight == 0:
@@ -131,10 +134,10 @@ class EngineClient:
         # An engine reports the version it finished on; with in-place updates earlier tokens
         # may be older. Staleness must count the oldest, so keep the smaller of the two.
         meta["engine_weight_version"] = meta.get("weight_version")
-        try:
-            meta["weight_version"] = str(min(int(meta.get("weight_version", start_version)), start_version))
-        except (TypeError, ValueError):
-            meta["weight_version"] = str(start_version)
+        if adapter_version is not None:  # a LoRA request ran wholly on the adapter it named
+            meta["weight_version"] = str(adapter_version)
+        else:
+            self._label_version(meta, start_version)
         finish = meta.get("finish_reason") or {}
         if isinstance(finish, dict) and finish.get("type") == "abort":
             raise RolloutAborted(finish.get("message", "aborted by engine"))
@@ -143,14 +146,26 @@ class EngineClient:
         self.generated_tokens += len(out.get("output_ids", []))
         return out
 
-    async def _post_with_retry(self, payload: dict, routing_key: str | None = None) -> dict:
+    @staticmethod
+    def _label_version(meta: dict, start_version: int) -> None:
+        try:
+            meta["weight_version"] = str(min(int(meta.get("weight_version", start_version)), start_version))
+        except (TypeError, ValueError):
+            meta["weight_version"] = str(start_version)
+
+    async def _post_with_retry(self, payload: dict, routing_key: str | None = None) -> tuple[dict, int | None]:
+        """(answer, the version of the LoRA adapter it ran on, or None without one). Each attempt
+        names the adapter current when it is sent: a retry never asks for one unloaded meanwhile."""
         last: Exception | None = None
         headers = {ROUTING_KEY_HEADER: routing_key} if routing_key else None
         for attempt in range(self.retries + 1):
+            adapter_version = None
+            if self.adapter is not None:
+                payload["lora_path"], adapter_version = self.adapter, self.weight_version
             try:
                 status, body = await self._post(payload, headers)
                 if status == 200:
-                    return body
+                    return body, adapter_version
                 last = GenerationError(f"/generate answered HTTP {status}: {str(body)[:300]}")
                 if status < 500:
                     break

@@ -107,7 +107,7 @@ def run_loop(
         if sync_due(cfg, step):
             version = step + 1
             t_pub = time.perf_counter()
-            state_dict = backend.export_hf_state_dict()  # every rank: may be a collective gather
+            state_dict = backend.export_for_sync(cfg.trainer.lora.enabled)  # every rank: may be a collective gather
             if backend.is_main_process:
                 # A checkpoint copies the published directory: it must hold whole weights, not a delta.
                 result.update(weight_version=version,
@@ -131,7 +131,7 @@ def publish_start_weights(cfg: TandemConfig, backend: TrainerBackend, publisher,
     versions past it are removed from the store first, so every engine converges on them."""
     if cfg.engine.backend != "external":
         return {}
-    state_dict = backend.export_hf_state_dict()  # every rank: may be a collective gather
+    state_dict = backend.export_for_sync(cfg.trainer.lora.enabled)  # every rank: may be a collective gather
     if not backend.is_main_process:
         return {}
     dropped = publisher.forget_after(version)

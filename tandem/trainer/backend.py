@@ -50,6 +50,15 @@ class TrainerBackend(ABC):
         written with safetensors as-is. The tensors must not alias live parameters.
         """
 
+    def export_adapter(self) -> dict[str, Tensor]:
+        """With trainer.lora: the adapter's tensors under peft's names (adapter_model.safetensors),
+        on CPU, in the configured model dtype; what each version publishes instead of whole weights."""
+        raise NotImplementedError(f"{type(self).__name__} does not train LoRA adapters")
+
+    def export_for_sync(self, lora: bool) -> dict[str, Tensor]:
+        """What a weight version holds: the adapter with LoRA, else the whole weights."""
+        return self.export_adapter() if lora else self.export_hf_state_dict()
+
     def state_dict_for_checkpoint(self) -> dict[str, Any]:
         """Everything needed to resume training (weights, optimizer, counters)."""
         raise NotImplementedError(f"{type(self).__name__} does not support checkpoints")

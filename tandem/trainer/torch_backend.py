@@ -36,13 +36,21 @@ class TorchTrainer(TrainerBackend):
         # fp32 master weights regardless of model.dtype: AdamW updates of lr ~1e-6 vanish in
         # bf16. Lower precision is used only for the CUDA forward (autocast) and the export.
         self.model = load_causal_lm(path, "float32", str(self.device), cfg.model.trust_remote_code)
+        self.lora = tc.lora if tc.lora.enabled else None
+        if self.lora is not None:
+            self.model = with_lora_adapters(self.model, self.lora)
         self.model.eval()  # no dropout: the trainer must score tokens like the engines do
+        self.lora_dropouts = [m for n, m in self.model.named_modules()
+                              if ".lora_dropout." in n and isinstance(m, torch.nn.Dropout)]
+        """trainer.lora.dropout: active in the training forward only (the engines never drop)."""
         self.export_dtype = getattr(torch, cfg.model.dtype)
         self.autocast_dtype = (
             self.export_dtype if self.device.type == "cuda" and self.export_dtype != torch.float32 else None
         )
         self.ref_model = None
-        if tc.loss.kl_coef > 0:
+        # With LoRA the reference is the base model under the same weights, the adapter disabled:
+        # no second copy of the model.
+        if tc.loss.kl_coef > 0 and self.lora is None:
             self.ref_model = load_causal_lm(path, "float32", str(self.device), cfg.model.trust_remote_code)
             self.ref_model.eval().requires_grad_(False)
         self.params = [p for p in self.model.parameters() if p.requires_grad]
@@ -72,6 +80,9 @@ class TorchTrainer(TrainerBackend):
                 mb.old_logp = self._score(self.model, mb)
             if self.ref_model is not None:
                 mb.ref_logp = self._score(self.ref_model, mb)
+            elif self.lora is not None and self.cfg.trainer.loss.kl_coef > 0:
+                with self.model.disable_adapter():
+                    mb.ref_logp = self._score(self.model, mb)
         return micro
 
     def _accumulate(self, micro: list[MicroBatch]) -> dict[str, float]:
@@ -83,17 +94,25 @@ class TorchTrainer(TrainerBackend):
         n_samples = sum(mb.input_ids.shape[0] for mb in micro)
         n_tokens = float(sum(mb.mask.sum().item() for mb in micro))
         sums = dict.fromkeys(losses.PolicyLoss.METRICS, 0.0)
-        for mb in micro:
-            logits = self._logits(self.model, mb)
-            logp = losses.token_logprobs(logits, mb.targets, self.temperature)
-            loss, metrics = self.policy_loss(logp, lambda: losses.entropy_from_logits(logits), mb,
-                                             n_samples, n_tokens)
-            if loss.requires_grad:
-                loss.backward()
-            for key, value in metrics.items():
-                sums[key] += float(value)
+        for dropout in self.lora_dropouts:
+            dropout.train()
+        try:
+            for mb in micro:
+                self._accumulate_one(mb, n_samples, n_tokens, sums)
+        finally:
+            for dropout in self.lora_dropouts:
+                dropout.eval()
         sums["tokens"] = n_tokens
         return sums
+
+    def _accumulate_one(self, mb: MicroBatch, n_samples: int, n_tokens: float, sums: dict[str, float]) -> None:
+        logits = self._logits(self.model, mb)
+        logp = losses.token_logprobs(logits, mb.targets, self.temperature)
+        loss, metrics = self.policy_loss(logp, lambda: losses.entropy_from_logits(logits), mb, n_samples, n_tokens)
+        if loss.requires_grad:
+            loss.backward()
+        for key, value in metrics.items():
+            sums[key] += float(value)
 
     def _optimizer_step(self) -> tuple[float, bool]:
         """Clip (trainer.grad_clip; 0 = off) and step; returns the pre-clip global grad norm and
@@ -134,14 +153,53 @@ class TorchTrainer(TrainerBackend):
             out[name] = t.detach().to("cpu", dtype=self.export_dtype if t.is_floating_point() else t.dtype, copy=True)
         return out
 
+    def export_adapter(self) -> dict[str, Tensor]:
+        """The LoRA adapter as peft saves it (adapter_model.safetensors names), CPU copies in model.dtype."""
+        from peft import get_peft_model_state_dict
+
+        # save_embedding_layers=False: an adapter on a tied lm_head must not carry the base embedding
+        # along (peft would save it; the engines hold it already).
+        return {k: v.detach().to("cpu", dtype=self.export_dtype, copy=True)
+                for k, v in get_peft_model_state_dict(self.model, save_embedding_layers=False).items()}
+
     def state_dict_for_checkpoint(self) -> dict:
+        # With LoRA only the adapter trains: the frozen base is the model at model.path, not saved again.
+        params = self.model.state_dict() if self.lora is None else \
+            {n: p for n, p in self.model.named_parameters() if p.requires_grad}
         return {
-            "model": {k: v.detach().cpu().clone() for k, v in self.model.state_dict().items()},
+            "model": {k: v.detach().cpu().clone() for k, v in params.items()},
             "optimizer": self.optimizer.state_dict(),
             "optimizer_steps": self.optimizer_steps,
+            "lora": None if self.lora is None else self.lora.model_dump(),
         }
 
     def load_checkpoint_state(self, state: dict) -> None:
-        self.model.load_state_dict(state["model"])
+        saved_lora = state.get("lora")
+        if saved_lora != (None if self.lora is None else self.lora.model_dump()):
+            raise ValueError(f"the checkpoint was trained with trainer.lora = {saved_lora}, this run has "
+                             f"{None if self.lora is None else self.lora.model_dump()}: resume with the same settings")
+        result = self.model.load_state_dict(state["model"], strict=self.lora is None)
+        missing = [k for k in result.missing_keys if k in dict(self.model.named_parameters())
+                   and self.model.get_parameter(k).requires_grad]
+        if self.lora is not None and (missing or result.unexpected_keys):
+            raise ValueError(f"the checkpoint's adapter does not fit this model: missing {missing[:4]}, "
+                             f"unexpected {result.unexpected_keys[:4]}")
         self.optimizer.load_state_dict(state["optimizer"])
         self.optimizer_steps = int(state["optimizer_steps"])
+
+
+def with_lora_adapters(model: torch.nn.Module, lora) -> torch.nn.Module:
+    """The model wrapped by peft with trainer.lora's adapters: base weights frozen, only lora_A/B train.
+    Only linear layers may be targets (what SGLang and tandem's engines apply adapters to)."""
+    from peft import LoraConfig, get_peft_model
+
+    names = {n.rsplit(".", 1)[-1]: type(m).__name__ for n, m in model.named_modules()}
+    not_linear = {t: names[t] for t in lora.target_modules if t in names and names[t] != "Linear"}
+    missing = [t for t in lora.target_modules if t not in names]
+    if missing or not_linear:
+        raise ValueError(f"config key 'trainer.lora.target_modules': {missing or ''} not in the model "
+                         f"{'and ' if missing and not_linear else ''}{not_linear or ''} not linear layers; "
+                         f"linear layers of this model: {sorted(t for t, kind in names.items() if kind == 'Linear')}")
+    config = LoraConfig(r=lora.rank, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
+                        target_modules=list(lora.target_modules), bias="none", task_type="CAUSAL_LM")
+    return get_peft_model(model, config)

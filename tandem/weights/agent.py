@@ -25,7 +25,9 @@ import httpx
 
 from tandem.weights.delta import DeltaError
 from tandem.weights.materialize import LocalVersions, fingerprint, kind
-from tandem.weights.reload import SyncError, engine_weight_version, parse_load, reload_engine
+from tandem.lora import adapter_version, doomed_adapters
+from tandem.weights.reload import (SyncError, engine_adapters, engine_weight_version, parse_load, reload_engine,
+                                   unload_adapters)
 from tandem.weights.store import ChecksumError, StoreError, WeightStore
 
 
@@ -40,6 +42,8 @@ class WeightAgent:
         """Versions that failed verification -> the manifest fingerprint that failed."""
         self.loaded: tuple[int, str] | None = None
         """(version, fingerprint) this agent last had the engine load."""
+        self.adapters: set[int] = set()
+        """With LoRA: adapter versions the engine holds (those it still lists)."""
 
     async def poll_once(self) -> str:
         """One look at the store and the engine; returns what it did, for the log and for tests."""
@@ -51,6 +55,9 @@ class WeightAgent:
             return "engine not answering"
         manifest = await asyncio.to_thread(self.store.manifest, latest)
         identity = fingerprint(manifest)
+        if manifest.get("kind") == "lora":  # an adapter: the engine lists it among its models
+            self.adapters &= {adapter_version(name) for name in await engine_adapters(self.http, self.engine_url)}
+            served = str(latest) if latest in self.adapters else None
         if served == str(latest) and self.loaded in (None, (latest, identity)):
             return f"engine serves version {latest}"
         if self.refused.get(latest) == identity:
@@ -65,7 +72,17 @@ class WeightAgent:
                  f"{self.copies.apply_s:.2f}s of fetching and applying, checksums verified")
         await self._reload(local, latest, manifest.get("partial_rollout", "continue"))
         self.loaded = (latest, identity)
+        if manifest.get("kind") == "lora":
+            await self._unload_old_adapters(latest, int(manifest["adapters_kept"]))
         return f"loaded version {latest}"
+
+    async def _unload_old_adapters(self, version: int, kept: int) -> None:
+        """Keep the adapters of the staleness window (the manifest says how many), unload the rest."""
+        self.adapters.add(version)
+        doomed = doomed_adapters(sorted(self.adapters), version, kept - 2)
+        if doomed:
+            self.adapters -= set(await unload_adapters(self.http, self.engine_url, doomed, self.reload_timeout_s))
+            self.log(f"tandem.weights agent: unloaded LoRA adapters of versions {doomed} from {self.engine_url}")
 
     async def _reload(self, local: Path, version: int, manifest_policy: str) -> None:
         policy = self.policy or manifest_policy

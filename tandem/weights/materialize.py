@@ -31,6 +31,11 @@ def kind(manifest: dict[str, Any]) -> str:
     return manifest.get("kind", "full")
 
 
+def is_whole(manifest: dict[str, Any]) -> bool:
+    """A version that stands alone (whole weights, or a LoRA adapter), not a delta on another."""
+    return kind(manifest) != "delta"
+
+
 class LocalVersions:
     """Full local checkpoints of the versions in `store`, under `local_dir`. With `in_place` (the
     store is a directory on this host), full versions are used where they are, not copied."""
@@ -46,7 +51,7 @@ class LocalVersions:
 
     def path_of(self, version: int, manifest: dict[str, Any]) -> Path | None:
         """Where a verified full copy of exactly this version is, if anywhere."""
-        if self.in_place and kind(manifest) == "full":
+        if self.in_place and is_whole(manifest):
             return Path(self.store.root) / f"step_{version:06d}"
         local = self._local(version) / MANIFEST
         if local.exists() and fingerprint(json.loads(local.read_text())) == fingerprint(manifest):
@@ -83,7 +88,7 @@ class LocalVersions:
     def _from_anchor(self, version: int) -> list[tuple[int, dict[str, Any]]]:
         listed = [v for v in self.store.versions() if v <= version]
         manifests = {v: self.store.manifest(v) for v in listed}
-        anchors = [v for v in listed if kind(manifests[v]) == "full"]
+        anchors = [v for v in listed if is_whole(manifests[v])]
         if not anchors:
             raise DeltaError(f"cannot rebuild weight version {version}: the store holds no full anchor at or "
                              f"before it (versions {listed})")
@@ -98,7 +103,7 @@ class LocalVersions:
 
     def _build(self, version: int, manifest: dict[str, Any]) -> None:
         dest = self._local(version)
-        if kind(manifest) == "full":
+        if is_whole(manifest):
             if self.path_of(version, manifest) is None:
                 self.store.download(version, dest)
             return

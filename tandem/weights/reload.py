@@ -13,6 +13,8 @@ from typing import Any
 
 import httpx
 
+from tandem.lora import adapter_name, is_adapter_dir
+
 # How each partial-rollout policy pauses an engine around a reload (SGLang pause modes).
 PAUSE_MODE = {"drain": None, "abort": "abort", "continue": "in_place"}
 
@@ -42,6 +44,10 @@ async def _post(client: httpx.AsyncClient, url: str, payload: dict, timeout_s: f
 
 async def reload_engine(client: httpx.AsyncClient, base_url: str, path: str | os.PathLike, version: int,
                         policy: str, timeout_s: float) -> int:
+    """Have one engine serve version `version` from `path`: whole weights, or with LoRA the
+    version's adapter (tandem/lora.py), loaded beside the ones still in use."""
+    if is_adapter_dir(path):
+        return await load_adapter(client, base_url, path, version, policy, timeout_s)
     pause = PAUSE_MODE[policy]
     if pause is not None:
         await _post(client, f"{base_url}/pause_generation", {"mode": pause}, timeout_s)
@@ -60,6 +66,41 @@ async def reload_engine(client: httpx.AsyncClient, base_url: str, path: str | os
         raise SyncError(f"engine {base_url} failed to load weight version {version} from {path}: "
                         f"{answer.get('message', answer)}; it stays on its previous version")
     return int(answer.get("num_paused_requests", 0) or 0)
+
+
+async def load_adapter(client: httpx.AsyncClient, base_url: str, path: str | os.PathLike, version: int,
+                       policy: str, timeout_s: float) -> int:
+    """/load_lora_adapter as `policy-vV`. Requests on older adapters keep running on them, so only
+    the abort policy pauses the engine (to abort them: their groups are regenerated)."""
+    name = adapter_name(version)
+    if policy == "abort":
+        await _post(client, f"{base_url}/pause_generation", {"mode": "abort"}, timeout_s)
+    try:
+        resp = await client.post(f"{base_url}/load_lora_adapter", json={"lora_name": name, "lora_path": str(path)},
+                                 timeout=timeout_s)
+    finally:
+        if policy == "abort":
+            await _post(client, f"{base_url}/continue_generation", {}, timeout_s)
+    answer = resp.json() if resp.content else {}
+    already = name in (answer.get("loaded_adapters") or {})  # a retried sync, or the agent got there first
+    if resp.status_code != 200 and not already:
+        raise SyncError(f"engine {base_url} failed to load LoRA adapter {name} from {path}: "
+                        f"{answer.get('error_message') or answer.get('message') or resp.text[:300]}; "
+                        f"it stays on its previous version")
+    return 0
+
+
+async def unload_adapters(client: httpx.AsyncClient, base_url: str, versions: list[int], timeout_s: float) -> list[int]:
+    """/unload_lora_adapter for each version (each waits until no request uses it); returns the
+    versions the engine no longer holds (unloaded now, or already gone)."""
+    gone = []
+    for version in versions:
+        resp = await client.post(f"{base_url}/unload_lora_adapter", json={"lora_name": adapter_name(version)},
+                                 timeout=timeout_s)
+        loaded = (resp.json() if resp.content else {}).get("loaded_adapters") or {}
+        if resp.status_code == 200 or adapter_name(version) not in loaded:
+            gone.append(version)
+    return gone
 
 
 async def reload_engines(engine_urls: list[str], path: str | os.PathLike, version: int, *,
@@ -111,16 +152,34 @@ async def engine_weight_version(http: httpx.AsyncClient, base_url: str, timeout_
     return None
 
 
+async def engine_adapters(http: httpx.AsyncClient, base_url: str, timeout_s: float = 5.0) -> set[str]:
+    """The LoRA adapters an engine serves: SGLang lists each as a model with a parent in /v1/models."""
+    try:
+        resp = await http.get(f"{base_url}/v1/models", timeout=timeout_s)
+    except httpx.HTTPError:
+        return set()
+    if resp.status_code != 200:
+        return set()
+    return {card.get("id") for card in resp.json().get("data", []) if card.get("parent")}
+
+
+async def engine_serves(http: httpx.AsyncClient, base_url: str, version: int, lora: bool) -> bool:
+    if lora:
+        return adapter_name(version) in await engine_adapters(http, base_url)
+    return await engine_weight_version(http, base_url) == str(version)
+
+
 async def wait_engine_versions(engine_urls: list[str], version: int, *, timeout_s: float,
-                               http: httpx.AsyncClient, poll_s: float = 0.2) -> ReloadReport:
+                               http: httpx.AsyncClient, poll_s: float = 0.2, lora: bool = False) -> ReloadReport:
     """Weights loaded by a weight agent beside each engine: wait until every engine itself says
-    it serves `version` (never the agent's word); SyncError names the engines that do not."""
+    it serves `version` (never the agent's word; with LoRA, lists its adapter); SyncError names
+    the engines that do not."""
     clock = asyncio.get_running_loop().time
     start = clock()
     pending = list(engine_urls)
     while pending:
-        answers = await asyncio.gather(*(engine_weight_version(http, url) for url in pending))
-        pending = [url for url, served in zip(pending, answers) if served != str(version)]
+        answers = await asyncio.gather(*(engine_serves(http, url, version, lora) for url in pending))
+        pending = [url for url, serves in zip(pending, answers) if not serves]
         if pending and clock() - start > timeout_s:
             raise SyncError(f"weight version {version} was not loaded within {timeout_s:.0f}s (sync.reload_timeout_s) "
                             f"by {', '.join(pending)}: their weight agents did not load it (see each agent's log); "
@@ -131,7 +190,8 @@ async def wait_engine_versions(engine_urls: list[str], version: int, *, timeout_
 
 
 async def sync_engines(client, engine_urls: list[str], path: str | os.PathLike, version: int, policy: str,
-                       timeout_s: float, http: httpx.AsyncClient | None = None, by_agent: bool = False) -> float:
+                       timeout_s: float, http: httpx.AsyncClient | None = None, by_agent: bool = False,
+                       lora: bool = False) -> float:
     """Reload every engine under the partial-rollout policy; returns the seconds it took.
 
     drain: close the client's gate so no new request starts, wait until the requests in
@@ -141,7 +201,7 @@ async def sync_engines(client, engine_urls: list[str], path: str | os.PathLike, 
     a regenerated request must start once the client knows the new version, or its sample
     would be labelled with the old one. `by_agent`: each engine's weight agent pauses and
     reloads it (the manifest carries the policy); this side only waits for every engine to
-    report the version.
+    report the version. `lora`: the version is an adapter, which requests name from now on.
     """
     clock = asyncio.get_running_loop().time  # the loop's clock: a simulated run times its syncs virtually
     start = clock()
@@ -152,10 +212,10 @@ async def sync_engines(client, engine_urls: list[str], path: str | os.PathLike, 
         if policy == "drain":
             await client.wait_idle()
         if by_agent:
-            await wait_engine_versions(engine_urls, version, timeout_s=timeout_s, http=http)
+            await wait_engine_versions(engine_urls, version, timeout_s=timeout_s, http=http, lora=lora)
         else:
             await reload_engines(engine_urls, path, version, policy=policy, timeout_s=timeout_s, http=http)
-        client.weight_version = version
+        client.weight_version, client.adapter = version, adapter_name(version) if lora else None
     finally:
         if gated:
             client.open_gate()

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from tandem.config import TandemConfig
+from tandem.lora import ADAPTER_CONFIG, ADAPTER_WEIGHTS, adapter_name, adapters_kept, peft_config_dict
 from tandem.weights.delta import DeltaEncoder, write_delta_dir
 from tandem.weights.materialize import LocalVersions
 from tandem.weights.publish import WEIGHTS_DIR, drop_tied, publish_dir, publish_weights
@@ -52,7 +53,13 @@ class WeightPublisher:
         keep_from = None
         publish_args = dict(root=self.shared_root, manifest_extra=extra)
         out: dict[str, Any] = {}
-        if self.encoder is None:
+        if cfg.trainer.lora.enabled:
+            extra.update(kind="lora", adapter_name=adapter_name(version),
+                         adapters_kept=adapters_kept(cfg.effective_staleness))
+            path = publish_dir(lambda tmp: write_adapter_dir(tmp, state_dict, cfg.trainer.lora, cfg.model.path),
+                               cfg.run.run_dir, version, sum(t.numel() * t.element_size() for t in state_dict.values()),
+                               cfg.sync.keep_last, **publish_args)
+        elif self.encoder is None:
             path = publish_weights(state_dict, self.source_model_dir, cfg.run.run_dir, version, cfg.sync.keep_last,
                                    **publish_args)
         else:
@@ -80,6 +87,17 @@ class WeightPublisher:
         """Remove versions newer than `version` from the store (an earlier run's, or a crashed
         run's past its checkpoint), so a weight agent never serves them."""
         return self.store.remove_after(version) if self.store is not None else []
+
+
+def write_adapter_dir(out_dir: Path, tensors: dict, lora, base_model: str) -> dict[str, str]:
+    """A peft adapter directory (adapter_model.safetensors, adapter_config.json); returns the
+    weights' xxh3-128, computed while writing."""
+    from tandem.weights.safetensors_io import write_safetensors
+
+    out_dir.mkdir(parents=True)
+    digest = write_safetensors(out_dir / ADAPTER_WEIGHTS, tensors, {"format": "pt"})
+    (out_dir / ADAPTER_CONFIG).write_text(json.dumps(peft_config_dict(lora, base_model), indent=1))
+    return {ADAPTER_WEIGHTS: digest}
 
 
 def local_copies(cfg: TandemConfig) -> LocalVersions:

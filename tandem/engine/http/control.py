@@ -1,4 +1,4 @@
-"""SGLang's control-plane routes: weight updates from disk, pausing and continuing generation,
+"""SGLang's control-plane routes: weight updates from disk, LoRA adapter loads and unloads, pausing and continuing generation,
 flushing the prefix cache and aborting requests. sglang-router does not forward these, so the
 trainer / orchestrator call each engine directly."""
 
@@ -8,7 +8,8 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from tandem.engine.http.common import core_of, json_response, parse
-from tandem.engine.http.models import AbortReq, PauseGenerationReqInput, UpdateWeightFromDiskReqInput
+from tandem.engine.http.models import (AbortReq, LoadLoRAAdapterReqInput, PauseGenerationReqInput,
+                                      UnloadLoRAAdapterReqInput, UpdateWeightFromDiskReqInput)
 
 router = APIRouter()
 
@@ -21,6 +22,20 @@ async def update_weights_from_disk(request: Request) -> Response:
         flush_cache=obj.flush_cache, load_format=obj.load_format)
     content = {"success": res.success, "message": res.message, "num_paused_requests": res.num_paused_requests}
     return json_response(content, 200 if res.success else 400)
+
+
+@router.post("/load_lora_adapter")
+async def load_lora_adapter(request: Request) -> Response:
+    obj = await parse(request, LoadLoRAAdapterReqInput)
+    res = await core_of(request).load_lora_adapter(obj.lora_name, obj.lora_path)
+    return json_response(res.__dict__, 200 if res.success else 400)
+
+
+@router.post("/unload_lora_adapter")
+async def unload_lora_adapter(request: Request) -> Response:
+    obj = await parse(request, UnloadLoRAAdapterReqInput)
+    res = await core_of(request).unload_lora_adapter(obj.lora_name)
+    return json_response(res.__dict__, 200 if res.success else 400)
 
 
 @router.post("/pause_generation")

@@ -26,6 +26,18 @@ class GenerateReqInput(_Open):
     return_text_in_logprobs: bool = False
     stream: bool = False
     priority: int | None = None
+    lora_path: str | list[str | None] | None = None
+    """SGLang: the name of a loaded LoRA adapter to run on (one, or one per prompt of a batch)."""
+
+
+class LoadLoRAAdapterReqInput(_Open):
+    lora_name: str
+    lora_path: str
+    pinned: bool = False
+
+
+class UnloadLoRAAdapterReqInput(_Open):
+    lora_name: str
 
 
 class UpdateWeightFromDiskReqInput(_Open):

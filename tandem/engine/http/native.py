@@ -154,7 +154,7 @@ def _generate_requests(core: EngineCore, obj: GenerateReqInput) -> tuple[list[Ge
         reqs.append(core.make_request(
             input_ids=p, sampling=sp, rid=rid, return_logprob=bool(rl),
             logprob_start_len=-1 if ls is None else int(ls), top_logprobs_num=int(tn or 0),
-            stream=obj.stream, priority=obj.priority))
+            stream=obj.stream, priority=obj.priority, lora_name=_per_item(obj.lora_path, i, n, "lora_path")))
     return reqs, batch
 
 

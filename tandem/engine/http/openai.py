@@ -26,7 +26,10 @@ async def models(request: Request) -> Response:
     core = core_of(request)
     card = {"id": core.served_model_name, "object": "model", "created": request.app.state.created,
             "owned_by": "tandem", "root": core.served_model_name, "max_model_len": core.context_length}
-    return json_response({"object": "list", "data": [card]})
+    # SGLang lists each loaded LoRA adapter as a model whose parent is the base model.
+    adapters = [{**card, "id": name, "root": path, "parent": core.served_model_name}
+                for name, path in core.adapters.loaded.items()]
+    return json_response({"object": "list", "data": [card, *adapters]})
 
 
 # --------------------------------------------------------------------------- shared by both routes
