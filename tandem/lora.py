@@ -23,6 +23,8 @@ ADAPTER_WEIGHTS = "adapter_model.safetensors"
 ADAPTER_CONFIG = "adapter_config.json"
 ADAPTER_PREFIX = "policy-v"
 PEFT_KEY_PREFIX = "base_model.model."
+MEGATRON_LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "lm_head")
+"""The projections tandem.trainer.megatron_lora puts adapters on (the Llama/Qwen family's linear layers)."""
 """peft's prefix on every adapter tensor name (a PeftModelForCausalLM wraps the HF model)."""
 
 

@@ -104,6 +104,17 @@ def first_step_recorded(torch_optimizer: torch.optim.Optimizer, read_grads):
         losses.PolicyLoss.__call__ = original
 
 
+def resumes_bitwise(trainer, state: dict, export) -> bool:
+    """Step, restore `state`, step again on the same batch: `export()` gives the same tensors, bitwise."""
+    later = make_batch()[::-1]
+    trainer.train_step(later)
+    first = export()
+    trainer.load_checkpoint_state(state)
+    trainer.train_step(later)
+    second = export()
+    return set(first) == set(second) and all(torch.equal(first[k], second[k]) for k in first)
+
+
 def _worker(rank: int, world: int, port: int, cache_dir: str, tp: int, out_dir: str) -> None:
     """One rank of the Megatron backend: scores, one train step, export; rank 0 saves results."""
     os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1",
@@ -129,14 +140,7 @@ def _worker(rank: int, world: int, port: int, cache_dir: str, tp: int, out_dir: 
     res["logits_after"] = trainer.full_logits(PROBE)
     res["export"] = trainer.export_hf_state_dict()
     # Checkpoint round trip: save, step, restore, step again -> the same weights, bitwise.
-    state = trainer.state_dict_for_checkpoint()
-    later = make_batch()[::-1]
-    trainer.train_step(later)
-    first = trainer.export_hf_state_dict()
-    trainer.load_checkpoint_state(state)
-    trainer.train_step(later)
-    second = trainer.export_hf_state_dict()
-    res["resume_bitwise"] = all(torch.equal(first[k], second[k]) for k in first) and set(first) == set(second)
+    res["resume_bitwise"] = resumes_bitwise(trainer, trainer.state_dict_for_checkpoint(), trainer.export_hf_state_dict)
     if rank == 0:
         torch.save(res, Path(out_dir) / "result.pt")
     else:

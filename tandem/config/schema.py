@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pydantic import model_validator
 
+from tandem.lora import MEGATRON_LORA_TARGETS
 from tandem.config.agent_sections import AgentConfig, SandboxConfig
 from tandem.config.sections import (CheckpointConfig, EngineConfig, FaultsConfig, LoggingConfig, ModelConfig,
                                     RolloutConfig, RouterConfig, RunConfig, Section, SyncConfig, TrainerConfig,
@@ -73,11 +74,13 @@ class TandemConfig(Section):
         if not self.trainer.lora.enabled:
             return self
         if self.trainer.backend == "megatron":
-            raise rule_broken(
-                "trainer.lora.rank > 0 with trainer.backend = 'megatron' is not supported: tandem's Megatron "
-                "model fuses q/k/v into one column-parallel linear_qkv and gate/up into linear_fc1, and LoRA on "
-                "those (A replicated and B sharded per projection, row-parallel A sharded, export to peft's "
-                "per-projection adapter) is not built or parity-tested yet; use trainer.backend = 'torch' for LoRA")
+            unsupported = [t for t in self.trainer.lora.target_modules if t not in MEGATRON_LORA_TARGETS]
+            if unsupported:
+                raise rule_broken(f"trainer.lora.target_modules {unsupported} have no Megatron layer; with "
+                                  f"trainer.backend = 'megatron' LoRA targets {', '.join(MEGATRON_LORA_TARGETS)}")
+            if self.trainer.lora.dropout > 0:
+                raise rule_broken("trainer.lora.dropout > 0 with trainer.backend = 'megatron': the Megatron adapters "
+                                  "apply no dropout; set trainer.lora.dropout = 0 or use trainer.backend = 'torch'")
         if self.trainer.backend == "sim":
             raise rule_broken("trainer.lora.rank > 0 with trainer.backend = 'sim': the sim trainer publishes "
                               "stand-in weights, not adapters; use trainer.backend = 'torch'")

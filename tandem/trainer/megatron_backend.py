@@ -17,6 +17,7 @@ Megatron's param groups and TP-aware clipping), which is how the tests run it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ from tandem.model_source import resolve_model_path
 from tandem.sample import Sample
 from tandem.trainer import megatron_convert as conv
 from tandem.trainer import megatron_export as export
+from tandem.trainer import megatron_lora
 from tandem.trainer.backend import TrainerBackend
 from tandem.trainer.megatron_dist import init_parallel, shutdown, trainer_launch_command
 from tandem.trainer.megatron_model import (HFReader, build_and_load, build_optimizer, build_reference,
@@ -53,17 +55,24 @@ class MegatronTrainer(TrainerBackend):
                                           cpu=not self.layout.cuda, recompute=mcfg.recompute)
         reader = HFReader(self.model_path)
         self.model = build_and_load(self.shape, self.tconfig, self.layout, reader)  # unwrapped: names, export
-        ref_model = None
-        if cfg.trainer.loss.kl_coef > 0:
+        self.lora = cfg.trainer.lora if cfg.trainer.lora.enabled else None
+        self.adapters = [] if self.lora is None else \
+            megatron_lora.attach(self.model, self.shape, self.layout, self.lora, cfg.run.seed)
+        ref_model, ref_context = None, contextlib.nullcontext
+        if cfg.trainer.loss.kl_coef > 0 and self.lora is None:
             ref_model = build_reference(self.shape, self.tconfig, self.layout, reader, self.bf16)
         self.export_dtype = getattr(torch, cfg.model.dtype)
         self.train_model, self.optimizer = build_optimizer(cfg.trainer, self.model, self.tconfig, self.layout,
                                                            self.bf16)
+        if cfg.trainer.loss.kl_coef > 0 and self.lora is not None:
+            # The KL reference is the base under the same weights, every adapter off: no second copy.
+            ref_model, ref_context = self.train_model, lambda: megatron_lora.disabled(self.adapters)
         t = cfg.rollout.temperature
         pad = hf_config.get("pad_token_id")
         self.step = MegatronTrainStep(
             tc=cfg.trainer, layout=self.layout, tconfig=self.tconfig, train_model=self.train_model,
             ref_model=ref_model, optimizer=self.optimizer, vocab_size=self.shape.vocab_size,
+            ref_context=ref_context,
             temperature=t if t > 0 else 1.0,  # same rule as the torch backend
             pad_id=int(pad) if pad is not None else 0)
 
@@ -99,6 +108,16 @@ class MegatronTrainer(TrainerBackend):
         rank 0 gets the full HF state dict in model.dtype, every other rank an empty dict."""
         return export.gather_hf(self.model, self.layout, self.shape, lambda p: p.detach(), self.export_dtype)
 
+    def export_adapter(self) -> dict[str, Tensor]:
+        """The LoRA adapter gathered over TP and PP into peft's names, on rank 0 ({} elsewhere)."""
+        return megatron_lora.gather_adapter(self.model, self.layout, self.shape, lambda p: p.detach(),
+                                            self.export_dtype)
+
+    def export_adapter_grads(self) -> dict[str, Tensor]:
+        """The adapters' accumulated gradient, gathered like `export_adapter` (tests, debugging)."""
+        return megatron_lora.gather_adapter(self.model, self.layout, self.shape, export.accumulated_grad,
+                                            torch.float32)
+
     def export_hf_grads(self) -> dict[str, Tensor]:
         """The gradient accumulated right now, in HF names and fp32, gathered like the weights.
 
@@ -112,10 +131,17 @@ class MegatronTrainer(TrainerBackend):
         dist.barrier()
 
     def state_dict_for_checkpoint(self) -> dict[str, Any]:
-        return export.rank_state(self.model, self.optimizer, self.layout, self.step.optimizer_steps)
+        state = export.rank_state(self.model, self.optimizer, self.layout, self.step.optimizer_steps,
+                                  trainable_only=self.lora is not None)
+        return {**state, "lora": None if self.lora is None else self.lora.model_dump()}
 
     def load_checkpoint_state(self, state: dict[str, Any]) -> None:
-        self.step.optimizer_steps = export.load_rank_state(self.model, self.optimizer, self.layout, state)
+        mine = None if self.lora is None else self.lora.model_dump()
+        if state.get("lora") != mine:
+            raise ValueError(f"the checkpoint was trained with trainer.lora = {state.get('lora')}, this run has "
+                             f"{mine}: resume with the same settings")
+        self.step.optimizer_steps = export.load_rank_state(self.model, self.optimizer, self.layout, state,
+                                                           trainable_only=self.lora is not None)
 
     def close(self) -> None:
         shutdown(self.layout)

@@ -31,6 +31,8 @@ def gather_hf(model, layout: ParallelLayout, shape: conv.ModelShape, value_of: C
         tp_group = ps.get_tensor_model_parallel_group()
         offset = layer_offset(model)
         for local, param in model.named_parameters():
+            if ".lora." in local:
+                continue  # LoRA adapters: tandem.trainer.megatron_lora gathers them
             name = global_name(local, offset)
             if name == "output_layer.weight" and shape.tie_embeddings:
                 continue  # last stage's copy of the tied embedding
@@ -87,8 +89,10 @@ def _optimizer_parts(optimizer) -> list:
     return getattr(optimizer, "chained_optimizers", [optimizer])
 
 
-def rank_state(model, optimizer, layout: ParallelLayout, optimizer_steps: int) -> dict[str, Any]:
-    """This rank's shard: its model parameters, its optimizer state, the step counter.
+def rank_state(model, optimizer, layout: ParallelLayout, optimizer_steps: int,
+               trainable_only: bool = False) -> dict[str, Any]:
+    """This rank's shard: its model parameters (with LoRA, `trainable_only`: the adapters; the
+    frozen base is the model at model.path), its optimizer state, the step counter.
 
     Resuming needs the same TP/PP/DP layout (the trainer loop saves one file per rank).
     On GPU the distributed optimizer's fp32 main params and Adam moments come from its
@@ -99,16 +103,19 @@ def rank_state(model, optimizer, layout: ParallelLayout, optimizer_steps: int) -
         opt["param_state"] = [to_cpu(o.get_parameter_state_dp_reshardable())
                               if hasattr(o, "get_parameter_state_dp_reshardable") else None
                               for o in _optimizer_parts(optimizer)]
-    return {"model": {k: v.detach().cpu().clone() for k, v in model.state_dict().items() if isinstance(v, Tensor)},
+    params = {n: p for n, p in model.named_parameters() if p.requires_grad} if trainable_only else model.state_dict()
+    return {"model": {k: v.detach().cpu().clone() for k, v in params.items() if isinstance(v, Tensor)},
             "optimizer": opt, "optimizer_steps": optimizer_steps, "layout": layout_key(layout)}
 
 
-def load_rank_state(model, optimizer, layout: ParallelLayout, state: dict[str, Any]) -> int:
+def load_rank_state(model, optimizer, layout: ParallelLayout, state: dict[str, Any],
+                    trainable_only: bool = False) -> int:
     """Restore what `rank_state` returned; returns the saved optimizer step counter."""
     if state["layout"] != layout_key(layout):
         raise ValueError(f"checkpoint was saved with layout {state['layout']}, this run has {layout_key(layout)}")
     missing, unexpected = model.load_state_dict(state["model"], strict=False)
-    missing = [k for k in missing if not k.endswith("_extra_state")]
+    trainable = {n for n, p in model.named_parameters() if p.requires_grad}
+    missing = [k for k in missing if not k.endswith("_extra_state") and (not trainable_only or k in trainable)]
     if missing or unexpected:
         raise ValueError(f"checkpoint does not fit the model: missing {missing}, unexpected {unexpected}")
     optimizer.load_state_dict(state["optimizer"]["state_dict"])

@@ -16,8 +16,9 @@ Numbers match the torch backend by construction:
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, ContextManager, Iterator
 
 import torch
 import torch.distributed as dist
@@ -83,7 +84,8 @@ class MegatronTrainStep:
     """`train_step` of the Megatron backend over models and an optimizer built elsewhere.
 
     `train_model` is what runs forward/backward (DDP-wrapped on GPU); `ref_model` is the
-    frozen KL reference or None. `tc` is read at every step, like the torch backend does.
+    frozen KL reference or None, scored inside `ref_context()` (with LoRA: the train model with
+    its adapters off). `tc` is read at every step, like the torch backend does.
     """
 
     tc: TrainerConfig
@@ -96,6 +98,7 @@ class MegatronTrainStep:
     temperature: float
     pad_id: int
     optimizer_steps: int = 0
+    ref_context: Callable[[], ContextManager] = contextlib.nullcontext
 
     def __post_init__(self) -> None:
         self.policy_loss = losses.PolicyLoss.from_config(self.tc.loss)
@@ -141,7 +144,8 @@ class MegatronTrainStep:
         if with_old_logp:
             self.score_into(micro, "old_logp", self.train_model)
         if self.ref_model is not None:
-            self.score_into(micro, "ref_logp", self.ref_model)
+            with self.ref_context():
+                self.score_into(micro, "ref_logp", self.ref_model)
         return minibatch, micro
 
     @torch.no_grad()
