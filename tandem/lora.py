@@ -48,9 +48,9 @@ def adapters_kept(staleness: int) -> int:
 
 
 def max_loaded_adapters(staleness: int) -> int:
-    """The engines' limit (SGLang --max-loaded-loras): the kept ones, plus one still unloading
-    while the next version loads (an unload waits for the requests that use its adapter)."""
-    return adapters_kept(staleness) + 1
+    """The engines' limit (SGLang --max-loaded-loras): the kept ones, the next version's while it
+    loads, and one old one still unloading (an unload waits for the requests that use its adapter)."""
+    return adapters_kept(staleness) + 2
 
 
 def doomed_adapters(loaded: list[int], current: int, staleness: int) -> list[int]:

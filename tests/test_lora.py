@@ -105,8 +105,8 @@ def test_sglang_launch_carries_the_lora_flags(tmp_path):
     assert "--enable-lora" in cmd and cmd[cmd.index("--max-lora-rank") + 1] == "4"
     i = cmd.index("--lora-target-modules")
     assert cmd[i + 1:i + 1 + len(TARGETS)] == TARGETS
-    assert cmd[cmd.index("--max-loaded-loras") + 1] == "5"  # window 2 + current + 1 + one unloading
-    assert cmd[cmd.index("--max-loras-per-batch") + 1] == "5"  # SGLang: per-batch <= loaded
+    assert cmd[cmd.index("--max-loaded-loras") + 1] == "6"  # window 2 + current + 1, the next, one unloading
+    assert cmd[cmd.index("--max-loras-per-batch") + 1] == "6"  # SGLang: per-batch <= loaded
     assert all(f in flags for f in cmd if f.startswith("--"))
     with pytest.raises(ConfigError, match="trainer.lora.rank"):
         sglang_command(build_config(lora_tree(tmp_path, engine={"backend": "sglang",
@@ -149,7 +149,7 @@ def test_one_batch_serves_each_row_on_its_own_adapter(model_path, tmp_path):
         await core.start()
         try:
             for name in refs:
-                assert (await core.load_lora_adapter(name, str(tmp_path / name))).success
+                assert (await core.adapters.load(name, str(tmp_path / name))).success
             prompt = [22, 28, 30]
             # Submitted together, so the scheduler decodes them in one batch: a, b and the base.
             reqs = await asyncio.gather(*(generate(core, prompt, name) for name in ("a", "b", None, "a")))
@@ -184,18 +184,18 @@ def test_adapter_requests_and_loads_are_checked(model_path, tmp_path):
         try:
             with pytest.raises(InvalidRequest, match="not loaded: nope"):
                 await generate(core, [1, 2], "nope")
-            assert (await core.load_lora_adapter("a", str(tmp_path / "a"))).success
-            again = await core.load_lora_adapter("a", str(tmp_path / "a"))
+            assert (await core.adapters.load("a", str(tmp_path / "a"))).success
+            again = await core.adapters.load("a", str(tmp_path / "a"))
             assert not again.success and "already loaded" in again.error_message
-            big = await core.load_lora_adapter("big", str(tmp_path / "r8"))
+            big = await core.adapters.load("big", str(tmp_path / "r8"))
             assert not big.success and "rank 8 exceeds" in big.error_message
-            broken = await core.load_lora_adapter("broken", str(tmp_path / "broken"))
+            broken = await core.adapters.load("broken", str(tmp_path / "broken"))
             assert not broken.success and ADAPTER_WEIGHTS in broken.error_message
-            assert (await core.load_lora_adapter("q", str(tmp_path / "qonly"))).success  # a subset of targets
-            full = await core.load_lora_adapter("c", str(tmp_path / "a"))
+            assert (await core.adapters.load("q", str(tmp_path / "qonly"))).success  # a subset of targets
+            full = await core.adapters.load("c", str(tmp_path / "a"))
             assert not full.success and "--max-loaded-loras" in full.error_message
             assert full.loaded_adapters == {"a": str(tmp_path / "a"), "q": str(tmp_path / "qonly")}
-            gone = await core.unload_lora_adapter("nope")
+            gone = await core.adapters.unload("nope")
             assert not gone.success and "not loaded" in gone.error_message
         finally:
             await core.shutdown()
@@ -214,15 +214,17 @@ def test_an_unload_waits_for_the_requests_on_its_adapter(model_path, tmp_path):
         core = embedded(model_path)
         await core.start()
         try:
-            await core.load_lora_adapter("a", str(tmp_path / "a"))
+            await core.adapters.load("a", str(tmp_path / "a"))
             long = asyncio.create_task(generate(core, [1, 2], "a", n=400))
             while not core.get_load().num_running_reqs:
                 await asyncio.sleep(0.001)
-            unload = asyncio.create_task(core.unload_lora_adapter("a"))
+            unload = asyncio.create_task(core.adapters.unload("a"))
             await asyncio.sleep(0.05)
             with pytest.raises(InvalidRequest, match="not loaded"):  # no new request may name it
                 await generate(core, [1, 2], "a")
             assert not unload.done() and not long.done()  # ...but the running one finishes on it
+            again = await core.adapters.load("a", str(tmp_path / "a"))
+            assert not again.success and "still being unloaded" in again.error_message
             req = await long
             assert len(req.output_ids) == 400
             result = await unload
@@ -230,6 +232,52 @@ def test_an_unload_waits_for_the_requests_on_its_adapter(model_path, tmp_path):
             assert core.engine_backend.scheduler.lora.adapters == {}
         finally:
             await core.shutdown()
+
+    run(main())
+
+
+def test_a_request_that_goes_away_leaves_the_batch_before_its_adapter_is_freed():
+    """The order that keeps a running row from meeting a freed adapter: the abort of a request whose
+    client went away reaches the backend before the unload its release lets through. The backend
+    is a recording fake (the edge); the core is real."""
+    from tandem.engine.backend import EngineBackend, LoadInfo
+    from tandem.engine.core import EngineCore
+
+    calls: list[tuple] = []
+
+    class Recorder(EngineBackend):
+        name = "recorder"
+
+        def submit(self, req): pass  # admitted, never finishes: the client leaves first
+        async def abort(self, rids): calls.append(("abort", tuple(rids or ()))); return 1
+        async def pause(self, mode): return 0
+        async def resume(self): pass
+        async def flush_cache(self): return True, ""
+        async def load_weights(self, path, fmt): return True, ""
+        def get_load(self): return LoadInfo(0, 0, 0, 1, 1, 0)
+        def alive(self): return True
+        async def load_lora(self, name, path, limits): return True, "ok"
+        async def unload_lora(self, name): calls.append(("unload", name))
+
+    class Tok:
+        eos_token_id = None
+
+        def __len__(self):
+            return 10
+
+    async def main():
+        core = EngineCore(Recorder(), tokenizer=Tok(), model_path="m", lora=LoraLimits(4, TARGETS, 4))
+        await core.start()
+        await core.adapters.load("a", "/nowhere")
+        req = core.make_request(input_ids=[1], sampling=SamplingParams(max_new_tokens=5), lora_name="a")
+        task = asyncio.create_task(anext(core.generate(req).__aiter__()))
+        while not req.admitted:
+            await asyncio.sleep(0)
+        unload = asyncio.create_task(core.adapters.unload("a"))
+        await asyncio.sleep(0)
+        task.cancel()
+        assert (await unload).success
+        assert calls == [("abort", (req.rid,)), ("unload", "a")]
 
     run(main())
 
@@ -244,16 +292,35 @@ def test_sim_engine_serves_the_same_endpoints(model_path, tmp_path):
         core = SimEngineCore.from_config(cfg, model_path=model_path)
         await core.start()
         try:
-            assert (await core.load_lora_adapter(adapter_name(1), str(tmp_path / "a"))).success
+            assert (await core.adapters.load(adapter_name(1), str(tmp_path / "a"))).success
             req = await generate(core, [1, 2], adapter_name(1), n=3)
             assert len(req.output_ids) == 3
             with pytest.raises(InvalidRequest, match="not loaded"):
                 await generate(core, [1, 2], adapter_name(2))
-            assert (await core.unload_lora_adapter(adapter_name(1))).loaded_adapters == {}
+            assert (await core.adapters.unload(adapter_name(1))).loaded_adapters == {}
         finally:
             await core.shutdown()
 
     run(main())
+
+
+def test_a_request_refused_for_an_unloaded_adapter_is_retried_on_the_current_one():
+    from tandem.rollout import EngineClient
+
+    sent = []
+
+    async def post(payload, headers):
+        sent.append(dict(payload))
+        if len(sent) == 1:
+            client.weight_version, client.adapter = 5, adapter_name(5)  # a sync lands meanwhile
+            return 400, '{"message": "The following requested LoRA adapters are not loaded: policy-v1"}'
+        return 200, {"output_ids": [1], "meta_info": {"weight_version": "0"}}
+
+    client = EngineClient("http://unused", 4, 10, post=post)
+    client.weight_version, client.adapter = 1, adapter_name(1)
+    out = run(client.generate([1, 2], {"max_new_tokens": 1}))
+    assert [p["lora_path"] for p in sent] == ["policy-v1", "policy-v5"]
+    assert out["meta_info"]["weight_version"] == "5"  # the adapter it ran on, not the engine's base version
 
 
 # --------------------------------------------------------------------------- the trainer
@@ -368,9 +435,16 @@ def test_every_engine_serves_each_new_adapter_as_the_trainer_scores_it(cluster):
     kept = adapters_kept(cfg.effective_staleness)
     worst: list[float] = []
 
+    stale = Path(cfg.run.run_dir) / "earlier_run_adapter"
+    peft_adapter(resolve_model_path(cfg), stale, 9)
+
     async def main():
         client = EngineClient(router, 8, 60)
         fleet = Fleet(cfg, sup, engines, router)
+        async with httpx.AsyncClient() as http:  # an earlier run's adapters, on engines that outlived it
+            for name in (adapter_name(1), adapter_name(50)):
+                await http.post(f"{engines['engine0']}/load_lora_adapter", json={"lora_name": name,
+                                                                                  "lora_path": str(stale)})
         try:
             for version in range(1, 9):
                 trainer.train_step(batch(prompt, version))
@@ -393,6 +467,15 @@ def test_every_engine_serves_each_new_adapter_as_the_trainer_scores_it(cluster):
                         loaded = (await http.get(f"{url}/get_server_info")).json()["loaded_lora_adapters"]
                         expected = {adapter_name(v) for v in range(max(1, version - kept + 1), version + 1)}
                         assert set(loaded) == expected, (url, version, loaded)
+                    # OpenAI clients pick the adapter by model name, as SGLang serves it.
+                    greedy = {"input_ids": prompt, "lora_path": adapter_name(version),
+                              "sampling_params": {"max_new_tokens": 6, "temperature": 0, "ignore_eos": True}}
+                    one = engines["engine0"]
+                    native = (await http.post(f"{one}/generate", json=greedy, timeout=60)).json()["text"]
+                    chat = (await http.post(f"{one}/v1/completions", json={
+                        "model": adapter_name(version), "prompt": prompt, "max_tokens": 6, "temperature": 0,
+                        "ignore_eos": True}, timeout=60)).json()
+                    assert chat["choices"][0]["text"] == native, (chat, native)
         finally:
             await client.close()
             await fleet.close()
@@ -452,6 +535,8 @@ def test_a_weight_agent_loads_each_adapter_and_unloads_the_old_ones(cluster, tmp
                 trainer.train_step(batch([22, 28], version))
                 publisher.publish(trainer.export_adapter(), version)
                 assert await agent.poll_once() == f"loaded version {version}"
+                if agent._unloading is not None:
+                    await agent._unloading  # unloads run beside the polls
                 assert await agent.poll_once() == f"engine serves version {version}"
                 listed = await engine_adapters(http, url)
                 assert listed == {adapter_name(v) for v in range(max(1, version - kept + 1), version + 1)}, listed

@@ -102,8 +102,8 @@ class Adapters:
         self._users[name] = self._users.get(name, 0) + 1
 
     def release(self, name: str) -> None:
-        self._users[name] -= 1
-        if not self._users[name] and name in self._unused:
+        left = self._users[name] = self._users.get(name, 1) - 1
+        if not left and name in self._unused:
             self._unused[name].set()
 
     async def load(self, name: str, path: str) -> LoraUpdateResult:
@@ -113,6 +113,9 @@ class Adapters:
                 return self._result(f"cannot load LoRA adapter {name!r}: {NOT_STARTED_WITH_LORA}")
             if name in self.loaded:
                 return self._result(f"The LoRA adapter {name!r} is already loaded")
+            if name in self._unused:
+                return self._result(f"cannot load LoRA adapter {name!r}: an adapter of that name is still being "
+                                    f"unloaded (requests still use it); load it again once that is done")
             held = len(self.loaded) + len(self._unused)
             if held >= self.limits.max_loaded:
                 return self._result(f"cannot load LoRA adapter {name!r}: {held} adapters are loaded, the engine's "
@@ -134,7 +137,8 @@ class Adapters:
             await self.backend.unload_lora(name)
         finally:
             del self._unused[name]
-            self._users.pop(name, None)
+            if not self._users.get(name):
+                self._users.pop(name, None)
         return self._result(None)
 
     def _result(self, error: str | None) -> LoraUpdateResult:

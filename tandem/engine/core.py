@@ -21,7 +21,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, AsyncIterator, Sequence
 
-from tandem.engine.adapters import Adapters, LoraLimits, LoraUpdateResult
+from tandem.engine.adapters import Adapters, LoraLimits
 from tandem.engine.backend import EngineBackend, LoadInfo, PauseMode
 from tandem.engine.request import (DEFAULT_MAX_NEW_TOKENS, FinishReason, GenerateRequest, InvalidRequest,
                                    SamplingParams, StopStringMatcher, TokenDelta)
@@ -168,16 +168,24 @@ class EngineCore:
                     await req.wakeup.wait()
         finally:
             self.requests.pop(req.rid, None)
-            if req.lora_name is not None:
-                self.adapters.release(req.lora_name)
             if req.finish_reason is None and admitted:
                 # The consumer went away (client disconnect / cancel): free the slot. A task,
-                # because awaiting inside a closing async generator is not reliable.
-                self._spawn(self.engine_backend.abort([req.rid]))
+                # because awaiting inside a closing async generator is not reliable. Its adapter
+                # is released after the abort: the batch must no longer hold the row when it goes.
+                self._spawn(self._abort_then_release(req))
+            elif req.lora_name is not None:
+                self.adapters.release(req.lora_name)
             if admitted:
                 self._admitted -= 1
                 if self._admitted == 0:
                     self._spawn(self._notify_gate())
+
+    async def _abort_then_release(self, req: GenerateRequest) -> None:
+        try:
+            await self.engine_backend.abort([req.rid])
+        finally:
+            if req.lora_name is not None:
+                self.adapters.release(req.lora_name)
 
     async def _wait_for_admission(self, req: GenerateRequest) -> bool:
         """Hold `req` at the door while paused or while a weight update drains, then count it as
@@ -309,14 +317,6 @@ class EngineCore:
                 self._updating = False
                 self._gate.notify_all()
             return 0, ok, msg
-
-    async def load_lora_adapter(self, name: str, path: str) -> LoraUpdateResult:
-        """/load_lora_adapter: read, check and serve the peft adapter at `path` as `name`."""
-        return await self.adapters.load(name, path)
-
-    async def unload_lora_adapter(self, name: str) -> LoraUpdateResult:
-        """/unload_lora_adapter: refused to new requests at once, freed once its requests finish."""
-        return await self.adapters.unload(name)
 
     async def health_generate(self, timeout_s: float = 20.0) -> bool:
         """Generate one token end to end (bypassing the pause gate only when paused, where SGLang

@@ -20,7 +20,8 @@ import time
 import httpx
 
 from tandem.orchestrator.fleet import Fleet, Recovery
-from tandem.weights import SyncError, engine_weight_version, reload_engines
+from tandem.weights import SyncError, reload_engines
+from tandem.weights.reload import engine_serves
 
 
 class ExternalFleet(Fleet):
@@ -75,7 +76,7 @@ class ExternalFleet(Fleet):
         False: not yet (its agent has not loaded the version; the doctor tries again)."""
         target = self.weights
         if target is not None and self.by_agent:
-            if await engine_weight_version(self._client(), url) != str(target[1]):
+            if not await engine_serves(self._client(), url, target[1], self.lora):
                 return False
         async with self.lock:
             if self.weights != target:

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import httpx
 
-from tandem.lora import adapter_name, doomed_adapters
+from tandem.lora import adapter_name, adapter_version, doomed_adapters
 from tandem.weights import SyncError, reload_engines, sync_engines
-from tandem.weights.reload import unload_adapters
+from tandem.weights.reload import engine_adapters, unload_adapters
 from tandem.weights.delta import DELTA_FILE
 from tandem.weights.transport import local_copies, reload_by_agent
 from tandem.config import TandemConfig
@@ -68,7 +68,8 @@ class Fleet:
         self.lora = cfg.trainer.lora.enabled
         self.adapters: dict[str, set[int]] = {url: set() for url in engines.values()}
         """With LoRA: the adapter versions each engine holds (this side loads and unloads them)."""
-        self._unloads: set[asyncio.Task] = set()
+        self._unloads: dict[asyncio.Task, tuple[str, int]] = {}
+        """Unloads still running -> (engine URL, how many adapters they unload)."""
         self.recoveries: list[Recovery] = []
         self.restarts = 0
         """Restarts begun (finished ones are in `recoveries`)."""
@@ -85,8 +86,8 @@ class Fleet:
                 path = str(await asyncio.to_thread(self.copies.materialize, version))
             self.weights = (path, version)
             urls = [u for n, u in self.engines.items() if n not in self.recovering]
-            if self._unloads:  # the last sync's unloads free the room this version's adapter needs
-                await asyncio.wait(list(self._unloads), timeout=timeout_s)
+            if self.lora and not self.by_agent:
+                await self._make_room_for_adapter(urls, timeout_s)
             try:
                 seconds = await sync_engines(client, urls, path, version, policy, timeout_s, http=self._client(),
                                              by_agent=self.by_agent, lora=self.lora)
@@ -107,6 +108,22 @@ class Fleet:
             await self.hooks.at_async("sync", version)
             return seconds
 
+    async def _make_room_for_adapter(self, urls: list[str], timeout_s: float) -> None:
+        """Before a load: an engine this side has loaded nothing into yet (the run's first sync, or
+        an engine that outlived an earlier run) gets every `policy-v*` adapter it lists unloaded,
+        so leftovers take no slot; then the last round of unloads must have finished (one may
+        still drain: the engines' limit leaves room for it, not for two)."""
+        fresh = [url for url in urls if not self.adapters.get(url)]
+        listed = await asyncio.gather(*(engine_adapters(self._client(), url) for url in fresh))
+        leftovers = [(url, sorted(v for n in names if (v := adapter_version(n)) is not None))
+                     for url, names in zip(fresh, listed) if names]
+        await asyncio.gather(*(unload_adapters(self._client(), url, versions, timeout_s)
+                               for url, versions in leftovers if versions))
+        for url in urls:
+            pending = {task: n for task, (where, n) in self._unloads.items() if where == url and not task.done()}
+            if sum(pending.values()) > 1:
+                await asyncio.wait(list(pending), timeout=timeout_s)
+
     def _unload_old_adapters(self, urls: list[str], version: int) -> None:
         """Record `version` as loaded on `urls` and unload what fell out of the window, in the
         background: an unload waits for the requests still on its adapter, which the sync must not."""
@@ -118,12 +135,12 @@ class Fleet:
             if doomed:
                 held.difference_update(doomed)
                 task = asyncio.create_task(unload_adapters(self._client(), url, doomed, self.cfg.sync.reload_timeout_s))
-                self._unloads.add(task)
+                self._unloads[task] = (url, len(doomed))
                 task.add_done_callback(self._unload_done(url, doomed))
 
     def _unload_done(self, url: str, doomed: list[int]):
         def done(task: asyncio.Task) -> None:
-            self._unloads.discard(task)
+            self._unloads.pop(task, None)
             if not task.cancelled() and task.exception() is not None:
                 print(f"tandem: unloading LoRA adapters {doomed} from {url} failed: {task.exception()!r}",
                       file=sys.stderr, flush=True)

@@ -167,7 +167,8 @@ class EngineClient:
                 if status == 200:
                     return body, adapter_version
                 last = GenerationError(f"/generate answered HTTP {status}: {str(body)[:300]}")
-                if status < 500:
+                # A refused adapter is retried (on the adapter current then); other client errors are final.
+                if status < 500 and not (adapter_version is not None and "LoRA adapters are not loaded" in str(body)):
                     break
             except (aiohttp.ClientError, asyncio.TimeoutError) as err:
                 last = GenerationError(f"/generate transport error: {err!r}")

@@ -156,6 +156,7 @@ def attach(model: nn.Module, shape: conv.ModelShape, layout: ParallelLayout, lor
     offset = layer_offset(model)
     attached = []
     for local, module in list(_targets(model, lora.target_modules)):
+        _check_layer(local, module)
         layer = _layer_of(local, offset)
         projections = [p for p in lora.target_modules if PROJECTIONS[p][0] == _suffix(local)]
         parts = {}
@@ -171,6 +172,19 @@ def attach(model: nn.Module, shape: conv.ModelShape, layout: ParallelLayout, lor
         module.register_forward_hook(layer_lora.hook, with_kwargs=True)
         attached.append(layer_lora)
     return attached
+
+
+def _check_layer(local: str, module: nn.Module) -> None:
+    """The hook math assumes Megatron's own TP linears without sequence parallelism (the local spec
+    tandem builds): a fused-norm or sequence-parallel layer would hand the hook another input."""
+    from megatron.core.tensor_parallel.layers import ColumnParallelLinear, RowParallelLinear
+
+    parallel = next(p for t, (name, p) in PROJECTIONS.items() if name == _suffix(local))
+    expected = ColumnParallelLinear if parallel == "column" else RowParallelLinear
+    if type(module) is not expected or getattr(module, "sequence_parallel", False):
+        raise NotImplementedError(f"LoRA on {local}: a {type(module).__name__}"
+                                  f"{' with sequence parallelism' if getattr(module, 'sequence_parallel', False) else ''}"
+                                  f" is not supported, only megatron.core's {expected.__name__} without it")
 
 
 def _split(local: str) -> tuple[int | None, str]:

@@ -43,7 +43,8 @@ class WeightAgent:
         self.loaded: tuple[int, str] | None = None
         """(version, fingerprint) this agent last had the engine load."""
         self.adapters: set[int] = set()
-        """With LoRA: adapter versions the engine holds (those it still lists)."""
+        """With LoRA: adapter versions the engine holds (what it listed, and loaded since)."""
+        self._unloading: asyncio.Task | None = None
 
     async def poll_once(self) -> str:
         """One look at the store and the engine; returns what it did, for the log and for tests."""
@@ -56,7 +57,11 @@ class WeightAgent:
         manifest = await asyncio.to_thread(self.store.manifest, latest)
         identity = fingerprint(manifest)
         if manifest.get("kind") == "lora":  # an adapter: the engine lists it among its models
-            self.adapters &= {adapter_version(name) for name in await engine_adapters(self.http, self.engine_url)}
+            listed = await engine_adapters(self.http, self.engine_url)
+            if listed is None:
+                return "engine not answering"
+            # What the engine holds, whoever loaded it (this agent before a restart, an earlier run).
+            self.adapters = {v for name in listed if (v := adapter_version(name)) is not None}
             served = str(latest) if latest in self.adapters else None
         if served == str(latest) and self.loaded in (None, (latest, identity)):
             return f"engine serves version {latest}"
@@ -77,12 +82,19 @@ class WeightAgent:
         return f"loaded version {latest}"
 
     async def _unload_old_adapters(self, version: int, kept: int) -> None:
-        """Keep the adapters of the staleness window (the manifest says how many), unload the rest."""
+        """Keep the adapters of the staleness window (the manifest says how many) and unload the rest,
+        in the background: an unload waits for the requests on its adapter, the next load must not.
+        One unload round at a time; what it leaves is doomed again after the next version."""
         self.adapters.add(version)
         doomed = doomed_adapters(sorted(self.adapters), version, kept - 2)
-        if doomed:
-            self.adapters -= set(await unload_adapters(self.http, self.engine_url, doomed, self.reload_timeout_s))
-            self.log(f"tandem.weights agent: unloaded LoRA adapters of versions {doomed} from {self.engine_url}")
+        if not doomed or (self._unloading is not None and not self._unloading.done()):
+            return
+
+        async def unload() -> None:
+            gone = await unload_adapters(self.http, self.engine_url, doomed, self.reload_timeout_s)
+            self.adapters -= set(gone)
+            self.log(f"tandem.weights agent: unloaded LoRA adapters of versions {gone} from {self.engine_url}")
+        self._unloading = asyncio.create_task(unload())
 
     async def _reload(self, local: Path, version: int, manifest_policy: str) -> None:
         policy = self.policy or manifest_policy

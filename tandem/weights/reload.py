@@ -71,23 +71,37 @@ async def reload_engine(client: httpx.AsyncClient, base_url: str, path: str | os
 async def load_adapter(client: httpx.AsyncClient, base_url: str, path: str | os.PathLike, version: int,
                        policy: str, timeout_s: float) -> int:
     """/load_lora_adapter as `policy-vV`. Requests on older adapters keep running on them, so only
-    the abort policy pauses the engine (to abort them: their groups are regenerated)."""
+    the abort policy pauses the engine (to abort them: their groups are regenerated). An adapter
+    of that name already there (an earlier run's, on an engine that outlived it) is replaced:
+    the name must mean this run's version V."""
     name = adapter_name(version)
     if policy == "abort":
         await _post(client, f"{base_url}/pause_generation", {"mode": "abort"}, timeout_s)
     try:
-        resp = await client.post(f"{base_url}/load_lora_adapter", json={"lora_name": name, "lora_path": str(path)},
-                                 timeout=timeout_s)
+        body = {"lora_name": name, "lora_path": str(path)}
+        status, answer = await _post_lora(client, f"{base_url}/load_lora_adapter", body, timeout_s)
+        if status != 200 and name in (answer.get("loaded_adapters") or {}):
+            await _post_lora(client, f"{base_url}/unload_lora_adapter", {"lora_name": name}, timeout_s)
+            status, answer = await _post_lora(client, f"{base_url}/load_lora_adapter", body, timeout_s)
     finally:
         if policy == "abort":
             await _post(client, f"{base_url}/continue_generation", {}, timeout_s)
-    answer = resp.json() if resp.content else {}
-    already = name in (answer.get("loaded_adapters") or {})  # a retried sync, or the agent got there first
-    if resp.status_code != 200 and not already:
+    if status != 200:
         raise SyncError(f"engine {base_url} failed to load LoRA adapter {name} from {path}: "
-                        f"{answer.get('error_message') or answer.get('message') or resp.text[:300]}; "
-                        f"it stays on its previous version")
+                        f"{answer.get('error_message') or answer}; it stays on its previous version")
     return 0
+
+
+async def _post_lora(client: httpx.AsyncClient, url: str, body: dict, timeout_s: float) -> tuple[int, dict]:
+    """(HTTP status, SGLang's LoRAUpdateOutput); a body that is not one is reported with its status."""
+    resp = await client.post(url, json=body, timeout=timeout_s)
+    try:
+        answer = resp.json()
+    except ValueError:
+        answer = None
+    if not isinstance(answer, dict):
+        answer = {"error_message": f"HTTP {resp.status_code} from {url}: {resp.text[:300]!r}"}
+    return resp.status_code, answer
 
 
 async def unload_adapters(client: httpx.AsyncClient, base_url: str, versions: list[int], timeout_s: float) -> list[int]:
@@ -95,10 +109,9 @@ async def unload_adapters(client: httpx.AsyncClient, base_url: str, versions: li
     versions the engine no longer holds (unloaded now, or already gone)."""
     gone = []
     for version in versions:
-        resp = await client.post(f"{base_url}/unload_lora_adapter", json={"lora_name": adapter_name(version)},
-                                 timeout=timeout_s)
-        loaded = (resp.json() if resp.content else {}).get("loaded_adapters") or {}
-        if resp.status_code == 200 or adapter_name(version) not in loaded:
+        name = adapter_name(version)
+        status, answer = await _post_lora(client, f"{base_url}/unload_lora_adapter", {"lora_name": name}, timeout_s)
+        if status == 200 or ("loaded_adapters" in answer and name not in answer["loaded_adapters"]):
             gone.append(version)
     return gone
 
@@ -152,20 +165,20 @@ async def engine_weight_version(http: httpx.AsyncClient, base_url: str, timeout_
     return None
 
 
-async def engine_adapters(http: httpx.AsyncClient, base_url: str, timeout_s: float = 5.0) -> set[str]:
-    """The LoRA adapters an engine serves: SGLang lists each as a model with a parent in /v1/models."""
+async def engine_adapters(http: httpx.AsyncClient, base_url: str, timeout_s: float = 5.0) -> set[str] | None:
+    """The LoRA adapters an engine serves (SGLang lists each as a model with a parent in
+    /v1/models); None when it does not answer, which is not the same as serving none."""
     try:
         resp = await http.get(f"{base_url}/v1/models", timeout=timeout_s)
-    except httpx.HTTPError:
-        return set()
-    if resp.status_code != 200:
-        return set()
-    return {card.get("id") for card in resp.json().get("data", []) if card.get("parent")}
+        cards = resp.json().get("data", []) if resp.status_code == 200 else None
+    except (httpx.HTTPError, ValueError):
+        return None
+    return None if cards is None else {card.get("id") for card in cards if card.get("parent")}
 
 
 async def engine_serves(http: httpx.AsyncClient, base_url: str, version: int, lora: bool) -> bool:
     if lora:
-        return adapter_name(version) in await engine_adapters(http, base_url)
+        return adapter_name(version) in (await engine_adapters(http, base_url) or set())
     return await engine_weight_version(http, base_url) == str(version)
 
 

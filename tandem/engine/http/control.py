@@ -27,14 +27,14 @@ async def update_weights_from_disk(request: Request) -> Response:
 @router.post("/load_lora_adapter")
 async def load_lora_adapter(request: Request) -> Response:
     obj = await parse(request, LoadLoRAAdapterReqInput)
-    res = await core_of(request).load_lora_adapter(obj.lora_name, obj.lora_path)
+    res = await core_of(request).adapters.load(obj.lora_name, obj.lora_path)
     return json_response(res.__dict__, 200 if res.success else 400)
 
 
 @router.post("/unload_lora_adapter")
 async def unload_lora_adapter(request: Request) -> Response:
     obj = await parse(request, UnloadLoRAAdapterReqInput)
-    res = await core_of(request).unload_lora_adapter(obj.lora_name)
+    res = await core_of(request).adapters.unload(obj.lora_name)
     return json_response(res.__dict__, 200 if res.success else 400)
 
 

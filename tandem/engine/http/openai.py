@@ -114,8 +114,13 @@ def _completion_requests(core: EngineCore, obj: CompletionRequest, prompts: list
             reqs.append(core.make_request(
                 input_ids=ids, sampling=sp, rid=_choice_rid(obj.rid, pi * n + j, len(prompts) * n),
                 return_logprob=want_lp, logprob_start_len=0 if (want_lp and obj.echo) else -1,
-                top_logprobs_num=max(obj.logprobs or 0, 0), stream=obj.stream))
+                top_logprobs_num=max(obj.logprobs or 0, 0), stream=obj.stream, lora_name=_adapter(core, obj)))
     return reqs
+
+
+def _adapter(core: EngineCore, obj: OpenAISampling) -> str | None:
+    """SGLang serves a loaded LoRA adapter under its name as a model (/v1/models lists it)."""
+    return obj.model if obj.model in core.adapters.loaded else None
 
 
 def _completion_logprobs(tok: Any, req: GenerateRequest, start: int, end: int, echo_prompt: bool,
@@ -230,7 +235,7 @@ async def chat_completions(request: Request) -> Response:
     reqs = [core.make_request(
         input_ids=ids, sampling=_sampling(core, obj, len(ids), None), rid=_choice_rid(obj.rid, j, n),
         return_logprob=obj.logprobs, top_logprobs_num=(obj.top_logprobs or 0) if obj.logprobs else 0,
-        stream=obj.stream) for j in range(n)]
+        stream=obj.stream, lora_name=_adapter(core, obj)) for j in range(n)]
     cid = f"chatcmpl-{uuid.uuid4().hex}"
     model = obj.model or core.served_model_name
     if obj.stream:
