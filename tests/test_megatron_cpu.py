@@ -248,14 +248,12 @@ def test_megatron_backend_matches_torch_backend(tmp_path, cache_dir, torch_refer
 
 # --------------------------------------------------------------------------- the real launch path
 @pytest.mark.timeout(240)
-def test_torchrun_trainer_loop_with_data_parallel(tmp_path, cache_dir, torch_reference):
-    """`trainer_launch_command` -> torchrun -> `python -m tandem.trainer` on 2 ranks (DP=2, TP=1):
-    one step from a real rollouts file, weights published by rank 0 through sync.publish_weights,
-    and they equal the torch backend's after the same step (DP averaging + loss scaling)."""
+def run_trainer_process(cfg, tmp_path: Path) -> tuple[subprocess.CompletedProcess, dict]:
+    """torchrun with 2 ranks -> `python -m tandem.trainer` for one step on make_batch(); (the
+    process, the trainer's answer for step 0)."""
     from tandem import handoff
     from tandem.trainer.megatron_backend import trainer_launch_command
 
-    cfg = make_cfg(cache_dir, "megatron", tp=1)
     cfg.run.steps = 1
     cfg.run.run_dir = str(tmp_path / "run")
     cfg_path = tmp_path / "config.json"
@@ -267,8 +265,14 @@ def test_torchrun_trainer_loop_with_data_parallel(tmp_path, cache_dir, torch_ref
            "PYTHONWARNINGS": "ignore"}
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=220)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc, json.loads(handoff.result_path(cfg.run.run_dir, 0).read_text())
 
-    result = json.loads(handoff.result_path(cfg.run.run_dir, 0).read_text())
+
+def test_torchrun_trainer_loop_with_data_parallel(tmp_path, cache_dir, torch_reference):
+    """`trainer_launch_command` -> torchrun -> `python -m tandem.trainer` on 2 ranks (DP=2, TP=1):
+    one step from a real rollouts file, weights published by rank 0 through sync.publish_weights,
+    and they equal the torch backend's after the same step (DP averaging + loss scaling)."""
+    proc, result = run_trainer_process(make_cfg(cache_dir, "megatron", tp=1), tmp_path)
     assert result["weight_version"] == 1
     for key in ("loss", "kl", "entropy", "logprob_mismatch"):
         assert result[key] == pytest.approx(torch_reference["metrics"][key], abs=1e-5), key

@@ -26,7 +26,7 @@ from tandem.model_source import resolve_model_path
 pytest.importorskip("megatron.core")
 
 from test_megatron_cpu import (PROBE, TRAINER, _free_port, first_step_recorded, make_batch,  # noqa: E402
-                               resumes_bitwise)
+                               resumes_bitwise, run_trainer_process)
 
 TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "lm_head"]
 
@@ -155,3 +155,37 @@ def test_megatron_lora_matches_torch_peft(tmp_path, cache_dir, reference, world,
     print(f"\n[tp={tp}] logits err {(res['logits_before'] - ref['logits_before']).abs().max().item():.1e}, "
           f"grad err {grad_err:.1e}, update diff max {worst:.1e} rel-L2 {rel:.1e}, "
           f"loss {m['loss']:.6f} vs {r['loss']:.6f}, {time.perf_counter() - t0:.1f}s")
+
+
+@pytest.mark.timeout(300)
+def test_the_trainer_process_publishes_the_gathered_adapter(tmp_path, cache_dir):
+    """torchrun -> `python -m tandem.trainer` on 2 ranks (DP = 2) with LoRA: one step from a real
+    rollouts file; rank 0 publishes a peft adapter directory (not whole weights) that peft loads
+    onto the base; each rank's checkpoint part holds only its adapters."""
+    from peft import PeftModel
+    from safetensors.torch import load_file
+
+    from tandem.lora import ADAPTER_CONFIG, ADAPTER_WEIGHTS
+
+    cfg = lora_cfg(cache_dir, "megatron", tp=1)
+    proc, result = run_trainer_process(cfg, tmp_path)
+    path = Path(result["weights_path"])
+    assert result["weight_version"] == 1 and result["weights_kind"] == "lora"
+    assert sorted(f.name for f in path.iterdir()) == sorted([ADAPTER_CONFIG, ADAPTER_WEIGHTS, "manifest.json"])
+    adapter = load_file(str(path / ADAPTER_WEIGHTS))
+    layers = json.loads((Path(resolve_model_path(cfg)) / "config.json").read_text())["num_hidden_layers"]
+    assert len(adapter) == 2 * (7 * layers + 1)  # A and B of 7 projections per layer, and lm_head
+    assert any(t.abs().max() > 0 for k, t in adapter.items() if "lora_B" in k)  # it trained
+    from transformers import AutoModelForCausalLM
+
+    base = AutoModelForCausalLM.from_pretrained(resolve_model_path(cfg), torch_dtype=torch.float32)
+    tuned = PeftModel.from_pretrained(base, path).eval()
+    with torch.no_grad():
+        adapted = tuned(input_ids=PROBE).logits
+        with tuned.disable_adapter():
+            plain = tuned(input_ids=PROBE).logits
+    assert (adapted - plain).abs().max() > 1e-4
+    for part in sorted(Path(result["checkpoint_tmp"]).glob("trainer_rank*.pt")):
+        state = torch.load(part, weights_only=False)["backend"]
+        assert state["model"] and all(".lora." in k for k in state["model"]), part.name
+    assert proc.stdout.count('"trainer_step": 0') == 1
