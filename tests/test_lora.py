@@ -542,3 +542,37 @@ def test_a_weight_agent_loads_each_adapter_and_unloads_the_old_ones(cluster, tmp
                 assert listed == {adapter_name(v) for v in range(max(1, version - kept + 1), version + 1)}, listed
 
     run(main())
+
+
+def test_an_external_engine_behind_an_agent_rejoins_once_it_lists_the_current_adapter(cluster, tmp_path):
+    """Multi-node with LoRA: a loaded adapter changes no engine's weight_version, so an engine
+    that dropped out rejoins the router when it lists the current version's adapter, not before."""
+    from tandem.orchestrator.external import ExternalFleet
+    from tandem.trainer.torch_backend import TorchTrainer
+    from tandem.weights.transport import WeightPublisher
+
+    cfg, sup, engines, router = cluster
+    url = engines["engine1"]
+    ext_cfg = build_config({**json.loads(cfg.model_dump_json()),
+                            "engine": {"backend": "external", "urls": [url]},
+                            "sync": {"url": str(tmp_path / "store"), "reload_by": "agent"}})
+    trainer = TorchTrainer(ext_cfg)
+    trainer.train_step(batch([22, 28], 0))
+    path = WeightPublisher(ext_cfg, resolve_model_path(ext_cfg)).publish(trainer.export_adapter(), 77)["weights_path"]
+
+    async def main():
+        fleet = ExternalFleet(ext_cfg, sup, {"engine1": url}, router)
+        try:
+            fleet.weights = (path, 77)
+            fleet.recovering.add("engine1")
+            assert not await fleet._rejoin("engine1", url)  # back on /health, but not on version 77
+            async with httpx.AsyncClient() as http:  # what its weight agent does
+                await http.post(f"{url}/load_lora_adapter", json={"lora_name": adapter_name(77), "lora_path": path})
+            assert await fleet._rejoin("engine1", url)
+            assert "engine1" not in fleet.recovering
+        finally:
+            await fleet.close()
+            async with httpx.AsyncClient() as http:
+                await http.post(f"{url}/unload_lora_adapter", json={"lora_name": adapter_name(77)})
+
+    run(main())
