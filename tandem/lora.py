@@ -23,9 +23,9 @@ ADAPTER_WEIGHTS = "adapter_model.safetensors"
 ADAPTER_CONFIG = "adapter_config.json"
 ADAPTER_PREFIX = "policy-v"
 PEFT_KEY_PREFIX = "base_model.model."
+"""peft's prefix on every adapter tensor name (a PeftModelForCausalLM wraps the HF model)."""
 MEGATRON_LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "lm_head")
 """The projections tandem.trainer.megatron_lora puts adapters on (the Llama/Qwen family's linear layers)."""
-"""peft's prefix on every adapter tensor name (a PeftModelForCausalLM wraps the HF model)."""
 
 
 def adapter_name(version: int) -> str:
@@ -36,6 +36,11 @@ def adapter_version(name: str) -> int | None:
     """The version in a `policy-vV` name; None for any other adapter."""
     tail = name.removeprefix(ADAPTER_PREFIX)
     return int(tail) if name.startswith(ADAPTER_PREFIX) and tail.isdigit() else None
+
+
+def adapter_versions(names) -> set[int]:
+    """The versions among adapter names (an engine's listing); other adapters are not this run's kind."""
+    return {v for name in names if (v := adapter_version(name)) is not None}
 
 
 def is_adapter_dir(path: str | Path) -> bool:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tandem.engine.request import InvalidRequest
-from tandem.lora import ADAPTER_WEIGHTS, AdapterError, read_adapter_config
+from tandem.lora import ADAPTER_WEIGHTS, AdapterError, max_loaded_adapters, read_adapter_config
 
 if TYPE_CHECKING:
     from tandem.engine.backend import EngineBackend
@@ -34,8 +34,6 @@ class LoraLimits:
     def from_config(cls, cfg: Any) -> "LoraLimits | None":
         """What an engine of this run accepts: trainer.lora's rank and targets, and room for the
         adapters the staleness window keeps loaded (tandem.lora); None when LoRA is off."""
-        from tandem.lora import max_loaded_adapters
-
         lora = cfg.trainer.lora
         if not lora.enabled:
             return None
@@ -87,7 +85,7 @@ class Adapters:
         self._users: dict[str, int] = {}
         self._unused: dict[str, asyncio.Event] = {}
         """Adapters being unloaded -> set once no request uses them."""
-        self._lock: asyncio.Lock | None = None
+        self._lock = asyncio.Lock()
 
     def check(self, name: str) -> None:
         """A request may run on adapter `name`; else InvalidRequest (HTTP 400), as SGLang answers."""
@@ -107,7 +105,6 @@ class Adapters:
             self._unused[name].set()
 
     async def load(self, name: str, path: str) -> LoraUpdateResult:
-        self._lock = self._lock or asyncio.Lock()
         async with self._lock:
             if self.limits is None:
                 return self._result(f"cannot load LoRA adapter {name!r}: {NOT_STARTED_WITH_LORA}")

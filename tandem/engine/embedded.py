@@ -46,7 +46,7 @@ class EmbeddedCore(EngineCore):
         if context_length is None:
             context_length = getattr(model.config, "max_position_embeddings", None)
         pad = getattr(tokenizer, "pad_token_id", None)
-        layers = LoraLayers(model, lora.target_modules, lora.max_rank) if lora is not None else None
+        layers = LoraLayers(model, lora.target_modules) if lora is not None else None
         backend = EmbeddedBackend(BatchScheduler(
             model=model.eval(), device=torch.device(device), pad_id=int(pad) if pad is not None else 0, seed=seed,
             max_running_requests=max_running_requests, max_total_tokens=max_total_tokens,

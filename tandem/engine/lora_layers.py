@@ -37,7 +37,6 @@ def read_adapter(path: str | Path, model: torch.nn.Module, limits: LoraLimits, d
     try:
         tensors = load_file(str(file))
     except Exception as err:  # noqa: BLE001 - safetensors' own SafetensorError included: any undecodable file
-
         raise AdapterError(f"cannot read {file}: {err}") from err
     modules = dict(model.named_modules())
     dtype = next(model.parameters()).dtype
@@ -71,14 +70,13 @@ def read_adapter(path: str | Path, model: torch.nn.Module, limits: LoraLimits, d
 class LoraLayers:
     """The served adapters and the hooks that apply them to each batch row."""
 
-    def __init__(self, model: torch.nn.Module, target_modules: list[str], max_rank: int):
-        self.model, self.max_rank = model, max_rank
-        self.target_modules = set(target_modules)
+    def __init__(self, model: torch.nn.Module, target_modules: list[str]):
+        targets = set(target_modules)
         self.adapters: dict[str, LoadedAdapter] = {}
         self.rows: list[str | None] = []
         """Adapter of each row of the next forward (set by the scheduler before it)."""
         for name, module in model.named_modules():
-            if isinstance(module, torch.nn.Linear) and name.rsplit(".", 1)[-1] in self.target_modules:
+            if isinstance(module, torch.nn.Linear) and name.rsplit(".", 1)[-1] in targets:
                 module.register_forward_hook(self._hook(name))
 
     def add(self, name: str, adapter: LoadedAdapter) -> None:

@@ -138,8 +138,8 @@ def sglang_command(cfg: TandemConfig, port: int, model_path: str, weight_version
 
 
 def lora_args(cfg: TandemConfig) -> list[str]:
-    """With trainer.lora: serve adapters of its rank and targets, as many as the staleness window
-    keeps loaded (plus one unloading), any of them in one batch."""
+    """With trainer.lora: serve adapters of its rank and targets, as many as tandem.lora's
+    max_loaded_adapters, any of them in one batch."""
     lora = cfg.trainer.lora
     if not lora.enabled:
         return []

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import httpx
 
-from tandem.lora import adapter_name, adapter_version, doomed_adapters
+from tandem.lora import adapter_name, adapter_versions, doomed_adapters
 from tandem.weights import SyncError, reload_engines, sync_engines
 from tandem.weights.reload import engine_adapters, unload_adapters
 from tandem.weights.delta import DELTA_FILE
@@ -115,8 +115,7 @@ class Fleet:
         still drain: the engines' limit leaves room for it, not for two)."""
         fresh = [url for url in urls if not self.adapters.get(url)]
         listed = await asyncio.gather(*(engine_adapters(self._client(), url) for url in fresh))
-        leftovers = [(url, sorted(v for n in names if (v := adapter_version(n)) is not None))
-                     for url, names in zip(fresh, listed) if names]
+        leftovers = [(url, sorted(adapter_versions(names))) for url, names in zip(fresh, listed) if names]
         await asyncio.gather(*(unload_adapters(self._client(), url, versions, timeout_s)
                                for url, versions in leftovers if versions))
         for url in urls:

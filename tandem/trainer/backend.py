@@ -71,6 +71,18 @@ class TrainerBackend(ABC):
         """Release processes/devices; the default has nothing to release."""
 
 
+def lora_settings(lora: Any) -> dict[str, Any] | None:
+    """What a checkpoint records of trainer.lora (None: full fine-tuning); a resume must match it."""
+    return lora.model_dump() if lora is not None and lora.enabled else None
+
+
+def check_lora_settings(state: dict[str, Any], lora: Any) -> None:
+    """Refuse a checkpoint trained with other LoRA settings (its adapters would not fit, or be ignored)."""
+    if state.get("lora") != lora_settings(lora):
+        raise ValueError(f"the checkpoint was trained with trainer.lora = {state.get('lora')}, this run has "
+                         f"{lora_settings(lora)}: resume with the same settings")
+
+
 def summarize_step(totals: dict[str, float], norms: list[float], skipped: int, num_samples: int,
                    lr: float, started: float) -> dict[str, float]:
     """The metrics every backend reports for one training step, from its summed micro-batch totals.

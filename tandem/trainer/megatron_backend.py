@@ -32,7 +32,7 @@ from tandem.sample import Sample
 from tandem.trainer import megatron_convert as conv
 from tandem.trainer import megatron_export as export
 from tandem.trainer import megatron_lora
-from tandem.trainer.backend import TrainerBackend
+from tandem.trainer.backend import TrainerBackend, check_lora_settings, lora_settings
 from tandem.trainer.megatron_dist import init_parallel, shutdown, trainer_launch_command
 from tandem.trainer.megatron_model import (HFReader, build_and_load, build_optimizer, build_reference,
                                            transformer_config)
@@ -133,13 +133,10 @@ class MegatronTrainer(TrainerBackend):
     def state_dict_for_checkpoint(self) -> dict[str, Any]:
         state = export.rank_state(self.model, self.optimizer, self.layout, self.step.optimizer_steps,
                                   trainable_only=self.lora is not None)
-        return {**state, "lora": None if self.lora is None else self.lora.model_dump()}
+        return {**state, "lora": lora_settings(self.lora)}
 
     def load_checkpoint_state(self, state: dict[str, Any]) -> None:
-        mine = None if self.lora is None else self.lora.model_dump()
-        if state.get("lora") != mine:
-            raise ValueError(f"the checkpoint was trained with trainer.lora = {state.get('lora')}, this run has "
-                             f"{mine}: resume with the same settings")
+        check_lora_settings(state, self.lora)
         self.step.optimizer_steps = export.load_rank_state(self.model, self.optimizer, self.layout, state,
                                                            trainable_only=self.lora is not None)
 

@@ -217,7 +217,8 @@ def _unfuse_qkv(qkv: Tensor, shape: ModelShape) -> tuple[Tensor, Tensor, Tensor]
             v.reshape(ng * hd, *tail).contiguous())
 
 
-def _pad_vocab(w: Tensor, shape: ModelShape) -> Tensor:
+def pad_vocab_rows(w: Tensor, shape: ModelShape) -> Tensor:
+    """Rows of a vocabulary-sized tensor, padded with zero rows to the padded vocabulary."""
     extra = shape.padded_vocab_size - w.shape[0]
     if extra < 0:
         raise ConversionError(f"embedding has {w.shape[0]} rows, more than the padded vocab {shape.padded_vocab_size}")
@@ -230,7 +231,7 @@ def hf_to_megatron_full(mg_name: str, hf: Callable[[str], Tensor], shape: ModelS
     if rest in ("embedding.word_embeddings.weight", "output_layer.weight"):
         src = hf("model.embed_tokens.weight") if rest == "output_layer.weight" and shape.tie_embeddings \
             else hf(hf_names_for(mg_name)[0])
-        return _pad_vocab(src, shape)
+        return pad_vocab_rows(src, shape)
     parts = [hf(n) for n in hf_names_for(mg_name)]
     if rest in ("self_attention.linear_qkv.weight", "self_attention.linear_qkv.bias"):
         return _fuse_qkv(*parts, shape)

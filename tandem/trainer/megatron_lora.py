@@ -69,8 +69,9 @@ class ProjectionLora(nn.Module):
         super().__init__()
         self.proj, self.parallel = proj, PROJECTIONS[proj][1]
         self.lora_A, self.lora_B = nn.Parameter(a), nn.Parameter(b)
-        sharded, dim = (self.lora_B, 0) if self.parallel == "column" else (self.lora_A, 1)
-        set_tensor_model_parallel_attributes(sharded, True, dim, 1)
+        for name in ("lora_A", "lora_B"):
+            if (dim := shard_dim(self.parallel, name)) is not None:
+                set_tensor_model_parallel_attributes(getattr(self, name), True, dim, 1)
 
     def low_rank(self, x: Tensor) -> Tensor:
         """x A^T, whole on every TP rank (see the module docstring for each parallelism)."""
@@ -127,16 +128,22 @@ def _single(d: dict[str, Tensor], out: Tensor) -> Tensor:
     return delta
 
 
+def shard_dim(parallel: str, name: str) -> int | None:
+    """The dimension TP shards `name` (lora_A or lora_B) on: column-parallel B on its output rows,
+    row-parallel A on its input columns; None: replicated."""
+    return {("column", "lora_B"): 0, ("row", "lora_A"): 1}.get((parallel, name))
+
+
+def peft_key(proj: str, layer: int | None, name: str) -> str:
+    return f"{PEFT_KEY_PREFIX}{hf_module_name(proj, layer)}.{name}.weight"
+
+
 def shard_of(proj: str, name: str, full: Tensor, shape: conv.ModelShape, layout: ParallelLayout) -> Tensor:
     """This TP rank's piece of an HF adapter tensor (`name`: lora_A or lora_B)."""
-    parallel = PROJECTIONS[proj][1]
     if proj == "lm_head" and name == "lora_B":
-        full = torch.cat([full, full.new_zeros(shape.padded_vocab_size - full.shape[0], full.shape[1])])
-    if parallel == "column" and name == "lora_B":
-        return torch.chunk(full, layout.tp, dim=0)[layout.tp_rank].contiguous()
-    if parallel == "row" and name == "lora_A":
-        return torch.chunk(full, layout.tp, dim=1)[layout.tp_rank].contiguous()
-    return full.clone()
+        full = conv.pad_vocab_rows(full, shape)
+    dim = shard_dim(PROJECTIONS[proj][1], name)
+    return full.clone() if dim is None else torch.chunk(full, layout.tp, dim=dim)[layout.tp_rank].contiguous()
 
 
 def _init_full(proj: str, layer: int | None, rank: int, shape: conv.ModelShape, seed: int) -> dict[str, Tensor]:
@@ -233,8 +240,7 @@ def gather_adapter(model: nn.Module, layout: ParallelLayout, shape: conv.ModelSh
         for layer, part in _adapter_params(model):
             for name in ("lora_A", "lora_B"):
                 data = value_of(getattr(part, name)).contiguous()
-                dim = 0 if (part.parallel, name) == ("column", "lora_B") else 1 if (part.parallel, name) == (
-                    "row", "lora_A") else None
+                dim = shard_dim(part.parallel, name)
                 if layout.tp > 1 and dim is not None:
                     pieces = [torch.empty_like(data) for _ in range(layout.tp)]
                     dist.all_gather(pieces, data, group=ps.get_tensor_model_parallel_group())
@@ -242,8 +248,7 @@ def gather_adapter(model: nn.Module, layout: ParallelLayout, shape: conv.ModelSh
                 if part.proj == "lm_head" and name == "lora_B":
                     data = data[: shape.vocab_size]
                 if layout.tp_rank == 0:
-                    key = f"{PEFT_KEY_PREFIX}{hf_module_name(part.proj, layer)}.{name}.weight"
-                    out[key] = data.to("cpu", dtype=dtype, copy=True)
+                    out[peft_key(part.proj, layer, name)] = data.to("cpu", dtype=dtype, copy=True)
         if layout.pp > 1 and layout.tp_rank == 0:
             out = gather_pipeline(out, layout)
     return out if layout.is_main_process else {}
@@ -254,7 +259,7 @@ def load_adapter(model: nn.Module, tensors: dict[str, Tensor], shape: conv.Model
     """Set this rank's adapter pieces from whole peft tensors (every rank passes the same dict)."""
     for layer, part in _adapter_params(model):
         for name in ("lora_A", "lora_B"):
-            key = f"{PEFT_KEY_PREFIX}{hf_module_name(part.proj, layer)}.{name}.weight"
+            key = peft_key(part.proj, layer, name)
             if key not in tensors:
                 raise KeyError(f"the adapter has no {key}")
             getattr(part, name).copy_(shard_of(part.proj, name, tensors[key].float(), shape, layout))

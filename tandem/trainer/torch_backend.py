@@ -18,7 +18,8 @@ from tandem import losses
 from tandem.config import TandemConfig
 from tandem.model_source import load_causal_lm, pick_device, resolve_model_path
 from tandem.sample import Sample
-from tandem.trainer.backend import TrainerBackend, configure_threads, run_minibatches
+from tandem.trainer.backend import (TrainerBackend, check_lora_settings, configure_threads, lora_settings,
+                                    run_minibatches)
 # collate and validate_samples are re-exported: callers import them from this module.
 from tandem.trainer.batching import MicroBatch, chunks, collate, validate_samples
 
@@ -170,17 +171,14 @@ class TorchTrainer(TrainerBackend):
             "model": {k: v.detach().cpu().clone() for k, v in params.items()},
             "optimizer": self.optimizer.state_dict(),
             "optimizer_steps": self.optimizer_steps,
-            "lora": None if self.lora is None else self.lora.model_dump(),
+            "lora": lora_settings(self.lora),
         }
 
     def load_checkpoint_state(self, state: dict) -> None:
-        saved_lora = state.get("lora")
-        if saved_lora != (None if self.lora is None else self.lora.model_dump()):
-            raise ValueError(f"the checkpoint was trained with trainer.lora = {saved_lora}, this run has "
-                             f"{None if self.lora is None else self.lora.model_dump()}: resume with the same settings")
+        check_lora_settings(state, self.lora)
         result = self.model.load_state_dict(state["model"], strict=self.lora is None)
-        missing = [k for k in result.missing_keys if k in dict(self.model.named_parameters())
-                   and self.model.get_parameter(k).requires_grad]
+        trainable = {n for n, p in self.model.named_parameters() if p.requires_grad}
+        missing = [k for k in result.missing_keys if k in trainable]
         if self.lora is not None and (missing or result.unexpected_keys):
             raise ValueError(f"the checkpoint's adapter does not fit this model: missing {missing[:4]}, "
                              f"unexpected {result.unexpected_keys[:4]}")

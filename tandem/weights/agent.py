@@ -25,7 +25,7 @@ import httpx
 
 from tandem.weights.delta import DeltaError
 from tandem.weights.materialize import LocalVersions, fingerprint, kind
-from tandem.lora import adapter_version, doomed_adapters
+from tandem.lora import adapter_versions, doomed_adapters
 from tandem.weights.reload import (SyncError, engine_adapters, engine_weight_version, parse_load, reload_engine,
                                    unload_adapters)
 from tandem.weights.store import ChecksumError, StoreError, WeightStore
@@ -61,7 +61,7 @@ class WeightAgent:
             if listed is None:
                 return "engine not answering"
             # What the engine holds, whoever loaded it (this agent before a restart, an earlier run).
-            self.adapters = {v for name in listed if (v := adapter_version(name)) is not None}
+            self.adapters = adapter_versions(listed)
             served = str(latest) if latest in self.adapters else None
         if served == str(latest) and self.loaded in (None, (latest, identity)):
             return f"engine serves version {latest}"

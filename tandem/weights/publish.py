@@ -47,10 +47,15 @@ def _tensor_bytes(t) -> int:
     return t.numel() * t.element_size()
 
 
+def state_bytes(state_dict: dict) -> int:
+    """Bytes of every tensor of a state dict (what writing it takes)."""
+    return sum(_tensor_bytes(t) for t in state_dict.values())
+
+
 def _shards(state_dict: dict, writers: int = 1) -> list[dict]:
     """HF-style shards of at most MAX_SHARD_BYTES; with several writers, about one per writer
     (never under MIN_PARALLEL_SHARD_BYTES: small files gain nothing from a thread of their own)."""
-    total = sum(_tensor_bytes(t) for t in state_dict.values())
+    total = state_bytes(state_dict)
     limit = min(MAX_SHARD_BYTES, max(MIN_PARALLEL_SHARD_BYTES, -(-total // max(1, writers))))
     shards, current, size = [], {}, 0
     for name, tensor in state_dict.items():
@@ -112,7 +117,7 @@ def write_hf_checkpoint(state_dict: dict, source_model_dir: str | os.PathLike, o
         digests = dict(zip(names, pool.map(lambda item: write_safetensors(out_dir / item[0], item[1], {"format": "pt"}),
                                            zip(names, shards))))
     if len(shards) > 1:
-        total = sum(_tensor_bytes(t) for t in state_dict.values())
+        total = state_bytes(state_dict)
         weight_map = {k: name for name, shard in zip(names, shards) for k in shard}
         (out_dir / "model.safetensors.index.json").write_text(
             json.dumps({"metadata": {"total_size": total}, "weight_map": weight_map}, indent=1))
@@ -133,7 +138,7 @@ def publish_weights(state_dict: dict, source_model_dir: str | os.PathLike, run_d
     """Atomically publish weight version `version` (under `root`, default <run_dir>/weights), with
     its manifest.json; returns its directory. Pruning never removes `keep_from` or later."""
     return publish_dir(lambda tmp: write_hf_checkpoint(state_dict, source_model_dir, tmp), run_dir, version,
-                       sum(_tensor_bytes(t) for t in state_dict.values()), keep_last, root=root,
+                       state_bytes(state_dict), keep_last, root=root,
                        manifest_extra=manifest_extra, keep_from=keep_from)
 
 

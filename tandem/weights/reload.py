@@ -42,6 +42,18 @@ async def _post(client: httpx.AsyncClient, url: str, payload: dict, timeout_s: f
     return resp.json() if resp.content else {}
 
 
+@contextlib.asynccontextmanager
+async def _paused(client: httpx.AsyncClient, base_url: str, mode: str | None, timeout_s: float):
+    """The engine paused in SGLang's `mode` (None: not paused) for the block, continued after it."""
+    if mode is not None:
+        await _post(client, f"{base_url}/pause_generation", {"mode": mode}, timeout_s)
+    try:
+        yield
+    finally:
+        if mode is not None:
+            await _post(client, f"{base_url}/continue_generation", {}, timeout_s)
+
+
 async def reload_engine(client: httpx.AsyncClient, base_url: str, path: str | os.PathLike, version: int,
                         policy: str, timeout_s: float) -> int:
     """Have one engine serve version `version` from `path`: whole weights, or with LoRA the
@@ -49,9 +61,7 @@ async def reload_engine(client: httpx.AsyncClient, base_url: str, path: str | os
     if is_adapter_dir(path):
         return await load_adapter(client, base_url, path, version, policy, timeout_s)
     pause = PAUSE_MODE[policy]
-    if pause is not None:
-        await _post(client, f"{base_url}/pause_generation", {"mode": pause}, timeout_s)
-    try:
+    async with _paused(client, base_url, pause, timeout_s):
         answer = await _post(client, f"{base_url}/update_weights_from_disk", {
             "model_path": str(path),
             "weight_version": str(version),
@@ -59,9 +69,6 @@ async def reload_engine(client: httpx.AsyncClient, base_url: str, path: str | os
             # in_place keeps the KV cache of paused requests, so SGLang refuses a flush then.
             "flush_cache": pause != "in_place",
         }, timeout_s)
-    finally:
-        if pause is not None:
-            await _post(client, f"{base_url}/continue_generation", {}, timeout_s)
     if not answer.get("success", False):
         raise SyncError(f"engine {base_url} failed to load weight version {version} from {path}: "
                         f"{answer.get('message', answer)}; it stays on its previous version")
@@ -75,17 +82,12 @@ async def load_adapter(client: httpx.AsyncClient, base_url: str, path: str | os.
     of that name already there (an earlier run's, on an engine that outlived it) is replaced:
     the name must mean this run's version V."""
     name = adapter_name(version)
-    if policy == "abort":
-        await _post(client, f"{base_url}/pause_generation", {"mode": "abort"}, timeout_s)
-    try:
+    async with _paused(client, base_url, "abort" if policy == "abort" else None, timeout_s):
         body = {"lora_name": name, "lora_path": str(path)}
         status, answer = await _post_lora(client, f"{base_url}/load_lora_adapter", body, timeout_s)
         if status != 200 and name in (answer.get("loaded_adapters") or {}):
             await _post_lora(client, f"{base_url}/unload_lora_adapter", {"lora_name": name}, timeout_s)
             status, answer = await _post_lora(client, f"{base_url}/load_lora_adapter", body, timeout_s)
-    finally:
-        if policy == "abort":
-            await _post(client, f"{base_url}/continue_generation", {}, timeout_s)
     if status != 200:
         raise SyncError(f"engine {base_url} failed to load LoRA adapter {name} from {path}: "
                         f"{answer.get('error_message') or answer}; it stays on its previous version")

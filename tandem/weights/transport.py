@@ -18,7 +18,7 @@ from tandem.config import TandemConfig
 from tandem.lora import ADAPTER_CONFIG, ADAPTER_WEIGHTS, adapter_name, adapters_kept, peft_config_dict
 from tandem.weights.delta import DeltaEncoder, write_delta_dir
 from tandem.weights.materialize import LocalVersions
-from tandem.weights.publish import WEIGHTS_DIR, drop_tied, publish_dir, publish_weights
+from tandem.weights.publish import WEIGHTS_DIR, drop_tied, publish_dir, publish_weights, state_bytes
 from tandem.config.sections import is_remote_url as is_remote
 from tandem.weights.store import WeightStore
 
@@ -57,7 +57,7 @@ class WeightPublisher:
             extra.update(kind="lora", adapter_name=adapter_name(version),
                          adapters_kept=adapters_kept(cfg.effective_staleness))
             path = publish_dir(lambda tmp: write_adapter_dir(tmp, state_dict, cfg.trainer.lora, cfg.model.path),
-                               cfg.run.run_dir, version, sum(t.numel() * t.element_size() for t in state_dict.values()),
+                               cfg.run.run_dir, version, state_bytes(state_dict),
                                cfg.sync.keep_last, **publish_args)
         elif self.encoder is None:
             path = publish_weights(state_dict, self.source_model_dir, cfg.run.run_dir, version, cfg.sync.keep_last,
