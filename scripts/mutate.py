@@ -81,7 +81,7 @@ DEFENCES = [
   "", "tests/test_plugin_edges.py::test_a_reward_that_asks_to_stop_the_run_is_not_turned_into_a_zero"),
  ("loader keeps SIGPIPE ignored", "tandem/sandbox/inside/seccomp_exec.py", "        signal.signal(sig, signal.SIG_DFL)", "        pass",
   "tests/test_sandbox.py::test_output_is_bounded_while_reading"),
- ("no tamper metric", "tandem/agent/rollout.py", 'sum(bool(s.reward_info.get("tamper")) for s in samples) / len(samples)', "0.0",
+ ("no tamper metric", "tandem/agent/coding_env.py", 'sum(bool(s.reward_info.get("tamper")) for s in samples) / len(samples)', "0.0",
   F + "test_forgery_through_the_agent_loop_is_flagged_and_the_run_goes_on"),
 ]
 L = "tests/test_launcher.py::"

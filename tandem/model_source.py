@@ -18,6 +18,11 @@ from tandem.config import ModelConfig, TandemConfig
 
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 CHAT_TEMPLATE = (
+    # With tools (apply_chat_template(tools=...)): one system turn listing them, each after the
+    # token that calls it (tool_tokens) -- the tiny family's compact stand-in for Qwen's <tools> JSON.
+    "{% if tools %}<|im_start|>system\n"
+    "{% for tool in tools %}<|tool_{{ loop.index0 }}|>{{ (tool.function or tool).name }}\n{% endfor %}"
+    "<|im_end|>\n{% endif %}"
     "{% for message in messages %}"
     "<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
     "{% endfor %}"
@@ -25,8 +30,14 @@ CHAT_TEMPLATE = (
 )
 
 
-def build_byte_tokenizer():
-    """A byte-level tokenizer: every UTF-8 byte is one token, plus chat specials."""
+def tool_token(index: int) -> str:
+    """The tiny tokenizer's token that calls an environment's tool number `index`."""
+    return f"<|tool_{index}|>"
+
+
+def build_byte_tokenizer(tool_tokens: int = 0):
+    """A byte-level tokenizer: every UTF-8 byte is one token, plus chat specials and `tool_tokens`
+    tool-call tokens (ordinary added tokens, so decoding keeps them like Qwen's <tool_call>)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
@@ -45,11 +56,13 @@ def build_byte_tokenizer():
         clean_up_tokenization_spaces=False,
     )
     tok.chat_template = CHAT_TEMPLATE
+    if tool_tokens:
+        tok.add_tokens([tool_token(k) for k in range(tool_tokens)], special_tokens=False)
     return tok
 
 
 def _tiny_key(cfg: ModelConfig, seed: int) -> str:
-    blob = json.dumps({"tiny": cfg.tiny.model_dump(), "dtype": cfg.dtype, "seed": seed, "v": 1}, sort_keys=True)
+    blob = json.dumps({"tiny": cfg.tiny.model_dump(), "dtype": cfg.dtype, "seed": seed, "v": 2}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
@@ -58,8 +71,8 @@ def build_tiny_model(cfg: ModelConfig, out_dir: Path, seed: int) -> Path:
     import torch
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
-    tok = build_byte_tokenizer()
     t = cfg.tiny
+    tok = build_byte_tokenizer(t.tool_tokens)
     hf_cfg = Qwen3Config(
         vocab_size=len(tok),
         hidden_size=t.hidden_size,

@@ -20,7 +20,8 @@ def make_cfg(tmp_path: Path, **sections: dict) -> TandemConfig:
         "run": {"run_dir": str(tmp_path / "run"), "cache_dir": str(REPO / ".cache" / "tandem")},
         "rollout": {"data_path": str(BUNDLED_TASKS), "prompts_per_step": 1, "samples_per_prompt": 2,
                     "max_new_tokens": 4096, "reward_timeout_s": 120, "concurrency": 8},
-        "agent": {"max_turns": 6, "max_context_tokens": 16384, "output_max_chars": 1000, "wall_time_s": 120},
+        "environment": {"max_turns": 6, "max_context_tokens": 16384, "wall_time_s": 120},
+        "agent": {"output_max_chars": 1000},
         "sandbox": {"pool_size": 2, "command_timeout_s": 10, "test_timeout_s": 60, "cpu_time_s": 20,
                     "memory_mb": 1024, "max_processes": 48, "max_workdir_mb": 64},
     }
@@ -146,3 +147,23 @@ def sandbox_backends():
     params = [pytest.param(b, id=b, marks=[] if b in available else pytest.mark.skip(
         reason=f"the {b} sandbox backend cannot create namespaces here")) for b in ("bwrap", "unshare")]
     return available, params
+
+
+def bash_episode(policy, execute, *, engine=None, delay_s: float = 0.0, disk=None, max_new: int = 4096,
+                 agent=None, **limits):
+    """One coding-agent episode (BashAgentEnv on the shared loop) with a scripted shell, no sandbox:
+    (episode, env, engine)."""
+    import asyncio
+
+    from tandem.agent import BashAgentEnv
+    from tandem.config import AgentConfig, EnvironmentConfig
+    from tandem.env import ChatFormat, parse_hermes, run_episode
+
+    tok = tiny_tokenizer()
+    engine = engine or InProcessEngine(tok, policy, delay_s)
+    env = BashAgentEnv(execute=execute, agent=agent or AgentConfig(), command_timeout_s=5, disk_exceeded=disk)
+    limits = EnvironmentConfig(**{"max_turns": 5, "max_context_tokens": 4096, **limits})
+    episode = asyncio.run(run_episode(env, {"problem_statement": "Fix the bug."}, engine=engine,
+                                      chat=ChatFormat(tok), parse=parse_hermes, limits=limits,
+                                      sampling_params={"temperature": 1.0, "max_new_tokens": max_new}))
+    return episode, env, engine

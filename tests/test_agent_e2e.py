@@ -16,7 +16,7 @@ import torch
 
 from tandem.rollout import EngineClient
 from tandem.agent import swe_agent_rollout
-from tandem.agent.rollout import agent_step_metrics
+from tandem.agent import agent_step_metrics
 from tandem.grading import reset_runtime
 from tandem.handoff import wait_batch, write_batch
 from tandem.trainer.torch_backend import collate, validate_samples
@@ -63,7 +63,7 @@ def test_scripted_agent_through_router_sandbox_grader_and_trainer_input(tmp_path
     assert [s.reward for s in bad] == [0.0, 0.0]
     assert all(s.reward_info["reason"].startswith("tests failed") for s in bad)
     assert all(s.reward_info["tests"][t] == "FAILED" for s in bad for t in bad_row["FAIL_TO_PASS"])
-    assert all(s.metadata["agent"]["end_reason"] == "submitted" and s.metadata["agent"]["turns"] == 4
+    assert all(s.metadata["env"]["end_reason"] == "submitted" and s.metadata["env"]["turns"] == 4
                for s in good + bad)
     assert "+    return year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)" in good[0].metadata["diff"]
 
@@ -118,7 +118,7 @@ def test_a_forging_policy_through_the_real_launcher_scores_zero_and_the_run_goes
     run_dir = tmp_path / "run"
     args = [sys.executable, "-m", "tests._forging_run", "launch", "--config", "configs/coding_agent.toml",
             "--run-dir", str(run_dir), "--run.steps", "3", "--rollout.max_new_tokens", "1024",
-            "--agent.max_context_tokens", "4000", "--logging.live", "off", "--engine.startup_timeout_s", "120"]
+            "--environment.max_context_tokens", "4000", "--logging.live", "off", "--engine.startup_timeout_s", "120"]
     done = subprocess.run(args, cwd=REPO, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]

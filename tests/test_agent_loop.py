@@ -7,12 +7,10 @@ import time
 
 import pytest
 
-from tandem.agent.chat import ChatFormat
-from tandem.agent.loop import is_submission, parse_actions, run_episode
-from tandem.agent.prompts import Prompts
+from tandem.agent import is_submission, parse_actions
 from tandem.config import AgentConfig
 from tandem.sandbox.runner import ExecResult
-from tests._swe import SENTINEL, InProcessEngine, bash, scripted, tiny_tokenizer
+from tests._swe import SENTINEL, InProcessEngine, bash, bash_episode, scripted, tiny_tokenizer
 
 REGEX = AgentConfig().action_regex
 
@@ -31,14 +29,11 @@ class Shell:
         return ExecResult(out, rc, False, 0.001, len(out))
 
 
-def episode(policy, shell=None, delay_s=0.0, disk=None, **agent):
-    tok = tiny_tokenizer()
+def episode(policy, shell=None, delay_s=0.0, disk=None, output_max_chars=None, **limits):
     shell = shell or Shell()
-    ep = asyncio.run(run_episode(
-        engine=InProcessEngine(tok, policy, delay_s), chat=ChatFormat(tok), prompts=Prompts(),
-        agent=AgentConfig(**{"max_turns": 6, "max_context_tokens": 4096, **agent}),
-        sampling_params={"max_new_tokens": 4096}, task="Fix the bug in f().", execute=shell,
-        command_timeout_s=5, disk_exceeded=disk))
+    agent = AgentConfig(**({"output_max_chars": output_max_chars} if output_max_chars else {}))
+    ep, env, _ = bash_episode(policy, shell, delay_s=delay_s, disk=disk, agent=agent, **{"max_turns": 6, **limits})
+    ep.env = env
     return ep, shell
 
 
@@ -62,12 +57,11 @@ def test_submission_needs_sentinel_first_and_success():
 def test_zero_and_two_blocks_are_format_errors_that_use_a_turn():
     ep, shell = episode(scripted("I will just think.", bash("ls") + "\n" + bash("pwd"), bash("ls")))
     assert ep.end_reason == "submitted"
-    assert [t.n_actions for t in ep.turns] == [0, 2, 1, 1]
+    assert [c.n_actions for c in ep.env.commands] == [0, 2, 1, 1] and len(ep.turns) == 4
     assert shell.commands == ["ls", f"echo {SENTINEL}"]  # nothing ran for the malformed replies
     err0, err2 = ep.messages[3]["content"], ep.messages[5]["content"]
     assert "found 0" in err0 and "found 2" in err2 and SENTINEL in err0
-    assert ep.format_errors == 2
-    assert ep.summary()["format_errors"] == 2 and ep.summary()["turns"] == 4
+    assert ep.env._command_summary()["format_errors"] == 2 and ep.summary()["turns"] == 4
 
 
 # ----------------------------------------------------------------------------- truncation

@@ -3,20 +3,15 @@
 The trajectory is built by appending ids; these tests pin the exact layout of a 3-turn
 episode with the tiny byte tokenizer (<|endoftext|>=256, <|im_start|>=257,
 <|im_end|>=258, "\\n"=198) and prove it equals the chat template's own tokenization of the
-same conversation, minus the template's trailing "\\n" (documented in tandem/agent/chat.py).
+same conversation, minus the template's trailing "\\n" (documented in tandem/env/chat.py).
 """
 
 from __future__ import annotations
 
-import asyncio
 
-from tandem.agent.chat import ChatFormat
-from tandem.agent.loop import run_episode
-from tandem.agent.prompts import Prompts
-from tandem.config import AgentConfig
 from tandem.sandbox.runner import ExecResult
 from tests._fakes import fake_logprob
-from tests._swe import InProcessEngine, bash, scripted, tiny_tokenizer
+from tests._swe import InProcessEngine, bash, bash_episode, scripted, tiny_tokenizer
 
 IM_START, IM_END, NL = 257, 258, 198
 USER_NL = [84, 82, 68, 81, 198]                        # "user\n"
@@ -35,14 +30,9 @@ class FixedShell:
         return ExecResult(text, rc, False, 0.01, len(text))
 
 
-def run(policy, shell, agent=None, max_new=4096, prompts=None):
-    tok = tiny_tokenizer()
-    engine = InProcessEngine(tok, policy)
-    episode = asyncio.run(run_episode(
-        engine=engine, chat=ChatFormat(tok), prompts=prompts or Prompts(),
-        agent=agent or AgentConfig(max_turns=5, max_context_tokens=4096),
-        sampling_params={"temperature": 1.0, "max_new_tokens": max_new}, task="Fix the bug.",
-        execute=shell, command_timeout_s=5))
+def run(policy, shell, max_new=4096, **limits):
+    episode, env, engine = bash_episode(policy, shell, max_new=max_new, **limits)
+    episode.env = env
     return episode, engine
 
 
@@ -111,11 +101,11 @@ def test_trajectory_matches_chat_template_of_the_conversation():
 def test_turn_cut_by_max_new_tokens_gets_the_full_close_with_mask_zero():
     long_reply = bash("echo " + "y" * 40)
     shell = FixedShell({"ls": ("ok\n", 0)})
-    episode, _ = run(scripted(long_reply, "```bash\nls\n```"), shell, agent=AgentConfig(max_turns=2), max_new=20)
+    episode, _ = run(scripted(long_reply, "```bash\nls\n```"), shell, max_turns=2, max_new=20)
     s = episode.sample
     assert episode.end_reason == "turn_limit"
     t1 = enc(long_reply)[:20]  # cut: no eos
-    assert episode.turns[0].finish_reason == "length" and episode.turns[0].n_actions == 0
+    assert episode.turns[0].finish_reason == "length" and episode.env.commands[0].n_actions == 0
     assert s.response_ids[:20] == t1 and s.loss_mask[:20] == [1] * 20
     # the wrapper now starts with the <|im_end|> the model never produced, masked out
     assert s.response_ids[20:24] == [IM_END, NL, IM_START, *USER_NL[:1]]
@@ -140,8 +130,6 @@ def test_weight_version_is_the_oldest_over_turns():
     shell = FixedShell({"ls": ("", 0), "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT":
                         ("COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT\n", 0)})
     engine = Versioned(tok, scripted(bash("ls"), bash("ls"), bash("echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT")))
-    episode = asyncio.run(run_episode(
-        engine=engine, chat=ChatFormat(tok), prompts=Prompts(), agent=AgentConfig(max_turns=5),
-        sampling_params={"max_new_tokens": 4096}, task="t", execute=shell, command_timeout_s=5))
+    episode, _, _ = bash_episode(None, shell, engine=engine)
     assert episode.end_reason == "submitted"
     assert episode.sample.weight_version == 2

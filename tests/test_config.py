@@ -164,7 +164,7 @@ def test_numeric_fields_declare_their_ranges():
     keys = {key for key, _ in BOUNDED}
     assert len(keys) >= 60
     for key in ("run.steps", "engine.count", "rollout.max_staleness", "rollout.top_p", "trainer.loss.dual_clip_c",
-                "router.port", "sync.every_k_steps", "checkpoint.interval", "agent.max_turns", "sandbox.memory_mb"):
+                "router.port", "sync.every_k_steps", "checkpoint.interval", "environment.max_turns", "sandbox.memory_mb"):
         assert key in keys, key
 
 

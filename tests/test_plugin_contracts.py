@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tandem.config import TandemConfig
+from tandem.env import Environment, load_environment_class
 from tandem.rollout import (CONTRACTS, PluginError, RolloutFn, check_rollout_result, load_reward_fn,
                             load_rollout_fn)
 from tandem.sample import Sample
@@ -29,19 +30,24 @@ def named_plugins() -> list[tuple[str, str]]:
         rollout = tomllib.loads(path.read_text()).get("rollout", {})
         found |= {("rollout", rollout["function"])} if "function" in rollout else set()
         found |= {("reward", rollout["reward"])} if "reward" in rollout else set()
+        found |= {("environment", rollout["environment"])} if rollout.get("environment") else set()
     for module, fn in SPEC.findall((REPO / "README.md").read_text()):
-        found.add(("reward" if "reward" in fn else "rollout", f"{module}:{fn}"))
+        kind = "environment" if fn[:1].isupper() else "reward" if "reward" in fn else "rollout"
+        found.add((kind, f"{module}:{fn}"))
     return sorted(found)
 
 
 def test_the_shipped_configs_and_the_readme_name_plugins():
     kinds = {kind for kind, _ in named_plugins()}
-    assert kinds == {"rollout", "reward"}, named_plugins()
+    assert kinds == {"rollout", "reward", "environment"}, named_plugins()
     assert len(named_plugins()) >= 6
 
 
 @pytest.mark.parametrize("kind,spec", named_plugins())
 def test_every_named_plugin_meets_its_contract(kind, spec):
+    if kind == "environment":
+        assert issubclass(load_environment_class(spec), Environment)
+        return
     fn = (load_rollout_fn if kind == "rollout" else load_reward_fn)(spec)
     assert isinstance(fn, CONTRACTS[kind][0])
 

@@ -270,7 +270,7 @@ def test_forgery_scores_zero_with_tamper(tmp_path, backend, attack):
 
 def test_forgery_through_the_agent_loop_is_flagged_and_the_run_goes_on(tmp_path, backend):
     """The reward plug-in path: reward 0, reward_info['tamper'], agent_tamper_rate; then a real fix scores 1."""
-    from tandem.agent.rollout import agent_step_metrics
+    from tandem.agent import agent_step_metrics
     from tests._swe import bash, fix_command, run_rollout, scripted
 
     row = row_named("romanum")

@@ -276,7 +276,7 @@ def test_attacks_in_graded_code_score_zero_with_a_reason(runtime_cfg, tmp_path, 
     plant = f"cat >> romanum/__init__.py <<'TANDEM_EOF'\n{code}TANDEM_EOF"
     try:
         sample = run_rollout(runtime_cfg, scripted(bash(fix_command(row)), bash(plant)), row)
-        assert sample.metadata["agent"]["end_reason"] == "submitted"
+        assert sample.metadata["env"]["end_reason"] == "submitted"
         assert sample.reward == 0.0, sample.reward_info
         reason = sample.reward_info["reason"]
         assert reason.startswith(("tests failed", "test run timed out", "test run produced no results")), reason
@@ -314,8 +314,8 @@ def test_agent_commands_are_contained_and_reported(runtime_cfg, tmp_path):
     sample = run_rollout(runtime_cfg, scripted(
         bash(":(){ :|:& };: ; sleep 1"), bash("python -c 'while True: pass'"),
         bash("python -c 'bytearray(10 * 1024**3)'"), bash(f"touch {canary}")), row)
-    agent = sample.metadata["agent"]
-    assert agent["end_reason"] == "submitted" and agent["turns"] == 5
+    agent, episode = sample.metadata["agent"], sample.metadata["env"]
+    assert episode["end_reason"] == "submitted" and episode["turns"] == 5
     assert agent["returncodes"][1] == -9  # the loop hit the 3 s command timeout
     assert agent["returncodes"][2] != 0 and agent["returncodes"][3] != 0
     assert sample.reward == 0.0 and sample.reward_info["reason"] == "no changes: the agent's diff is empty"

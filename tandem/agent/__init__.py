@@ -1,15 +1,14 @@
-"""Multi-turn coding agent rollouts (mini-swe-agent style) over sandboxed repositories.
+"""The multi-turn coding agent (mini-swe-agent style) over sandboxed repositories, as an
+environment on tandem.env's shared loop.
 
-- chat.py     token bookkeeping: trajectories grow by appending ids
-- prompts.py  the system / task / format-error / observation templates
-- loop.py     one episode and its end reasons
-- rollout.py  the rollout plug-in `swe_agent_rollout` and its per-step metrics
+- prompts.py     the system / task / format-error / observation templates
+- bash_env.py    one bash action per reply, run in a shell; submission and disk limits
+- coding_env.py  CodingEnv: the sandbox, the diff, the hidden-test reward, the per-step metrics
 """
 
-from tandem.agent.chat import ChatFormat
-from tandem.agent.loop import END_REASONS, Episode, parse_actions, run_episode
+from tandem.agent.bash_env import BashAgentEnv, is_submission, observation_text, parse_actions
+from tandem.agent.coding_env import END_REASONS, CodingEnv, agent_step_metrics, swe_agent_rollout
 from tandem.agent.prompts import Prompts
-from tandem.agent.rollout import agent_step_metrics, swe_agent_rollout
 
-__all__ = ["ChatFormat", "END_REASONS", "Episode", "Prompts", "agent_step_metrics", "parse_actions", "run_episode",
-           "swe_agent_rollout"]
+__all__ = ["BashAgentEnv", "CodingEnv", "END_REASONS", "Prompts", "agent_step_metrics", "is_submission",
+           "observation_text", "parse_actions", "swe_agent_rollout"]

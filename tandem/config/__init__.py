@@ -10,7 +10,7 @@ loading (TOML + overrides -> TandemConfig), cli (argv and --help), errors (Confi
 removed (keys tandem no longer has). Everything public is re-exported here.
 """
 
-from tandem.config.agent_sections import AgentConfig, SandboxConfig
+from tandem.config.agent_sections import AgentConfig, EnvironmentConfig, SandboxConfig
 from tandem.config.cli import LAUNCHER_OPTIONS, SHORTHANDS, help_rows, help_text, parse_cli
 from tandem.config.errors import ConfigError
 from tandem.config.loading import DEFAULT_CONFIG_FILE, build_config, config_from_json, load_config
@@ -21,7 +21,7 @@ from tandem.config.sections import (CheckpointConfig, EngineConfig, FaultsConfig
                                     SimEngineConfig, SimTrainerConfig, SyncConfig, TinyModelConfig, TrainerConfig)
 
 __all__ = [
-    "AgentConfig", "CheckpointConfig", "ConfigError", "DEFAULT_CONFIG_FILE", "EngineConfig", "FaultsConfig",
+    "AgentConfig", "CheckpointConfig", "ConfigError", "DEFAULT_CONFIG_FILE", "EngineConfig", "EnvironmentConfig", "FaultsConfig",
     "LAUNCHER_OPTIONS", "LoggingConfig", "LossConfig", "MegatronConfig", "ModelConfig", "REMOVED_KEYS",
     "RolloutConfig", "RouterConfig", "RunConfig", "SHORTHANDS", "SandboxConfig", "Section", "SimEngineConfig",
     "SimTrainerConfig", "SyncConfig", "TandemConfig", "TinyModelConfig", "TrainerConfig", "build_config",

@@ -1,7 +1,7 @@
-"""The coding-agent sections of the config tree: the agent loop, and the sandbox it runs in.
+"""The multi-turn sections of the config tree: the environment loop, the coding agent, and its sandbox.
 
-Only the rollout plug-in tandem.agent:swe_agent_rollout and the hidden-test grader read
-them; the fields follow the conventions of tandem.config.sections (a docstring each,
+The environment loop (tandem.env) reads [environment]; the coding environment and the
+hidden-test grader read [agent] and [sandbox]; the fields follow the conventions of tandem.config.sections (a docstring each,
 ranges declared on the field).
 """
 
@@ -14,15 +14,28 @@ from pydantic import Field
 from tandem.config.sections import Section
 
 
-class AgentConfig(Section):
+class EnvironmentConfig(Section):
+    args: dict[str, Any] = {}
+    """Keyword arguments for the constructor of the class named by rollout.environment (TOML: [environment.args])."""
+    tool_parser: Literal["auto", "hermes", "tool_tokens"] = "auto"
+    """How tool calls are read from a reply: hermes = Qwen2.5/Qwen3/Hermes `<tool_call>{json}</tool_call>`; tool_tokens = the tiny model's one-token-per-tool format (model.tiny.tool_tokens); auto = tool_tokens when the tokenizer has them, else hermes."""
     max_turns: int = Field(20, ge=1)
-    """Most model turns per episode (a format error uses up a turn); the episode then ends with 'turn_limit'."""
+    """Most model turns per episode (a malformed reply uses up a turn); the episode then ends with 'turn_limit'."""
     max_context_tokens: int = Field(32768, ge=1)
     """Longest trajectory (prompt + every turn + observations) in tokens; the episode ends with 'context_limit' before exceeding it."""
     min_turn_tokens: int = Field(16, ge=1)
     """End with 'context_limit' when fewer tokens than this are left for the next reply."""
     wall_time_s: float = Field(1800.0, gt=0)
-    """Wall-clock budget of one episode (generation + commands); past it the episode ends with 'wall_clock'."""
+    """Wall-clock budget of one episode (generation, tools and environment steps); past it the episode ends with 'wall_clock'."""
+    tool_timeout_s: float = Field(60.0, gt=0)
+    """Wall-clock limit of one tool call (or one step/reset of the environment); past it the model is told the call timed out."""
+    max_tool_calls_per_turn: int = Field(8, ge=1)
+    """Tool calls run from one reply; further calls in the same reply are answered with an error."""
+    chat_template_kwargs: dict[str, Any] = {}
+    """Extra arguments for tokenizer.apply_chat_template (e.g. {enable_thinking = false} for Qwen3)."""
+
+
+class AgentConfig(Section):
     output_max_chars: int = Field(10000, ge=1)
     """Command output longer than this is shown as its first and last half (mini-swe-agent: 10k, 5k + 5k)."""
     action_regex: str = "```bash\\s*\\n(.*?)\\n```"
@@ -31,8 +44,6 @@ class AgentConfig(Section):
     """The episode ends ('submitted') when a command's first output line is this string."""
     prompt_file: str = ""
     """TOML file overriding system_template / instance_template / format_error_template / observation_template (Jinja2); empty = built-in mini-swe-agent-style prompts."""
-    chat_template_kwargs: dict[str, Any] = {}
-    """Extra arguments for tokenizer.apply_chat_template (e.g. {enable_thinking = false} for Qwen3)."""
 
 
 class SandboxConfig(Section):

@@ -13,6 +13,9 @@ REMOVED_KEYS: dict[str, str] = {
     "rollout.label_key": (
         "nothing read it: the reward plug-in receives the whole dataset row and reads its label "
         "field itself (the bundled rewards read row['label']); delete the key"),
+    **{f"agent.{key}": (f"the episode limits now apply to every environment: set environment.{key} instead "
+                        f"(the coding agent runs on the shared environment loop)")
+       for key in ("max_turns", "max_context_tokens", "min_turn_tokens", "wall_time_s", "chat_template_kwargs")},
 }
 """Dotted key -> why it went and what to do; the message of the error that names it."""
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pydantic import model_validator
 
 from tandem.lora import MEGATRON_LORA_TARGETS
-from tandem.config.agent_sections import AgentConfig, SandboxConfig
+from tandem.config.agent_sections import AgentConfig, EnvironmentConfig, SandboxConfig
 from tandem.config.sections import (CheckpointConfig, EngineConfig, FaultsConfig, LoggingConfig, ModelConfig,
                                     RolloutConfig, RouterConfig, RunConfig, Section, SyncConfig, TrainerConfig,
                                     is_remote_url, rule_broken)
@@ -37,8 +37,10 @@ class TandemConfig(Section):
     """Checkpoints for `--resume`."""
     faults: FaultsConfig = FaultsConfig()
     """Engine crash recovery and the stall watchdog."""
+    environment: EnvironmentConfig = EnvironmentConfig()
+    """The multi-turn environment loop (rollout.environment) and its limits."""
     agent: AgentConfig = AgentConfig()
-    """The multi-turn coding agent (rollout function tandem.agent:swe_agent_rollout)."""
+    """The coding agent's prompts and action format (rollout.environment = 'tandem.agent:CodingEnv')."""
     sandbox: SandboxConfig = SandboxConfig()
     """Isolation and limits for agent commands and hidden-test grading."""
 
@@ -87,6 +89,20 @@ class TandemConfig(Section):
         if self.sync.encoding == "delta":
             raise rule_broken("trainer.lora.rank > 0 with sync.encoding = 'delta': each version is an adapter of a "
                               "few MB, published whole; set sync.encoding = 'full'")
+        return self
+
+    @model_validator(mode="after")
+    def _an_environment_owns_its_rollout_and_reward(self) -> TandemConfig:
+        # An environment's episodes run on tandem.env's loop and are scored by its reward();
+        # a rollout function or reward plug-in named beside it would silently go unused.
+        if not self.rollout.environment:
+            return self
+        defaults = type(self.rollout)()
+        for key in ("function", "reward"):
+            if getattr(self.rollout, key) != getattr(defaults, key):
+                raise rule_broken(f"rollout.{key} = {getattr(self.rollout, key)!r} with rollout.environment = "
+                                  f"{self.rollout.environment!r}: an environment runs on the shared agent loop and "
+                                  f"its reward() scores each episode; remove rollout.{key}")
         return self
 
     @property

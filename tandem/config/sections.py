@@ -61,6 +61,8 @@ class TinyModelConfig(Section):
     """MLP width of the tiny model."""
     max_position_embeddings: int = Field(4096, ge=1)
     """Longest context of the tiny model."""
+    tool_tokens: int = Field(0, ge=0, le=64)
+    """Tokens <|tool_0|>... added to the tiny tokenizer, one per tool of an environment: the tiny model calls tool k by emitting one token (environment.tool_parser = 'tool_tokens'), which a random model can find by chance; 0 = none."""
 
 
 class ModelConfig(Section):
@@ -157,7 +159,9 @@ class RolloutConfig(Section):
     function: str = "rollout:single_turn"
     """Rollout plug-in, 'module:function' or 'path/to/file.py:function'; it turns one prompt row into a group of samples."""
     reward: str = "reward:echo_reward"
-    """Reward plug-in, 'module:function' or 'file.py:function'; it receives each sample with its whole dataset row (labels included)."""
+    """Reward plug-in, 'module:function' or 'file.py:function'; it receives each sample with its whole dataset row (labels included). Not used with rollout.environment (the environment's reward() scores)."""
+    environment: str = ""
+    """A multi-turn environment class, 'module:Class' or 'file.py:Class' (tandem.env.Environment); its episodes run on the shared agent loop and its reward() scores them. Empty: rollout.function runs."""
     data_path: str = "data/echo/train.jsonl"
     """Local JSONL or parquet dataset, loaded with `datasets`."""
     prompt_key: str = "prompt"

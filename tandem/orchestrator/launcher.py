@@ -24,6 +24,7 @@ from tandem.orchestrator.hooks import NO_HOOKS, RunHooks
 from tandem.orchestrator.loop import orchestrate
 from tandem.orchestrator.supervisor import ChildFailed, Supervisor
 from tandem.paths import PROJECT_ROOT
+from tandem.env import EnvRollout
 from tandem.rollout import DataError, PluginError, load_dataset_rows, load_reward_fn, load_rollout_fn
 from tandem.weights import PublishError, SyncError
 
@@ -97,7 +98,8 @@ def check_inputs(cfg: TandemConfig) -> tuple:
     if dataset.skipped:
         print(f"warning: skipped {dataset.skipped} malformed row(s) of {cfg.rollout.data_path}: "
               f"{'; '.join(dataset.skipped_examples[:3])}", file=sys.stderr)
-    return dataset, load_rollout_fn(cfg.rollout.function), load_reward_fn(cfg.rollout.reward)
+    rollout_fn = EnvRollout.from_config(cfg) if cfg.rollout.environment else load_rollout_fn(cfg.rollout.function)
+    return dataset, rollout_fn, load_reward_fn(cfg.rollout.reward)
 
 
 def run(cfg: TandemConfig, sup: Supervisor, start: run_state.StartPoint, inputs: tuple, hooks: RunHooks) -> None:

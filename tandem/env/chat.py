@@ -7,9 +7,10 @@ tokenized, and only as a fresh segment that starts right after a special token, 
 tokenize the same as they do inside a full chat-template rendering.
 
 How the wrapper is learned from the tokenizer's own chat template: render the probe
-conversation [system, user, assistant=A, user=O] with the generation prompt and read the
-text between A and O (assistant close + user open, e.g. "<|im_end|>\\n<|im_start|>user\\n")
-and after O (user close + generation prompt). No template format is hard-coded.
+conversation [system, user, assistant=A, R=O1, R=O2] (R: the observations' role, "user"
+or "tool") with the generation prompt and read the text between A and O1 (assistant close
++ observation open, e.g. "<|im_end|>\\n<|im_start|>user\\n"), between O1 and O2, and after
+O2 (observation close + generation prompt). No template format is hard-coded.
 
 The engine's output ids end with the eos token (<|im_end|> for Qwen) when the model
 stopped by itself; the wrapper then starts after that token ("\\n<|im_start|>user\\n..."),
@@ -40,21 +41,31 @@ _O = "\u27e6TANDEM_OBSERVATION\u27e7"
 
 
 class ChatFormat:
-    def __init__(self, tokenizer: Any, template_kwargs: dict | None = None):
+    def __init__(self, tokenizer: Any, template_kwargs: dict | None = None, tools: list[dict] | None = None):
         self.tok = tokenizer
         self.kwargs = dict(template_kwargs or {})
-        probe = self.render([{"role": "system", "content": "s"}, {"role": "user", "content": "u"},
-                             {"role": "assistant", "content": _A}, {"role": "user", "content": _O}],
-                            add_generation_prompt=True)
-        if probe.count(_A) != 1 or probe.count(_O) != 1 or probe.index(_A) > probe.index(_O):
-            raise ValueError("the chat template does not render message contents verbatim; "
-                             "cannot derive the turn wrapper")
-        self.between = probe[probe.index(_A) + len(_A): probe.index(_O)]
-        """Text closing an assistant turn and opening the next user turn."""
-        self.after = probe[probe.index(_O) + len(_O):]
-        """Text closing the user turn plus the generation prompt."""
+        if tools:
+            self.kwargs["tools"] = list(tools)
         self.eos_id = tokenizer.eos_token_id
         self.eos_text = tokenizer.decode([self.eos_id]) if self.eos_id is not None else ""
+        self._wrappers: dict[str, tuple[str, str, str]] = {}
+
+    def wrappers(self, role: str) -> tuple[str, str, str]:
+        """(between, separator, after) for observations in `role`, read off the template once.
+
+        between: closes an assistant turn and opens the first observation; separator: between
+        two observations of one turn (Qwen merges tool results into one user turn); after:
+        closes the last observation and opens the next assistant turn."""
+        if role not in self._wrappers:
+            probe = self.render([{"role": "system", "content": "s"}, {"role": "user", "content": "u"},
+                                 {"role": "assistant", "content": _A}, {"role": role, "content": _O + "1"},
+                                 {"role": role, "content": _O + "2"}], add_generation_prompt=True)
+            a, o1, o2 = probe.find(_A), probe.find(_O + "1"), probe.find(_O + "2")
+            if min(a, o1, o2) < 0 or not a < o1 < o2 or probe.count(_A) != 1:
+                raise ValueError(f"the chat template does not render {role!r} message contents verbatim; "
+                                 f"cannot derive the turn wrapper")
+            self._wrappers[role] = (probe[a + len(_A):o1], probe[o1 + len(_O) + 1:o2], probe[o2 + len(_O) + 1:])
+        return self._wrappers[role]
 
     def render(self, messages: list[dict], add_generation_prompt: bool = False) -> str:
         return self.tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=add_generation_prompt,
@@ -68,12 +79,17 @@ class ChatFormat:
         return list(self.tok.apply_chat_template(messages, tokenize=True, add_generation_prompt=True,
                                                  return_dict=False, **self.kwargs))
 
-    def continuation_ids(self, output_ids: list[int], observation: str) -> list[int]:
-        """Ids that follow a model turn: close it (minus the eos it emitted), the observation, the next prompt."""
-        between = self.between
+    def continuation_ids(self, output_ids: list[int], observations: list[dict]) -> list[int]:
+        """Ids that follow a model turn: close it (minus the eos it emitted), the observations (all of
+        one role: the tool results of one turn, or one user message), the next generation prompt."""
+        roles = {m["role"] for m in observations}
+        if len(roles) != 1:
+            raise ValueError(f"one turn's observations must share one role, got {sorted(roles)}")
+        between, separator, after = self.wrappers(roles.pop())
         if output_ids and output_ids[-1] == self.eos_id and self.eos_text and between.startswith(self.eos_text):
             between = between[len(self.eos_text):]
-        return self.encode(between + observation + self.after)
+        return self.encode(between + separator.join(str(m["content"]) for m in observations) + after)
 
     def decode(self, ids: list[int]) -> str:
+        """The reply's text; tool-call markers (<tool_call>, tool tokens) are ordinary added tokens and stay."""
         return self.tok.decode(ids, skip_special_tokens=True)
