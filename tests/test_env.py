@@ -296,7 +296,7 @@ def test_bundled_rewards_by_hand():
     lookup.reset({"secret": "7", "prompt": "secret?"})
     lookup.answer = "7777"
     assert lookup.reward() == (0.0, {"hits": 4, "looked_up": 0, "reason": "answered without looking the secret up"})
-    assert lookup.lookup() == "7"
+    assert lookup.lookup() == "7" * 8  # repeat = 8: the digit written 8 times
     lookup.answer = "77x7z"
     assert lookup.reward()[0] == 0.5 + 0.5 * 3 / 4
     counter = Counter()
