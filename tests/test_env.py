@@ -297,13 +297,23 @@ def test_bundled_rewards_by_hand():
     lookup.answer = "7777"
     assert lookup.reward() == (0.0, {"hits": 4, "looked_up": 0, "reason": "answered without looking the secret up"})
     assert lookup.lookup() == "7" * 8  # repeat = 8: the digit written 8 times
-    lookup.answer = "77x7z"
-    assert lookup.reward()[0] == 0.5 + 0.5 * 3 / 4
-    counter = Counter()
-    counter.reset({"target": 3, "prompt": "count to 3"})
-    assert [counter.increment() for _ in range(2)] == ["2", "1"] and counter.reward()[0] == pytest.approx(2 / 3)
-    assert counter.increment() == "0" and counter.reward()[0] == 1.0
-    assert [counter.increment() for _ in range(3)] == ["0", "0", "0"] and counter.reward()[0] == 0.0
+    lookup.answer = "77x7z"  # 3 digits, all the secret, out of the first 4 characters
+    assert lookup.reward()[0] == pytest.approx(0.2 + (0.1 * 3 + 0.7 * 3) / 4)
+    one = Lookup()  # the shipped config: one character
+    one.reset({"secret": "1", "prompt": "secret?"})
+    one.lookup()
+    scores = []
+    for answer in ("1", "0", "x"):
+        one.answer = answer
+        scores.append(one.reward()[0])
+    assert scores == [pytest.approx(1.0), pytest.approx(0.3), pytest.approx(0.2)]
+    for partial, short_by_one in ((False, 0.0), (True, 2 / 3)):
+        counter = Counter(partial_credit=partial)
+        counter.reset({"target": 3, "prompt": "count to 3"})
+        assert [counter.increment() for _ in range(2)] == ["2", "1"]
+        assert counter.reward()[0] == pytest.approx(short_by_one)
+        assert counter.increment() == "0" and counter.reward()[0] == 1.0
+        assert [counter.increment() for _ in range(3)] == ["0", "0", "0"] and counter.reward()[0] == 0.0
 
 
 def test_counter_episode_through_the_plug_in_with_tool_tokens():

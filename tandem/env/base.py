@@ -121,8 +121,9 @@ class Environment:
 
     async def call_tool(self, call: ToolCall, timeout_s: float) -> str:
         """One tool call's result as text; every failure is text the model reads, never an exception."""
-        if call.name not in self.tools():
-            return f"Error: no tool named {call.name!r}; the tools are {', '.join(self.tools())}"
+        names = self.tools()
+        if call.name not in names:
+            return f"Error: no tool named {call.name!r}; the tools are {', '.join(names)}"
         method = getattr(self, call.name)
         try:
             inspect.signature(method).bind(**call.arguments)

@@ -26,6 +26,7 @@ from tandem.config import EnvironmentConfig
 from tandem.env.base import Environment
 from tandem.env.chat import ChatFormat
 from tandem.env.parsers import ParsedReply
+from tandem.rollout.single_turn import read_output
 from tandem.sample import Sample
 
 LOOP_END_REASONS = ("no_tool_call", "done", "turn_limit", "context_limit", "wall_clock")
@@ -102,16 +103,10 @@ class _EpisodeRun:
 
     def take_output(self, out: dict) -> list[int]:
         """Append the model's tokens (with their logprobs and version) to the trajectory."""
-        meta = out.get("meta_info") or {}
-        ids = [int(i) for i in out["output_ids"]]
-        logprobs = [float(t[0]) for t in meta.get("output_token_logprobs") or []]
-        if len(logprobs) != len(ids):
-            raise ValueError(f"engine returned {len(ids)} output ids but {len(logprobs)} logprobs")
-        version = int(meta.get("weight_version", 0) or 0)
+        ids, logprobs, version, finish = read_output(out)
         self.sample.append_model_tokens(ids, logprobs, version)
         self.versions.append(version)
-        finish = meta.get("finish_reason") or {}
-        self.turns.append(TurnRecord(len(ids), finish.get("type", "") if isinstance(finish, dict) else str(finish)))
+        self.turns.append(TurnRecord(len(ids), finish))
         return ids
 
     async def act(self, ids: list[int]) -> str | None:
@@ -160,13 +155,17 @@ def first_messages(start: str | list[dict]) -> list[dict]:
     raise TypeError(f"reset() must return the first user message (str) or a list of chat messages, got {start!r:.200}")
 
 
-async def run_episode(env: Environment, row: dict, *, engine: Any, chat: ChatFormat,
-                      parse: Callable[[str, list[str]], ParsedReply], limits: EnvironmentConfig,
+async def run_episode(env: Environment, row: dict, *, engine: Any,
+                      chat: ChatFormat | Callable[[list[dict]], ChatFormat], parse: Callable[[str, list[str]], ParsedReply], limits: EnvironmentConfig,
                       sampling_params: dict, routing_key: str | None = None) -> Episode:
     """One episode of `env` on `row`. `routing_key` names the trajectory for sglang-router's
-    'manual' policy, so every turn goes to the engine holding its prefix."""
+    'manual' policy, so every turn goes to the engine holding its prefix. `chat` is the chat
+    format, or a function of the tools the environment offers once reset (adapters learn theirs
+    from the row or a server) returning it."""
     start = time.monotonic()
     messages = first_messages(await env.call(env.reset, limits.tool_timeout_s, row))
+    if not isinstance(chat, ChatFormat):
+        chat = chat(env.offered_tools())
     run = _EpisodeRun(env, messages, engine=engine, chat=chat, parse=parse, limits=limits,
                       sampling_params=sampling_params, routing_key=routing_key, start=start)
     return run.episode(await run.run_turns())

@@ -9,14 +9,15 @@ and close() whatever happened.
 from __future__ import annotations
 
 import asyncio
+import json
 import statistics
 import uuid
-from typing import Any
+from typing import Any, Callable
 
 from tandem.env.base import Environment, load_environment_class
 from tandem.env.chat import ChatFormat
 from tandem.env.loop import LOOP_END_REASONS, Episode, run_episode
-from tandem.env.parsers import pick_parser
+from tandem.env.parsers import ParsedReply, pick_parser
 from tandem.rollout.plugins import score_sample
 from tandem.sample import Sample
 
@@ -27,21 +28,25 @@ class EnvRollout:
 
     def __init__(self, env_class: type[Environment], args: dict[str, Any] | None = None):
         self.env_class, self.args = env_class, dict(args or {})
-        self._chat: dict[int, tuple[ChatFormat, Any]] = {}
+        self._chat: dict[tuple[int, str], ChatFormat] = {}
+        self._parse: Callable[[str, list[str]], ParsedReply] | None = None
 
     @classmethod
     def from_config(cls, cfg) -> EnvRollout:
         return cls(load_environment_class(cfg.rollout.environment), cfg.environment.args)
 
-    def chat(self, ctx) -> tuple[ChatFormat, Any]:
-        """The chat format (with the tool schemas) and the tool-call parser, built once per tokenizer."""
-        key = id(ctx.tokenizer)
+    def chat_for(self, ctx, tools: list[dict]) -> ChatFormat:
+        """The chat format for the tools an environment offers, built once per tokenizer and tool set
+        (an adapter's tools may differ per row, e.g. verifiers' info['tool_defs'])."""
+        key = (id(ctx.tokenizer), json.dumps(tools, sort_keys=True, default=str))
         if key not in self._chat:
-            limits = ctx.cfg.environment
-            tools = self.env_class(**self.args).offered_tools()
-            self._chat[key] = (ChatFormat(ctx.tokenizer, limits.chat_template_kwargs, tools),
-                               pick_parser(limits.tool_parser, ctx.tokenizer))
+            self._chat[key] = ChatFormat(ctx.tokenizer, ctx.cfg.environment.chat_template_kwargs, tools)
         return self._chat[key]
+
+    def parser(self, ctx) -> Callable[[str, list[str]], ParsedReply]:
+        if self._parse is None:
+            self._parse = pick_parser(ctx.cfg.environment.tool_parser, ctx.tokenizer)
+        return self._parse
 
     async def __call__(self, ctx, row: dict, group_size: int) -> list[Sample]:
         # A TaskGroup, not gather: when one episode fails (e.g. RolloutAborted at a weight update)
@@ -56,11 +61,11 @@ class EnvRollout:
     async def one(self, ctx, row: dict, index: int) -> Sample:
         env = self.env_class(**self.args)
         env.ctx = ctx
-        chat, parse = self.chat(ctx)
         limits = ctx.cfg.environment
         try:
             episode: Episode = await run_episode(
-                env, row, engine=ctx.engine, chat=chat, parse=parse, limits=limits,
+                env, row, engine=ctx.engine, chat=lambda tools: self.chat_for(ctx, tools), parse=self.parser(ctx),
+                limits=limits,
                 sampling_params=dict(ctx.sampling_params), routing_key=f"env:{uuid.uuid4().hex[:16]}")
             sample = episode.sample
             sample.metadata.update(await env.call(env.info, limits.tool_timeout_s))
@@ -105,6 +110,8 @@ def env_step_metrics(samples: list[Sample], end_reasons: tuple[str, ...] = LOOP_
         "env_success_rate": statistics.fmean(float(s.reward >= 1.0) for s in samples),
         "env_act_s_mean": statistics.fmean(float(i.get("act_s", 0.0)) for i in infos),
     }
-    for reason in end_reasons:
+    # an environment may name its own reasons (verifiers' stop conditions): count those seen too
+    seen = sorted({str(i["end_reason"]) for i in infos if i.get("end_reason")} - set(end_reasons))
+    for reason in (*end_reasons, *seen):
         out[f"env_end_{reason}"] = float(sum(i.get("end_reason") == reason for i in infos))
     return out

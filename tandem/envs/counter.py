@@ -2,8 +2,15 @@
 
 The prompt names the target (1-3); `increment()` adds one to a counter and answers how many
 calls are still missing. The episode ends when the model replies without a tool call. The
-reward is 1 for the exact count and 1 - |count - target| / target (at least 0) otherwise, so
-every call of the episode shares the credit of where the count ended, decided turns later.
+reward is 1 for the exact count and 0 otherwise, decided turns after the calls that earn it:
+each turn's call-or-stop decision shares the episode's credit, and stopping right needs the
+tool's answer read.
+
+`partial_credit = True` scores 1 - |count - target| / target instead. It is a trap for a
+tiny model: stopping after one call then scores about 0.61 on targets 1-3, a policy that
+collapses there gives every sample of a group the same reward and GRPO no gradient (measured:
+one of two runs stayed at 0.58 for 200 steps); exact credit reached the success level at steps
+59, 74, 76 and 81 in four runs (bench/results/env_learning.md has two of them).
 """
 
 from __future__ import annotations
@@ -12,6 +19,9 @@ from tandem.env import Environment
 
 
 class Counter(Environment):
+    def __init__(self, partial_credit: bool = False):
+        self.partial_credit = partial_credit
+
     def reset(self, row: dict) -> str:
         self.target, self.count = int(row["target"]), 0
         if self.target < 1:
@@ -24,7 +34,8 @@ class Counter(Environment):
         return str(max(0, self.target - self.count))
 
     def reward(self) -> tuple[float, dict]:
-        score = max(0.0, 1.0 - abs(self.count - self.target) / self.target)
+        exact = float(self.count == self.target)
+        score = max(0.0, 1.0 - abs(self.count - self.target) / self.target) if self.partial_credit else exact
         info = {"count": self.count, "target": self.target}
         if score == 0:
             info["reason"] = f"called increment {self.count} times for a target of {self.target}"
