@@ -82,7 +82,7 @@ def build_tiny_model(cfg: ModelConfig, out_dir: Path, seed: int) -> Path:
         num_key_value_heads=t.num_kv_heads,
         head_dim=t.head_dim,
         max_position_embeddings=t.max_position_embeddings,
-        tie_word_embeddings=True,
+        tie_word_embeddings=t.tie_word_embeddings,
         eos_token_id=tok.eos_token_id,
         pad_token_id=tok.pad_token_id,
         bos_token_id=None,

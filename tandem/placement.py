@@ -61,16 +61,19 @@ class Placement:
         return [f"cuda:{g}" for g in self.trainer_gpus] or ["cpu"]
 
 
-def _needs_gpus(cfg: TandemConfig) -> tuple[bool, bool]:
-    """(trainer needs GPUs, engines need GPUs) for this config."""
-    trainer = cfg.trainer.backend == "megatron" or (cfg.trainer.backend == "torch" and cfg.trainer.device == "cuda")
+def _needs_gpus(cfg: TandemConfig, visible_gpus: int) -> tuple[bool, bool]:
+    """(trainer needs GPUs, engines need GPUs) for this config. A Megatron trainer on 'auto' needs
+    them where there are any; without GPUs it runs trainer.gpus ranks on the CPU (gloo), so a
+    node's TOML runs unchanged on a laptop."""
+    megatron_on_gpus = cfg.trainer.backend == "megatron" and cfg.trainer.device == "auto" and visible_gpus > 0
+    trainer = cfg.trainer.device == "cuda" and cfg.trainer.backend in ("torch", "megatron") or megatron_on_gpus
     engines = cfg.engine.backend == "sglang" or (cfg.engine.backend == "embedded" and cfg.engine.device == "cuda")
     return trainer, engines
 
 
 def plan_placement(cfg: TandemConfig, visible_gpus: int) -> Placement:
     n = cfg.engine.count
-    trainer_needs, engines_need = _needs_gpus(cfg)
+    trainer_needs, engines_need = _needs_gpus(cfg, visible_gpus)
     auto_gpu = visible_gpus > 0
     use_trainer_gpu = trainer_needs or (auto_gpu and cfg.trainer.backend == "torch" and cfg.trainer.device == "auto")
     use_engine_gpu = engines_need or (auto_gpu and cfg.engine.backend == "embedded" and cfg.engine.device == "auto")
@@ -88,5 +91,6 @@ def plan_placement(cfg: TandemConfig, visible_gpus: int) -> Placement:
     engine_gpus: list[str | None] = list(ids[trainer_count:trainer_count + engine_count]) or [None] * n
     cpus = os.cpu_count() or 1
     local_engines = 0 if cfg.engine.backend == "external" else n  # external engines use other hosts' cores
+    trainer_procs = cfg.trainer.gpus if cfg.trainer.backend == "megatron" and not trainer_count else 1
     return Placement(trainer_gpus=ids[:trainer_count], engine_gpus=engine_gpus,
-                     cpu_threads=max(1, cpus // (local_engines + 1)))
+                     cpu_threads=max(1, cpus // (local_engines + trainer_procs)))

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from tandem.rehearse import replayed_logprobs
 from _faults import (MARGIN_S, SMALL, Launch, batch, check_batches, children_gone_bound_s, admissions_bound, cursor_draws, metrics,
                      prompt_indices, rows_done)
 
@@ -65,29 +66,6 @@ def stop_with(launch: Launch, sig: int) -> int:
 
 
 # --------------------------------------------------------------------------- what a run leaves behind
-def replayed_logprobs(run: Path, version: int, samples: list[dict]) -> list[list[float]]:
-    """Per sample, log p(response token) under weight version `version`, computed here with plain
-    transformers from the published checkpoint, independently of the trainer's and engine's code."""
-    import torch
-    from transformers import AutoModelForCausalLM
-
-    from tandem.config import config_from_json
-    from tandem.model_source import resolve_model_path
-
-    cfg = config_from_json(str(run / "config.json"))
-    path = resolve_model_path(cfg) if version == 0 else run / "weights" / f"step_{version:06d}"
-    model = AutoModelForCausalLM.from_pretrained(str(path), torch_dtype=torch.float32).eval()
-    temperature = cfg.rollout.temperature if cfg.rollout.temperature > 0 else 1.0
-    out = []
-    with torch.no_grad():
-        for s in samples:
-            ids = torch.tensor([s["prompt_ids"] + s["response_ids"]])
-            logp = torch.log_softmax(model(ids).logits[0, :-1].float() / temperature, dim=-1)
-            picked = logp.gather(1, ids[0, 1:, None])[:, 0]
-            out.append(picked[-len(s["response_ids"]):].tolist())
-    return out
-
-
 def check_logprobs(run: Path, rows: list[dict]) -> list[float]:
     """Each sample's engine logprobs are those of the version it claims, and each step's
     logprob_mismatch is the mean |trainer - engine| with the trainer on version `step`, lag included.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tandem.config import ConfigError, build_config
+from tandem.config import ConfigError, build_config, load_config
 from tandem.placement import plan_placement, visible_gpu_count
 from tandem.trainer.megatron_backend import trainer_launch_command
 
@@ -42,8 +42,23 @@ def test_too_few_gpus_names_what_was_asked_and_what_exists():
         plan_placement(gpu_cfg(3), visible_gpus=4)
     msg = str(err.value)
     assert "engine.count=3" in msg and "trainer.gpus=4" in msg and "need 7 GPU(s)" in msg and "4 are visible" in msg
-    with pytest.raises(ConfigError, match="need 5 GPU"):
-        plan_placement(gpu_cfg(1), visible_gpus=0)  # megatron + sglang on a CPU box
+    with pytest.raises(ConfigError, match="need 1 GPU"):
+        plan_placement(gpu_cfg(1), visible_gpus=0)  # megatron + sglang on a CPU box: the SGLang engine
+
+
+def test_without_gpus_trainer_gpus_means_cpu_ranks(monkeypatch):
+    """The node's TOML runs unchanged on a CPU: Megatron on trainer.gpus gloo ranks, cores shared out."""
+    monkeypatch.setattr("os.cpu_count", lambda: 16)
+    cfg = load_config(["--trainer.backend", "megatron", "--trainer.gpus", "4", "--trainer.megatron.tensor_parallel", "2",
+                       "--engine.count", "2"])
+    p = plan_placement(cfg, visible_gpus=0)
+    assert p.trainer_gpus == [] and p.trainer_devices() == ["cpu"] and p.engine_gpus == [None, None]
+    assert p.cpu_threads == 16 // (2 + 4) and trainer_launch_command(cfg, "c.json")[8] == "4"
+    with pytest.raises(ConfigError, match="need 4 GPU"):  # asked for CUDA explicitly: no silent CPU
+        plan_placement(load_config(["--trainer.backend", "megatron", "--trainer.gpus", "4", "--trainer.device", "cuda",
+                                    "--trainer.megatron.tensor_parallel", "2"]), visible_gpus=0)
+    on_a_node = plan_placement(cfg, visible_gpus=8)  # 'auto' with GPUs: the GPUs, as before
+    assert on_a_node.trainer_gpus == ["0", "1", "2", "3"]
 
 
 def test_cuda_visible_devices_are_respected(monkeypatch):

@@ -24,6 +24,8 @@ SHORTHANDS = {
     "--seed": "run.seed",
     "--model": "model.path",
 }
+FLAGS = {"--rehearse": ("run.rehearse", True)}
+"""Options without a value: the key they set, and to what."""
 # Options handled by train.py itself, listed here so --help shows them.
 LAUNCHER_OPTIONS = {"--resume DIR": "continue the run in DIR from its latest complete checkpoint"}
 
@@ -48,6 +50,11 @@ def parse_cli(argv: list[str]) -> tuple[str | None, dict[str, Any], bool]:
             continue
         if not arg.startswith("--"):
             raise ConfigError(f"unexpected argument '{arg}' (options look like --section.key value)")
+        if arg in FLAGS:
+            key, value = FLAGS[arg]
+            overrides[key] = value
+            i += 1
+            continue
         name, eq, inline = arg.partition("=")
         if eq:
             value, i = inline, i + 1
@@ -104,7 +111,7 @@ def help_rows(model: type[BaseModel], prefix: str = "") -> list[tuple[str, str, 
 
 def help_text() -> str:
     lines = [
-        "usage: python train.py [--config FILE] [--engines N] [--mode sync|async] [--steps S] [--run-dir DIR] [--section.key VALUE ...]",
+        "usage: python train.py [--config FILE] [--engines N] [--mode sync|async] [--steps S] [--run-dir DIR] [--rehearse] [--section.key VALUE ...]",
         "",
         "tandem: single-node RL post-training. Every key of config.toml can be overridden as --section.key VALUE",
         "(values are TOML literals: 3, 1e-3, true, '[\"a\", \"b\"]'; anything else is a string).",
@@ -113,6 +120,7 @@ def help_text() -> str:
         "  --config FILE        config file to load (default: ./config.toml when present)",
     ]
     lines += [f"  {flag:<20} = --{key}" for flag, key in SHORTHANDS.items()]
+    lines += [f"  {flag:<20} = --{key} {str(value).lower()}" for flag, (key, value) in FLAGS.items()]
     lines += [f"  {flag:<20} {doc}" for flag, doc in LAUNCHER_OPTIONS.items()]
     lines += ["", "config keys:"]
     for flag, kind, default, doc in help_rows(TandemConfig):

@@ -43,6 +43,10 @@ class RunConfig(Section):
     """Seed for data order, sampling and model init."""
     cache_dir: str = ".cache/tandem"
     """Where locally built assets (the tiny model) are cached across runs."""
+    rehearse: bool = False
+    """Rehearse this config on this machine (`--rehearse`): a few steps with a tiny model of the same family, the
+    Megatron trainer on CPU ranks at the configured TP/PP/DP and embedded engines, then a report of what was
+    substituted, what ran for real, what stays unverified and the logprob agreement after every sync."""
 
 
 # --------------------------------------------------------------------------- model
@@ -61,6 +65,9 @@ class TinyModelConfig(Section):
     """MLP width of the tiny model."""
     max_position_embeddings: int = Field(4096, ge=1)
     """Longest context of the tiny model."""
+    tie_word_embeddings: bool = True
+    """Share the input embedding with the output layer (Qwen3-4B does, Qwen3-14B does not); a rehearsal
+    copies the real model's choice."""
     tool_tokens: int = Field(0, ge=0, le=64)
     """Tokens <|tool_0|>... added to the tiny tokenizer, one per tool of an environment: the tiny model calls tool k by emitting one token (environment.tool_parser = 'tool_tokens'), which a random model can find by chance; 0 = none."""
 

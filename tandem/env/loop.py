@@ -43,6 +43,9 @@ class TurnRecord:
     observation_tokens: int = 0
     act_s: float = 0.0
     """Time the environment took to answer (tools or step)."""
+    spanned_update: bool = False
+    """Weights changed while this turn generated (partial_rollout = 'continue'): its later tokens
+    come from the new weights over the old weights' KV cache, replayable under neither version."""
 
 
 @dataclass
@@ -62,6 +65,7 @@ class Episode:
             "format_errors": sum(t.format_errors for t in self.turns),
             "act_s": round(sum(t.act_s for t in self.turns), 4),
             "elapsed_s": round(self.elapsed_s, 3),
+            "spanned_turns": [i for i, t in enumerate(self.turns) if t.spanned_update],
         }
 
 
@@ -103,10 +107,10 @@ class _EpisodeRun:
 
     def take_output(self, out: dict) -> list[int]:
         """Append the model's tokens (with their logprobs and version) to the trajectory."""
-        ids, logprobs, version, finish = read_output(out)
+        ids, logprobs, version, finish, finished_on = read_output(out)
         self.sample.append_model_tokens(ids, logprobs, version)
         self.versions.append(version)
-        self.turns.append(TurnRecord(len(ids), finish))
+        self.turns.append(TurnRecord(len(ids), finish, spanned_update=finished_on > version))
         return ids
 
     async def act(self, ids: list[int]) -> str | None:

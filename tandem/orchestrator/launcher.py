@@ -12,7 +12,7 @@ import signal
 import sys
 from pathlib import Path
 
-from tandem import checkpoint
+from tandem import checkpoint, rehearse
 from tandem.config import ConfigError, TandemConfig, load_config
 from tandem.engine.auth import MissingApiKey, api_key_from_env
 from tandem.handoff import HandoffTimeout
@@ -129,13 +129,15 @@ def main(argv: list[str] | None = None, hooks: RunHooks = NO_HOOKS) -> int:
     sup = None
     try:
         cfg, resuming = load_run(list(sys.argv[1:] if argv is None else argv))
+        rehearsal = rehearse.start(cfg) if cfg.run.rehearse else None
+        cfg = rehearsal.config if rehearsal else cfg
         absolutize_paths(cfg)
         inputs = check_inputs(cfg)
         run_dir = Path(cfg.run.run_dir)
         start = run_state.resume(run_dir, cfg) if resuming else run_state.fresh(run_dir, cfg)
         sup = Supervisor(run_dir, PROJECT_ROOT)
         run(cfg, sup, start, inputs, hooks)
-        return 0
+        return 0 if rehearsal is None or rehearse.finish(rehearsal) else 1
     except (ConfigError, DataError, PluginError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

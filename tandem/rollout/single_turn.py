@@ -18,29 +18,31 @@ def encode_prompt(tokenizer, prompt: str | list[dict], apply_chat_template: bool
     return tokenizer(prompt, add_special_tokens=False)["input_ids"]
 
 
-def read_output(out: dict) -> tuple[list[int], list[float], int, str]:
-    """One /generate answer: its output ids, their logprobs, the weight version and finish reason."""
+def read_output(out: dict) -> tuple[list[int], list[float], int, str, int]:
+    """One /generate answer: its output ids, their logprobs, the weight version (the oldest its
+    tokens may come from), the finish reason, and the version the engine finished on (newer when
+    weights changed while it generated, partial_rollout = 'continue')."""
     meta = out.get("meta_info") or {}
     ids = [int(i) for i in out["output_ids"]]
     lps = [float(t[0]) for t in meta.get("output_token_logprobs") or []]
     if len(lps) != len(ids):
         raise GenerationError(f"engine returned {len(ids)} output ids but {len(lps)} logprobs")
     finish = meta.get("finish_reason") or {}
-    return (ids, lps, int(meta.get("weight_version", 0) or 0),
-            finish.get("type", "") if isinstance(finish, dict) else str(finish))
+    version = int(meta.get("weight_version", 0) or 0)
+    return (ids, lps, version, finish.get("type", "") if isinstance(finish, dict) else str(finish),
+            int(meta.get("engine_weight_version") or version))
 
 
 def sample_from_output(prompt_ids: list[int], out: dict, tokenizer) -> Sample:
     """Turn one /generate answer into a Sample, keeping the engine's ids and logprobs verbatim."""
-    ids, lps, version, finish = read_output(out)
+    ids, lps, version, finish, finished_on = read_output(out)
     sample = Sample(prompt_ids=list(prompt_ids), weight_version=version)
     sample.append_model_tokens(ids, lps, version)
     sample.finish_reason = finish
     sample.response_text = out.get("text", "")
-    # The version the engine finished on: above weight_version, the sample spans a weight update
-    # (partial_rollout = "continue"); "drain" and "abort" never produce such a sample.
-    meta = out.get("meta_info") or {}
-    sample.metadata["finish_weight_version"] = int(meta.get("engine_weight_version") or version)
+    # Above weight_version, the sample spans a weight update (partial_rollout = "continue");
+    # "drain" and "abort" never produce such a sample.
+    sample.metadata["finish_weight_version"] = finished_on
     return sample
 
 

@@ -1,0 +1,117 @@
+"""A NodePlan as text for a person, or as JSON for a script (sizes in bytes there, GiB here)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+from tandem.plan import memory as mem
+from tandem.plan.planner import EnginePlan, NodePlan, RankMemory, TrainerSetting
+
+
+def gib(n: int) -> str:
+    return f"{n / mem.GIB:8.2f}"
+
+
+def describe(s: TrainerSetting) -> str:
+    layout = f"TP {s.tp} x PP {s.pp} x DP {s.dp}" if s.backend == "megatron" else "one GPU"
+    extras = ["recompute " + ("on" if s.recompute else "off"), "bf16" if s.bf16 else "fp32"]
+    if s.backend == "megatron":
+        extras.append("distributed optimizer" if s.distributed_optimizer else "replicated optimizer")
+    if s.lora_rank:
+        extras.append(f"LoRA rank {s.lora_rank}")
+    return f"{layout}, micro-batch {s.micro_batch} x {s.seq_len} tokens, " + ", ".join(extras)
+
+
+def count(n: int) -> str:
+    return f"{n / 1e9:.2f} B" if n >= 10**8 else f"{n / 1e6:.3f} M"
+
+
+def knobs(s: TrainerSetting) -> str:
+    return f"TP {s.tp}, recompute {'on' if s.recompute else 'off'}, micro-batch {s.micro_batch}"
+
+
+def row(label: str, n: int) -> str:
+    return f"      {label:<40}{gib(n)} GiB"
+
+
+def rank_lines(rank: RankMemory, s: TrainerSetting) -> list[str]:
+    st, a = rank.state, rank.activations
+    shard = f", / DP {s.dp}" if s.backend == "megatron" and s.distributed_optimizer else ""
+    lines = [f"    most loaded rank: pipeline stage {rank.stage}, {count(rank.params)} parameters",
+             row(f"weights ({'bf16' if s.bf16 else 'fp32'})", st.weights),
+             row("grads (fp32)", st.grads),
+             row(f"optimizer ({'fp32 master + Adam' if s.bf16 else 'Adam'}{shard})", st.optimizer)]
+    optional = [("KL reference weights", rank.reference), ("activations kept by the layers", a.layers),
+                ("one layer recomputed in backward", a.recompute_working_set),
+                ("final norm + logits at the loss", a.head), ("embedding dropout masks", a.embedding)]
+    lines += [row(label, n) for label, n in optional if n or label.startswith("activations")]
+    lines.append(row("total (peak: the larger of the two above)" if a.recompute_working_set and a.head
+                     else "total", rank.total))
+    return lines
+
+
+def trainer_lines(plan: NodePlan) -> list[str]:
+    s, rank = plan.trainer, plan.rank
+    if s is None or rank is None:
+        return [f"  trainer: {note}" for note in plan.notes]
+    budget = plan.trainer_budget
+    head = f"  trainer ({s.backend}, {s.gpus} GPU{'s' if s.gpus > 1 else ''}): {describe(s)}"
+    verdict = "fits" if plan.trainer_fits else "DOES NOT FIT"
+    return [head, *rank_lines(rank, s),
+            (f"    budget per GPU {gib(budget).strip()} GiB ({plan.gpu_bytes / mem.GIB:g} GiB less "
+             f"{mem.DEVICE_RESERVE / mem.GIB:g} device and {mem.TRAINER_RUNTIME_RESERVE / mem.GIB:g} runtime "
+             f"reserve): {verdict}, headroom {(budget - rank.total) / mem.GIB:.2f} GiB")]
+
+
+def engine_lines(e: EnginePlan | None) -> list[str]:
+    if e is None:
+        return ["  engines: not on this node's GPUs (engine.backend sim or external)"]
+    m = e.memory
+    full = m.kv_tokens / e.context_len
+    lines = [f"  engines ({e.backend}): {e.count} x 1 GPU, context {e.context_len} tokens",
+             (f"    weights {gib(m.weights).strip()} GiB, KV {gib(max(m.kv_pool, 0)).strip()} GiB = "
+              f"{m.kv_tokens:,} tokens at {m.kv_bytes_per_token / 1024:g} KiB/token "
+              f"= {full:.1f} full-length requests: {'fits' if e.fits else 'DOES NOT FIT'}")]
+    if e.kv_limited:
+        lines.append(f"    up to {e.running_per_engine} requests run per engine: at full length they need "
+                     f"{e.running_per_engine * e.context_len:,} tokens, so the engine queues or retracts "
+                     f"(about {m.kv_tokens // max(e.running_per_engine, 1):,} tokens each if all run)")
+    return lines
+
+
+def change_lines(plan: NodePlan) -> list[str]:
+    if plan.trainer_fits or plan.trainer is None:
+        return []
+    if plan.change is not None and plan.change_rank is not None:
+        return [f"  smallest change that fits: {knobs(plan.change)} -> {gib(plan.change_rank.total).strip()} GiB per rank"]
+    frugal = plan.frugal or plan.trainer
+    return ["  smallest change that fits: none; no TP (within trainer.gpus), recompute or micro-batch setting fits.",
+            (f"    At {knobs(frugal)} the longest micro-batch sequence that fits is "
+             f"{plan.longest_fitting_seq:,} tokens (configured: {plan.trainer.seq_len:,})")]
+
+
+def text(plan: NodePlan) -> str:
+    shape = plan.model
+    lines = [(f"tandem plan: {shape.name} ({count(shape.total_params())} parameters, {shape.layers} layers, "
+              f"hidden {shape.hidden}, {shape.heads}/{shape.kv_heads} heads) on GPUs of {plan.gpu_bytes / mem.GIB:g} GiB")]
+    lines += trainer_lines(plan) + engine_lines(plan.engines) + change_lines(plan)
+    lines.append(f"verdict: {'FITS' if plan.fits else 'DOES NOT FIT'}")
+    return "\n".join(lines)
+
+
+def as_json(plan: NodePlan) -> dict[str, Any]:
+    out = asdict(plan)
+    out["model"]["total_params"] = plan.model.total_params()
+    out["trainer_budget"] = plan.trainer_budget
+    out["trainer_fits"] = plan.trainer_fits
+    out["fits"] = plan.fits
+    for key in ("rank", "change_rank"):
+        rank = getattr(plan, key)
+        if rank is not None:
+            out[key]["total"] = rank.total
+            out[key]["activations"]["total"] = rank.activations.total
+    if plan.engines is not None:
+        out["engines"]["kv_tokens"] = plan.engines.memory.kv_tokens
+        out["engines"]["kv_limited"] = plan.engines.kv_limited
+    return out

@@ -1,0 +1,95 @@
+"""--rehearse: the node's own config, run on this machine with only what cannot run here swapped.
+
+The example node configs are rehearsed end to end through train.py: the Megatron trainer on CPU
+gloo ranks at the configured TP, embedded engines behind the real router, the real loop, weight
+export and reload; after every sync each engine logprob must equal the published weights' within
+REHEARSAL_TOL (recomputed with plain transformers).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tandem.config import ConfigError, load_config
+from tandem.rehearse import NOT_REHEARSABLE, REHEARSAL_TOL, rehearsal_config
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def swaps_of(config: str, *overrides: str) -> tuple:
+    r = rehearsal_config(load_config(["--config", str(ROOT / config), *overrides]))
+    return r, {s.key: (s.node, s.here) for s in r.swaps}
+
+
+def test_the_stand_in_keeps_the_family_and_shards_at_the_configured_tp():
+    r, swaps = swaps_of("configs/node_qwen3_14b.toml")  # 40 heads / 8 KV heads, untied, TP 4
+    tiny = r.config.model.tiny
+    assert r.config.model.path == "tiny" and swaps["model.path"] == ("Qwen/Qwen3-14B", "tiny")
+    assert (tiny.num_heads // tiny.num_kv_heads, tiny.num_kv_heads, tiny.tie_word_embeddings) == (5, 4, False)
+    assert tiny.intermediate_size % 4 == 0
+    r4, _ = swaps_of("configs/node_qwen3_4b.toml")  # 32 / 8, tied
+    assert (r4.config.model.tiny.num_heads // r4.config.model.tiny.num_kv_heads,
+            r4.config.model.tiny.tie_word_embeddings) == (4, True)
+
+
+def test_what_runs_here_and_what_is_reported_as_not_rehearsable():
+    r, swaps = swaps_of("configs/node_qwen3_14b.toml", "--trainer.megatron.pipeline_parallel", "2",
+                        "--trainer.megatron.tensor_parallel", "2")
+    cfg, node = r.config, r.node
+    # kept: the layout's TP, the engine count, the router, sampling, partial rollouts, the mode, the environment
+    assert (cfg.trainer.backend, cfg.trainer.gpus, cfg.trainer.megatron.tensor_parallel) == ("megatron", 4, 2)
+    assert cfg.engine.count == node.engine.count and cfg.router == node.router
+    assert (cfg.rollout.temperature, cfg.rollout.partial_rollout, cfg.run.mode) == (
+        node.rollout.temperature, node.rollout.partial_rollout, node.run.mode)
+    assert cfg.rollout.environment == node.rollout.environment
+    # swapped: SGLang -> embedded, GPUs -> CPU, bf16 -> fp32; recompute and PP reported, not hidden
+    assert swaps["engine.backend"] == ("sglang", "embedded") and swaps["trainer.device"] == ("auto", "cpu")
+    assert swaps["trainer.megatron.pipeline_parallel"] == (2, 1) and swaps["trainer.megatron.recompute"] == (True, False)
+    not_rehearsable = {s.key for s in r.swaps if s.why.startswith(NOT_REHEARSABLE)}
+    assert not_rehearsable == {"trainer.megatron.pipeline_parallel", "trainer.megatron.recompute"}
+    assert cfg.model.tiny.num_layers == 4  # two per configured pipeline stage
+    # the node's dataset is not here: the project's own coding tasks stand in, and that is said
+    assert swaps["rollout.data_path"][1].endswith("data/swe_tasks/tasks.jsonl")
+
+
+def test_what_cannot_be_rehearsed_fails_once_naming_the_cause(tmp_path):
+    llama = tmp_path / "llama"
+    llama.mkdir()
+    (llama / "config.json").write_text(json.dumps({"model_type": "llama", "num_attention_heads": 32,
+                                                   "num_key_value_heads": 8, "hidden_size": 4096}))
+    with pytest.raises(ConfigError, match="'llama' model; a rehearsal has a tiny stand-in for qwen3"):
+        swaps_of("configs/node_qwen3_4b.toml", "--model.path", str(llama))
+    with pytest.raises(ConfigError, match="do not shard over trainer.megatron.tensor_parallel = 3"):
+        swaps_of("configs/node_qwen3_4b.toml", "--trainer.megatron.tensor_parallel", "3", "--trainer.gpus", "3")
+    with pytest.raises(ConfigError, match="rollout.data_path 'nowhere.jsonl' does not exist here"):
+        swaps_of("configs/node_qwen3_4b.toml", "--rollout.environment", "tandem.envs.counter:Counter",
+                 "--rollout.data_path", "nowhere.jsonl")
+
+
+@pytest.mark.parametrize("config,mode", [("configs/node_qwen3_14b.toml", "sync"), ("configs/node_qwen3_4b.toml", "async")])
+def test_rehearsal_of_the_example_node_configs(tmp_path, config, mode):
+    run = tmp_path / "node"
+    done = subprocess.run([sys.executable, "train.py", "--config", config, "--rehearse", "--run.mode", mode,
+                           "--run.run_dir", str(run), "--logging.live", "off"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    out = done.stdout
+    assert "verdict:" in out and "tandem plan:" in out  # the plan is printed first
+    report = (tmp_path / "node-rehearsal" / "rehearsal.md").read_text()
+    for section in ("## Substituted", "## Ran for real", "## Unverified", "## Logprob agreement"):
+        assert section in report and section in out
+    rows = [json.loads(line) for line in (tmp_path / "node-rehearsal" / "metrics.jsonl").read_text().splitlines()]
+    assert len(rows) == 3 and all(r["samples"] > 0 for r in rows)
+    section = report.split("## Logprob agreement", 1)[1]
+    cells = [[c.strip() for c in line.strip().strip("|").split("|")] for line in section.splitlines()
+             if line.startswith("| ") and not line.startswith("| step")]
+    assert cells and all(float(c[4]) <= REHEARSAL_TOL for c in cells)
+    assert sum(int(c[2]) for c in cells if c[0].isdigit()) > 0  # the trained samples' model tokens were replayed
+    probes = [c for c in cells if c[0].startswith("after the run")]  # every engine, on the last version
+    assert len(probes) == 3 and {int(c[1]) for c in probes} == {3}
+    assert "Verdict: every sync agreed." in report
