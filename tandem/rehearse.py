@@ -59,12 +59,11 @@ class Rehearsal:
 
 def _tiny_stand_in(node: TandemConfig) -> dict:
     """model.tiny settings of the real model's family, sharding at the configured TP and PP."""
-    from tandem.plan.shape import PlanError, bundled_config, hub_config
+    from tandem.plan.shape import PlanError, hf_config
 
     path = node.model.path
     try:
-        hf = (json.loads((Path(path) / "config.json").read_text()) if (Path(path) / "config.json").exists()
-              else bundled_config(path) or hub_config(path, node.model.trust_remote_code))
+        hf = hf_config(node.model)
     except PlanError as err:
         raise ConfigError(f"model.path {path!r}: {err}") from None
     family = str(hf.get("model_type", ""))
@@ -263,7 +262,7 @@ def agreement(run_dir: Path) -> list[dict]:
             mine = [(s, at) for s, at in mine if at]
             replayed = replayed_logprobs(run_dir, version, [s for s, _ in mine])
             diffs[version] = [abs(lps[i] - s["rollout_logprobs"][i]) for (s, at), lps in zip(mine, replayed) for i in at]
-        spanned = sum(m for s, tokens in zip(samples, checked) for m in [sum(s["loss_mask"]) - len(tokens)])
+        spanned = sum(sum(s["loss_mask"]) - len(tokens) for s, tokens in zip(samples, checked))
         for version, d in diffs.items():
             rows.append({"step": int(path.stem.split("_")[1]), "version": version, "tokens": len(d),
                          "spanned_update": spanned, "max_abs_diff": max(d, default=0.0)})

@@ -34,6 +34,16 @@ def fake_logprob(token_id: int, position: int) -> float:
     return -round(0.01 * ((token_id * 7 + position * 13) % 97 + 1), 4)
 
 
+def expected_logprobs(segments: list[tuple[list[int], bool]], start: int) -> list[float]:
+    """A trajectory's rollout logprobs from segments (ids, model-generated?) starting at position
+    `start`: fake_logprob at each model token's absolute position, 0.0 for every other token."""
+    out, pos = [], start
+    for ids, is_model in segments:
+        out += [fake_logprob(t, pos + k) if is_model else 0.0 for k, t in enumerate(ids)]
+        pos += len(ids)
+    return out
+
+
 class ScriptedEngine:
     CONTROL = ("/pause_generation", "/continue_generation", "/flush_cache", "/abort_request")
     """SGLang's control endpoints the launcher calls directly (acknowledged; a script has no KV cache)."""

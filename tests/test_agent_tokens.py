@@ -10,7 +10,7 @@ from __future__ import annotations
 
 
 from tandem.sandbox.runner import ExecResult
-from tests._fakes import fake_logprob
+from tests._fakes import expected_logprobs
 from tests._swe import InProcessEngine, bash, bash_episode, scripted, tiny_tokenizer
 
 IM_START, IM_END, NL = 257, 258, 198
@@ -74,11 +74,8 @@ def test_three_turn_trajectory_exact_layout():
     assert s.loss_mask == [1] * len(t1) + [0] * len(wrap1) + [1] * len(t2) + [0] * len(wrap2) + [1] * len(t3)
 
     # logprobs: the engine's value for every model token at its absolute position, 0.0 elsewhere
-    expected_lp, pos = [], len(s.prompt_ids)
-    for seg, is_model in ((t1, 1), (wrap1, 0), (t2, 1), (wrap2, 0), (t3, 1)):
-        expected_lp += [fake_logprob(t, pos + k) if is_model else 0.0 for k, t in enumerate(seg)]
-        pos += len(seg)
-    assert s.rollout_logprobs == expected_lp
+    assert s.rollout_logprobs == expected_logprobs(
+        [(t1, True), (wrap1, False), (t2, True), (wrap2, False), (t3, True)], len(s.prompt_ids))
 
     # each request's input was exactly the trajectory so far: appended, never re-tokenized
     turn_inputs = [r["input_ids"] for r in engine.requests]

@@ -20,7 +20,7 @@ from tandem.envs.counter import Counter
 from tandem.envs.lookup import Lookup
 from tandem.model_source import build_byte_tokenizer
 from tandem.rollout import PluginError
-from tests._fakes import fake_logprob
+from tests._fakes import expected_logprobs
 from tests._swe import InProcessEngine, scripted
 
 IM_START, IM_END, NL = 257, 258, 198
@@ -103,11 +103,8 @@ def test_three_turn_tool_episode_masks_logprobs_and_ids_equal_the_template(tool_
     assert s.response_ids == t1 + w1 + t2 + w2 + t3
     assert s.loss_mask == [1] * len(t1) + [0] * len(w1) + [1] * len(t2) + [0] * len(w2) + [1] * len(t3)
     # every model token carries the engine's logprob at its absolute position; every other token 0.0
-    expected, pos = [], len(s.prompt_ids)
-    for segment, is_model in ((t1, 1), (w1, 0), (t2, 1), (w2, 0), (t3, 1)):
-        expected += [fake_logprob(t, pos + k) if is_model else 0.0 for k, t in enumerate(segment)]
-        pos += len(segment)
-    assert s.rollout_logprobs == expected
+    assert s.rollout_logprobs == expected_logprobs(
+        [(t1, True), (w1, False), (t2, True), (w2, False), (t3, True)], len(s.prompt_ids))
     assert s.token_versions == [0 if m else -1 for m in s.loss_mask]
     # Each request was the trajectory so far, and the whole trajectory equals the chat template's
     # tokenization of the conversation (tools included), except the template's final "\n".

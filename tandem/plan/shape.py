@@ -172,14 +172,18 @@ def hub_config(model_id: str, trust_remote_code: bool) -> dict[str, Any]:
                         f"bundled configs: {', '.join(bundled)}") from None
 
 
-def load_shape(model: Any) -> ModelShape:
-    """The shape of the model a ModelConfig (model.path, model.tiny) names (module docstring)."""
-    if model.path == "tiny":
-        return tiny_shape(model.tiny)
+def hf_config(model: Any) -> dict[str, Any]:
+    """The HF config.json of a non-tiny ModelConfig: a local directory's, a bundled one, or the hub's."""
     local = Path(model.path)
     if local.is_dir():
         if not (local / "config.json").exists():
             raise PlanError(f"model.path {model.path!r} is a directory without config.json")
-        return shape_from_hf(json.loads((local / "config.json").read_text()), model.path)
-    cfg = bundled_config(model.path) or hub_config(model.path, model.trust_remote_code)
-    return shape_from_hf(cfg, model.path)
+        return json.loads((local / "config.json").read_text())
+    return bundled_config(model.path) or hub_config(model.path, model.trust_remote_code)
+
+
+def load_shape(model: Any) -> ModelShape:
+    """The shape of the model a ModelConfig (model.path, model.tiny) names (module docstring)."""
+    if model.path == "tiny":
+        return tiny_shape(model.tiny)
+    return shape_from_hf(hf_config(model), model.path)
