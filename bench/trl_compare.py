@@ -153,6 +153,9 @@ def steady_stats(rows: list[dict], cpu_at_row: list[dict[str, float] | None], a:
         "completion_tokens_mean": med("response_len_mean"),
         "reward_mean": med("reward_mean"),
         "staleness_mean": med("staleness_mean"),
+        # run.cpu_split = "phase": torch threads of each engine and of the trainer (absent: even split)
+        "engine_cpu_threads": med("engine_cpu_threads"),
+        "trainer_cpu_threads": med("trainer_cpu_threads"),
     }
 
 
@@ -227,9 +230,10 @@ def print_table(results: dict) -> None:
               f"train+optim {t['step_time_begin_end'] - score:.3f}{mark}")
     for r in results["tandem"]:
         if r.get("error"):
-            print(f"{'tandem':<7} {r['mode']:<5} {r['engines']:>3} {'1':>4} {'':<6}  FAILED: {r['error']}")
+            print(f"{'tandem':<7} {r['mode']:<5} {r['engines']:>3} {'-':>4} {'':<6}  FAILED: {r['error']}")
             continue
-        print(f"{'tandem':<7} {r['mode']:<5} {r['engines']:>3} {'1':>4} {'':<6} {r['step_time']:>7.3f} "
+        thr = f"{r['engine_cpu_threads']:.0f}/{r['trainer_cpu_threads']:.0f}" if r.get("trainer_cpu_threads") else "even"
+        print(f"{'tandem':<7} {r['mode']:<5} {r['engines']:>3} {thr:>4} {'':<6} {r['step_time']:>7.3f} "
               f"{r['samples_per_s']:>9.1f} {_ratio(r['samples_per_s'], base):>7} "
               f"{_fmt(r['cpu_s_per_step'], '.3f'):>10} {_fmt(r['samples_per_cpu_s'], '.1f'):>13} "
               f"{_ratio(r['samples_per_cpu_s'], base_cpu):>7} {_fmt(r['completion_tokens_mean'], '.1f'):>7}  "
@@ -346,7 +350,7 @@ def print_report(a: argparse.Namespace, results: dict) -> None:
           f"start-up excluded on both sides")
     print_table(results)
     print("vs TRL = against TRL's fastest run (samples/s) and its most CPU-efficient run (samples/cpu-s); "
-          "thr = torch threads per process (tandem: 1 per child)")
+          "thr = torch threads per process (tandem: each engine's / the trainer's, run.cpu_split)")
     print(f"load average (1/5/15 min): start {results['machine']['loadavg_start']}, "
           f"end {results['machine']['loadavg_end']} on {os.cpu_count()} CPUs")
 

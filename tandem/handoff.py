@@ -5,12 +5,17 @@ meet on local disk, like prime-rl: the orchestrator writes the samples for train
 N to `rollouts/step_N.json`; the trainer answers with `trainer/step_N.json` once step N is
 trained and (if due) its weights are published. Every write is atomic (temporary file,
 then rename), so a reader never sees half a file, and a crash leaves either the whole
-file or none. Files are also a durable record of what each step trained on.
+file or none. Files are also a record of what each step trained on.
+
+The per-step files are not fsynced: the reader is another process on the same machine, which
+sees the renamed file whole without it, and a power loss is recovered from a checkpoint, which
+is. An fsync per file cost the step a few milliseconds of disk flush on the critical path.
+Waiting is a poll of the file's existence every POLL_S (a stat call: ~5 us of CPU), short
+enough that the handoff adds about a millisecond to a step instead of half of a 20 ms period.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from pathlib import Path
@@ -18,7 +23,7 @@ from typing import Any, Callable
 
 from tandem.sample import Sample
 
-POLL_S = 0.02
+POLL_S = 0.002
 
 
 class HandoffTimeout(TimeoutError):
@@ -37,15 +42,18 @@ def result_path(run_dir: str | os.PathLike, step: int) -> Path:
     return _step_file(run_dir, "trainer", step)
 
 
-def atomic_write_json(path: Path, payload: Any) -> None:
+def atomic_write_json(path: Path, payload: Any, durable: bool = True) -> None:
+    """Write `payload` whole or not at all (temporary file, then rename); `durable` also
+    flushes it to disk before the rename, so it survives a power loss."""
     import orjson  # several times faster than json on the long token lists of agent batches
 
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     with open(tmp, "wb") as f:
         f.write(orjson.dumps(payload))
-        f.flush()
-        os.fsync(f.fileno())
+        if durable:
+            f.flush()
+            os.fsync(f.fileno())
     os.replace(tmp, path)
 
 
@@ -57,24 +65,33 @@ def _wait_json(path: Path, timeout_s: float, what: str, is_alive: Callable[[], b
         if time.monotonic() > deadline:
             raise HandoffTimeout(f"no {what} after {timeout_s:.0f}s (waiting for {path})")
         time.sleep(POLL_S)
-    return json.loads(path.read_text())
+    import orjson
+
+    return orjson.loads(path.read_bytes())
 
 
 def write_batch(run_dir: str | os.PathLike, step: int, samples: list[Sample], extra: dict | None = None) -> Path:
     path = batch_path(run_dir, step)
-    atomic_write_json(path, {"step": step, "extra": extra or {}, "samples": [s.to_dict() for s in samples]})
+    atomic_write_json(path, {"step": step, "extra": extra or {}, "samples": [s.to_dict() for s in samples]},
+                      durable=False)
     return path
 
 
 def wait_batch(run_dir: str | os.PathLike, step: int, timeout_s: float = 3600.0,
                is_alive: Callable[[], bool] | None = None) -> list[Sample]:
+    return wait_batch_with_extra(run_dir, step, timeout_s, is_alive)[0]
+
+
+def wait_batch_with_extra(run_dir: str | os.PathLike, step: int, timeout_s: float = 3600.0,
+                          is_alive: Callable[[], bool] | None = None) -> tuple[list[Sample], dict]:
+    """Step `step`'s samples, and what the orchestrator sent along (e.g. the trainer's CPU threads)."""
     payload = _wait_json(batch_path(run_dir, step), timeout_s, f"rollout batch for step {step}", is_alive)
-    return [Sample.from_dict(d) for d in payload["samples"]]
+    return [Sample.from_dict(d) for d in payload["samples"]], payload.get("extra") or {}
 
 
 def write_train_result(run_dir: str | os.PathLike, step: int, result: dict) -> Path:
     path = result_path(run_dir, step)
-    atomic_write_json(path, {"step": step, **result})
+    atomic_write_json(path, {"step": step, **result}, durable=False)
     return path
 
 

@@ -3,7 +3,15 @@
 On a GPU node the trainer takes GPUs 0..trainer.gpus-1 and each engine one GPU after
 them: `--engines 3` on 8 GPUs puts the trainer on 0-3 and engines on 4, 5 and 6. Pinning
 is explicit: every child gets its own CUDA_VISIBLE_DEVICES. With no GPU (or backends that
-need none) everything runs on the CPU, and each child gets a fair share of threads.
+need none) everything runs on the CPU, and each child gets explicit torch thread counts:
+
+- run.cpu_split = "phase" (the default, for the torch trainer and local embedded engines): the
+  side that runs gets the machine. Engines start with the cores divided between them and the
+  trainer with every core; in sync mode the two never compute at once, so that is the whole
+  plan. In async mode they overlap, and tandem.orchestrator.cpu_share splits the cores while
+  both run, by each side's measured demand, and gives them back when one side goes idle.
+- "even", and every other layout (a Megatron trainer's CPU ranks, sim or external engines):
+  the cores divided evenly between all children, fixed for the run.
 """
 
 from __future__ import annotations
@@ -38,20 +46,26 @@ class Placement:
     trainer_gpus: list[str] = field(default_factory=list)
     engine_gpus: list[str | None] = field(default_factory=list)
     cpu_threads: int = 1
-    """Torch threads per child when running on CPU (cores shared fairly between children)."""
+    """Torch threads of each engine on the CPU."""
+    trainer_cpu_threads: int = 1
+    """Torch threads of the trainer (each rank) on the CPU."""
+    phase_split: bool = False
+    """The CPU is shared by phase (run.cpu_split = "phase" applies): see the module docstring."""
+    cores: int = 1
 
-    def _cpu_env(self) -> dict[str, str]:
-        n = str(self.cpu_threads)
+    @staticmethod
+    def _cpu_env(threads: int) -> dict[str, str]:
+        n = str(threads)
         return {"CUDA_VISIBLE_DEVICES": "", "TANDEM_TORCH_THREADS": n, "OMP_NUM_THREADS": n, "MKL_NUM_THREADS": n}
 
     def trainer_env(self) -> dict[str, str]:
         if not self.trainer_gpus:
-            return self._cpu_env()
+            return self._cpu_env(self.trainer_cpu_threads)
         return {"CUDA_VISIBLE_DEVICES": ",".join(self.trainer_gpus)}
 
     def engine_env(self, index: int) -> dict[str, str]:
         gpu = self.engine_gpus[index]
-        return self._cpu_env() if gpu is None else {"CUDA_VISIBLE_DEVICES": gpu}
+        return self._cpu_env(self.cpu_threads) if gpu is None else {"CUDA_VISIBLE_DEVICES": gpu}
 
     def engine_device(self, index: int) -> str:
         gpu = self.engine_gpus[index]
@@ -90,7 +104,13 @@ def plan_placement(cfg: TandemConfig, visible_gpus: int) -> Placement:
     ids = _physical_ids(trainer_count + engine_count)
     engine_gpus: list[str | None] = list(ids[trainer_count:trainer_count + engine_count]) or [None] * n
     cpus = os.cpu_count() or 1
+    placement = Placement(trainer_gpus=ids[:trainer_count], engine_gpus=engine_gpus, cores=cpus)
+    if cfg.run.cpu_split == "phase" and not trainer_count and not engine_count and \
+            cfg.trainer.backend == "torch" and cfg.engine.backend == "embedded":
+        placement.phase_split = True
+        placement.cpu_threads, placement.trainer_cpu_threads = max(1, cpus // n), cpus
+        return placement
     local_engines = 0 if cfg.engine.backend == "external" else n  # external engines use other hosts' cores
     trainer_procs = cfg.trainer.gpus if cfg.trainer.backend == "megatron" and not trainer_count else 1
-    return Placement(trainer_gpus=ids[:trainer_count], engine_gpus=engine_gpus,
-                     cpu_threads=max(1, cpus // (local_engines + trainer_procs)))
+    placement.cpu_threads = placement.trainer_cpu_threads = max(1, cpus // (local_engines + trainer_procs))
+    return placement

@@ -53,6 +53,8 @@ class ScriptedEngine:
         self.policy = policy
         self.weight_version = weight_version
         self.requests: list[dict] = []
+        self.control: list[tuple[str, dict]] = []
+        """Control-plane calls received, in order: (path, body)."""
         self.lock = threading.Lock()
         engine = self
 
@@ -84,6 +86,9 @@ class ScriptedEngine:
                 length = int(self.headers.get("Content-Length", 0))
                 body = json.loads(self.rfile.read(length) or b"{}")
                 body["_headers"] = {k.lower(): v for k, v in self.headers.items()}
+                if self.path != "/generate":
+                    with engine.lock:
+                        engine.control.append((self.path, {k: v for k, v in body.items() if k != "_headers"}))
                 if self.path == "/update_weights_from_disk":  # SGLang's answer; the script ignores weights
                     engine.weight_version = int(body.get("weight_version") or engine.weight_version)
                     self._send(200, {"success": True, "message": "ok", "num_paused_requests": 0})
@@ -99,7 +104,10 @@ class ScriptedEngine:
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
-    def generate(self, body: dict) -> dict:
+    def generate(self, body: dict) -> dict | list[dict]:
+        if body["input_ids"] and isinstance(body["input_ids"][0], list):  # SGLang's batch form: one answer each
+            batch = len(body["input_ids"])
+            return [self.generate({**body, "input_ids": ids, "_batch": batch}) for ids in body["input_ids"]]
         ids = [int(i) for i in body["input_ids"]]
         params = body.get("sampling_params") or {}
         prompt = self.tok.decode(ids, skip_special_tokens=False)
@@ -113,7 +121,7 @@ class ScriptedEngine:
             finish = {"type": "length", "length": max_new}
         with self.lock:
             self.requests.append({"input_ids": ids, "sampling_params": params, "turn": turn,
-                                  "priority": body.get("priority"),
+                                  "priority": body.get("priority"), "batch": body.get("_batch", 1),
                                   "routing_key": (body.get("_headers") or {}).get("x-smg-routing-key")})
         return {
             "text": self.tok.decode(out, skip_special_tokens=True),

@@ -488,6 +488,40 @@ def test_batch_generate(eng: Eng) -> None:
             assert o["output_ids"] == greedy(eng, 4, text=t)["output_ids"]
 
 
+def test_group_as_one_batched_request(eng: Eng) -> None:
+    """tandem's single-turn rollout asks for a group as one /generate: the prompt's ids G times.
+    sglang-router forwards this form (not batched text), and every sample keeps its own logprobs."""
+    eng.need("hf")
+    from tandem.model_source import load_tokenizer
+
+    ids = load_tokenizer(eng.model_path).encode(PROMPT)
+    outs = eng.generate({"input_ids": [ids] * 4, "sampling_params": {"max_new_tokens": 6, "temperature": 1.0,
+                                                                     "ignore_eos": True}, "return_logprob": True})
+    assert isinstance(outs, list) and len(outs) == 4
+    assert len({tuple(o["output_ids"]) for o in outs}) > 1  # independent samples, not one copied
+    for o in outs:
+        got = [lp for lp, _, _ in o["meta_info"]["output_token_logprobs"]]
+        assert [t for _, t, _ in o["meta_info"]["output_token_logprobs"]] == o["output_ids"]
+        worst = max(abs(a - b) for a, b in zip(got, hf_logprobs(eng.model_path, ids, o["output_ids"], 1.0)))
+        assert worst < LOGPROB_TOL
+
+
+def test_set_cpu_threads(eng: Eng) -> None:
+    """tandem's own control route (run.cpu_split = "phase"); bad counts are refused with the cause."""
+    eng.need("tandem")
+    eng.need("control")
+    try:
+        r = httpx.post(eng.control_url + "/set_cpu_threads", json={"threads": 2}, timeout=30)
+        assert r.status_code == 200 and r.json() == {"success": True, "threads": 2}
+        if eng.backend == "embedded":  # the count its scheduler thread computes with
+            assert eng.get("/get_server_info").json()["torch_threads"] == 2
+        assert greedy(eng, 4)["meta_info"]["completion_tokens"] == 4  # still serving
+        bad = httpx.post(eng.control_url + "/set_cpu_threads", json={"threads": 0}, timeout=30)
+        assert bad.status_code == 400 and "threads" in bad.json()["message"]
+    finally:
+        httpx.post(eng.control_url + "/set_cpu_threads", json={"threads": 1}, timeout=30)
+
+
 def test_concurrent_requests_are_batched(eng: Eng) -> None:
     n = 32
     running: list[int] = []  # num_running_reqs sampled while *these* requests are in flight

@@ -10,6 +10,7 @@ carry the priority of the training step it was generated for.
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 
 import pytest
@@ -19,7 +20,7 @@ from tandem.orchestrator.cluster import router_command, router_ready
 from tandem.config import TandemConfig
 from tandem.orchestrator.producer import RolloutProducer
 from tandem.sample import Sample
-from tests._fakes import Router, ScriptedEngine
+from tests._fakes import Router, ScriptedEngine, fake_logprob
 from tests._swe import tiny_tokenizer
 
 
@@ -124,6 +125,52 @@ def test_the_producer_gives_every_group_its_priority(order, expected):
     asyncio.run(go())
     assert sorted(seen) == expected
     assert outside == [None, None, None]  # set only inside each group's task, never in the caller's context
+
+
+@pytest.mark.parametrize("group_request", [True, False])
+def test_a_single_turn_group_is_one_request_through_the_real_router(tmp_path, group_request):
+    """rollout.group_request: the default single-turn rollout asks for a group's G samples in one
+    batched /generate, which sglang-router forwards whole to one engine; each sample keeps its own
+    tokens, logprobs and weight version. Off, the same group is G requests."""
+    from tandem.rollout.single_turn import single_turn
+
+    tok = tiny_tokenizer()
+    words, lock = ["alpha", "beta", "gamma", "delta"], threading.Lock()
+
+    def reply(prompt: str, turn: int) -> str:
+        with lock:  # engines answer on several threads
+            return words.pop()
+    cfg = TandemConfig.model_validate({"rollout": {"group_request": group_request, "max_new_tokens": 8}})
+    with ScriptedEngine(tok, reply) as e0, ScriptedEngine(tok, reply) as e1, \
+            Router([e0.url, e1.url], tmp_path / "router.log") as router:
+        wait_for(router_ready(router.url, 2))
+        e0.weight_version = e1.weight_version = 3
+
+        async def main() -> list[Sample]:
+            client = EngineClient(router.url, concurrency=16, timeout_s=30)
+            client.weight_version = 3
+            ctx = RolloutContext(cfg, tok, client, None, lambda sample, row: len(sample.response_text),
+                                 {"max_new_tokens": 8, "temperature": 1.0})
+            try:
+                return await single_turn(ctx, {"prompt": "say a word"}, 4)
+            finally:
+                await client.close()
+
+        samples = asyncio.run(main())
+        requests = e0.requests + e1.requests
+
+    assert len(requests) == 4 and len({r["routing_key"] for r in requests}) == 1
+    assert [r["batch"] for r in requests] == [4 if group_request else 1] * 4
+    if group_request:  # one HTTP request: the four prompts reached a single engine together
+        assert {len(e0.requests), len(e1.requests)} == {0, 4}
+    prompt = tok.encode("say a word", add_special_tokens=False)
+    assert all(r["input_ids"] == prompt for r in requests)
+    assert sorted(s.response_text for s in samples) == ["alpha", "beta", "delta", "gamma"]
+    for s in samples:
+        ids = tok.encode(s.response_text, add_special_tokens=False) + [tok.eos_token_id]
+        assert s.prompt_ids == prompt and s.response_ids == ids and s.weight_version == 3
+        assert s.rollout_logprobs == [fake_logprob(t, len(prompt) + k) for k, t in enumerate(ids)]
+        assert s.reward == len(s.response_text)
 
 
 def test_streaming_through_the_real_router_passes_the_straggler_and_keeps_the_bound(tmp_path):

@@ -85,6 +85,25 @@ def test_engines_equal_trainer_after_sync(cluster):
     assert max(abs(a - b) for a, b in zip(old_lp, trainer_logprobs(trainer, prompt, before["output_ids"]))) > TOL
 
 
+def test_a_publish_writes_the_live_weights_uncopied_and_links_the_sidecars(cluster, tmp_path):
+    """The publish path copies nothing it does not need: a CPU trainer hands its parameters to the
+    writer as they are (export_hf_state_dict, the API, still returns copies), and the config and
+    tokenizer files are hard links to the model's, not new copies per version."""
+    import os
+
+    cfg, _, model_path, _, _ = cluster
+    trainer = TorchTrainer(cfg)
+    view = trainer.export_for_sync(lora=False)
+    live = {p.data_ptr() for p in trainer.model.parameters()}
+    assert view and all(t.data_ptr() in live for t in view.values())
+    assert not any(t.data_ptr() in live for t in trainer.export_hf_state_dict().values())
+    path = publish_weights(view, model_path, tmp_path, 1, keep_last=3)
+    written = load_file_all(path)
+    assert written.keys() == view.keys() and all(torch.equal(written[k], view[k]) for k in written)
+    for name in ("config.json", "tokenizer.json"):
+        assert os.stat(path / name).st_ino == os.stat(Path(model_path) / name).st_ino
+
+
 def test_a_version_sent_as_a_delta_is_served_exactly_as_a_full_publish(cluster, tmp_path):
     """fp32, so the engines can be held to 1e-4: one matrix changes in 1% of its elements (in
     bf16 a low learning rate does this by itself), the trainer side publishes a delta, this side
@@ -223,5 +242,73 @@ def test_publish_is_atomic_and_prunes(tmp_path):
     for v in range(1, 6):
         publish_weights(state, model_path, tmp_path, v, keep_last=2)
     assert published_versions(tmp_path) == [4, 5]
+    # The only hidden entry is this publisher's spare (version 3, written over by the next
+    # publish); it goes when the publisher closes.
+    from tandem.weights.publish import remove_spare, spare_dir
+    assert [p for p in (tmp_path / "weights").iterdir() if p.name.startswith(".")] == [spare_dir(tmp_path / "weights")]
+    remove_spare(tmp_path / "weights")
     assert not [p for p in (tmp_path / "weights").iterdir() if p.name.startswith(".")], "temp dirs left behind"
     assert json.loads((version_dir(tmp_path, 5) / "config.json").read_text())["model_type"] == "qwen3"
+
+
+def test_continue_with_nothing_in_flight_reloads_without_a_pause():
+    """partial_rollout = 'continue' pauses engines in place around a reload only when requests are
+    in flight; with none (always so in sync mode) the reload is a drain with nothing to drain:
+    no pause and no continue round trip, and the prefix cache is flushed as for any new weights."""
+    from tandem.rollout import EngineClient
+    from tandem.weights import sync_engines
+    from tests._fakes import ScriptedEngine
+    from tests._swe import tiny_tokenizer
+
+    tok = tiny_tokenizer()
+
+    async def sync(engine: ScriptedEngine, in_flight: int) -> None:
+        client = EngineClient(engine.url, concurrency=4, timeout_s=10)
+        client.in_flight = in_flight  # what the producer's requests would count
+        async with httpx.AsyncClient() as http:
+            await sync_engines(client, [engine.url], "/w/step_000001", 1, "continue", 10.0, http=http)
+        assert client.weight_version == 1
+
+    with ScriptedEngine(tok, lambda p, t: "x") as idle, ScriptedEngine(tok, lambda p, t: "x") as busy:
+        asyncio.run(sync(idle, 0))
+        asyncio.run(sync(busy, 2))
+    assert [path for path, _ in idle.control] == ["/update_weights_from_disk"]
+    assert idle.control[0][1]["flush_cache"] is True
+    assert [path for path, _ in busy.control] == ["/pause_generation", "/update_weights_from_disk",
+                                                  "/continue_generation"]
+    assert busy.control[0][1] == {"mode": "in_place"} and busy.control[1][1]["flush_cache"] is False
+
+
+def test_publishing_writes_over_a_retired_version_but_never_a_checkpointed_one(tmp_path):
+    """A retired version's shard is written over in place (same inode, the pages it holds in the
+    page cache reused) and reads back as the new weights; a shard a checkpoint hard-links is never
+    touched, and the spare is gone once the publisher closes."""
+    import os
+
+    from safetensors.torch import load_file
+
+    from tandem.weights.publish import remove_spare, spare_dir
+
+    model_dir = tmp_path / "model"
+    model_dir.mkdir()
+    (model_dir / "config.json").write_text("{}")
+    root = tmp_path / "weights"
+
+    def state(value: float, n: int = 1000) -> dict:
+        return {"w": torch.full((n,), value), "b": torch.arange(3, dtype=torch.float32) + value}
+
+    checkpointed = tmp_path / "ckpt_model.safetensors"
+    p1 = publish_weights(state(1.0), model_dir, tmp_path, 1, keep_last=1, root=root)
+    os.link(p1 / "model.safetensors", checkpointed)  # what checkpoint.save_trainer_part does
+    publish_weights(state(2.0), model_dir, tmp_path, 2, keep_last=1, root=root)  # v1 retires to the spare
+    spare = spare_dir(root)
+    p3 = publish_weights(state(3.0, n=500), model_dir, tmp_path, 3, keep_last=1, root=root)
+    assert torch.equal(load_file(checkpointed)["w"], torch.full((1000,), 1.0))  # the checkpoint's copy: intact
+    inode_v2 = os.stat(spare / "model.safetensors").st_ino  # v2 retired to the spare: nothing links it
+    p4 = publish_weights(state(4.0), model_dir, tmp_path, 4, keep_last=1, root=root)
+    assert os.stat(p4 / "model.safetensors").st_ino == inode_v2  # written over in place
+    assert torch.equal(load_file(p4 / "model.safetensors")["w"], torch.full((1000,), 4.0))
+    assert torch.equal(load_file(p4 / "model.safetensors")["b"], torch.arange(3.0) + 4.0)
+    assert not p3.exists() and published_versions(tmp_path, root) == [4]
+    remove_spare(root)
+    assert not spare.exists() and sorted(p.name for p in root.iterdir()) == ["step_000004"]

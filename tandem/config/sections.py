@@ -41,6 +41,8 @@ class RunConfig(Section):
     """Directory for logs, weights, metrics and endpoints.json of this run."""
     seed: int = Field(0, ge=0)
     """Seed for data order, sampling and model init."""
+    cpu_split: Literal["phase", "even"] = "phase"
+    """How a CPU-only run shares the cores (torch trainer, embedded engines): phase = the side that computes gets them (sync: engines while they generate, the trainer while it trains; async: split by measured demand while both run); even = a fixed, equal share per child."""
     cache_dir: str = ".cache/tandem"
     """Where locally built assets (the tiny model) are cached across runs."""
     rehearse: bool = False
@@ -193,6 +195,8 @@ class RolloutConfig(Section):
     """Stop strings."""
     concurrency: int = Field(256, ge=1)
     """Most generation requests in flight from the orchestrator at once."""
+    group_request: bool = True
+    """The default single-turn rollout asks for a group's G samples in one batched /generate (the prompt G times, SGLang's batch form): one round trip and one engine per group, logprobs kept per sample. false: G separate requests, which the router may spread over engines."""
     max_staleness: int = Field(1, ge=0)
     """Async mode: S, the most weight versions a trained-on sample may lag the trainer (see staleness_by). Sync mode forces 0."""
     staleness_by: Literal["oldest_token", "admission"] = "oldest_token"

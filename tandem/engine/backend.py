@@ -104,6 +104,13 @@ class EngineBackend(abc.ABC):
     async def unload_lora(self, name: str) -> None:
         """Free adapter `name`; no request uses it any more."""
 
+    async def set_cpu_threads(self, threads: int) -> int:
+        """Compute with `threads` torch threads from the next step on; returns the count in force."""
+        import torch
+
+        torch.set_num_threads(threads)
+        return torch.get_num_threads()
+
     @abc.abstractmethod
     def get_load(self) -> LoadInfo:
         """The backend's queues; the core fills in `num_pending_admission` and `paused`."""

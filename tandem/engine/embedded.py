@@ -98,6 +98,8 @@ class EmbeddedBackend(EngineBackend):
         self._wake = threading.Event()
         self._stop = False
         self._thread: threading.Thread | None = None
+        self.cpu_threads = torch.get_num_threads()
+        """Torch threads the scheduler thread computes with (the process's count until /set_cpu_threads)."""
 
     def attach(self, core: EngineCore) -> None:
         super().attach(core)
@@ -176,6 +178,14 @@ class EmbeddedBackend(EngineBackend):
         if layers is not None:
             await self._call(lambda: layers.remove(name))
 
+    async def set_cpu_threads(self, threads: int) -> int:
+        # On the scheduler thread: torch's thread count is per calling thread once it has computed.
+        def apply() -> int:
+            torch.set_num_threads(threads)
+            return torch.get_num_threads()
+        self.cpu_threads = await self._call(apply)
+        return self.cpu_threads
+
     # ------------------------------------------------------------------ info
     def get_load(self) -> LoadInfo:
         s = self.scheduler
@@ -186,7 +196,7 @@ class EmbeddedBackend(EngineBackend):
 
     def server_info(self) -> dict[str, Any]:
         return dict(device=str(self.device), dtype=str(next(self.model.parameters()).dtype).removeprefix("torch."),
-                    torch_threads=torch.get_num_threads(), scheduler_stats=dict(self.scheduler.stats))
+                    torch_threads=self.cpu_threads, scheduler_stats=dict(self.scheduler.stats))
 
     def model_info(self) -> dict[str, Any]:
         cfg = self.model.config

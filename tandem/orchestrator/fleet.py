@@ -145,6 +145,17 @@ class Fleet:
                       file=sys.stderr, flush=True)
         return done
 
+    async def set_cpu_threads(self, threads: int) -> None:
+        """Every local engine computes with `threads` torch threads (run.cpu_split = "phase").
+        An engine being restarted is skipped: it starts with placement's count."""
+        urls = [u for n, u in self.engines.items() if n not in self.recovering]
+        answers = await asyncio.gather(*(self._client().post(f"{u}/set_cpu_threads", json={"threads": threads},
+                                                             timeout=10.0) for u in urls), return_exceptions=True)
+        for url, answer in zip(urls, answers):
+            if isinstance(answer, BaseException) or answer.status_code != 200:
+                print(f"tandem: setting {threads} CPU thread(s) on {url} failed: "
+                      f"{answer if isinstance(answer, BaseException) else answer.text[:200]}", file=sys.stderr)
+
     # ------------------------------------------------------------------ doctor
     async def close(self) -> None:
         for task in list(self._unloads):

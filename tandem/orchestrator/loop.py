@@ -18,6 +18,7 @@ from tandem.handoff import wait_train_result, write_batch
 from tandem.model_source import load_tokenizer
 from tandem.orchestrator import run_state
 from tandem.orchestrator.cluster import Cluster
+from tandem.orchestrator.cpu_share import FIXED, CpuShare, FixedShare
 from tandem.engine.auth import bearer_headers
 from tandem.orchestrator.external import ExternalFleet
 from tandem.orchestrator.fleet import Fleet
@@ -37,7 +38,8 @@ class TrainerLink(Protocol):
     """How the loop reaches the trainer: hand it a step's batch, then wait for its answer (the
     training metrics, and `weight_version`/`weights_path` when it published weights)."""
 
-    async def submit(self, step: int, samples: list) -> None: ...
+    async def submit(self, step: int, samples: list, cpu_threads: int | None = None) -> None:
+        """`cpu_threads`: the torch threads to train this step with (None: keep the current count)."""
 
     async def result(self, step: int) -> dict: ...
 
@@ -48,8 +50,9 @@ class FileTrainerLink:
     def __init__(self, run_dir: Path, cfg: TandemConfig, cluster: Cluster):
         self.run_dir, self.cfg, self.cluster = run_dir, cfg, cluster
 
-    async def submit(self, step: int, samples: list) -> None:
-        await asyncio.to_thread(write_batch, self.run_dir, step, samples)  # off the loop: rollouts keep flowing
+    async def submit(self, step: int, samples: list, cpu_threads: int | None = None) -> None:
+        extra = {"cpu_threads": cpu_threads} if cpu_threads else None
+        await asyncio.to_thread(write_batch, self.run_dir, step, samples, extra)  # off the loop: rollouts keep flowing
 
     async def result(self, step: int) -> dict:
         return await wait_trainer(self.run_dir, step, self.cfg, self.cluster)
@@ -57,7 +60,7 @@ class FileTrainerLink:
 
 async def run_loop(cfg: TandemConfig, run_dir: Path, producer: RolloutProducer, ctx: RolloutContext,
                    trainer: TrainerLink, fleet: Fleet, metrics: MetricsLog, view: LiveView, start_step: int,
-                   hooks: RunHooks = NO_HOOKS) -> None:
+                   hooks: RunHooks = NO_HOOKS, cpu: CpuShare | FixedShare = FIXED) -> None:
     """The whole RL loop. Rollout for step k+staleness overlaps training on step k."""
     from tandem.losses import assign_advantages  # torch: imported only once a run starts
 
@@ -70,11 +73,13 @@ async def run_loop(cfg: TandemConfig, run_dir: Path, producer: RolloutProducer, 
         view.set_status(f"step {step}: rolling out (waiting on engines)")
         batch = await producer.take(step)                                  # 1. rollout
         assign_advantages(batch.samples, cfg.trainer.loss.use_std_norm)
-        await trainer.submit(step, batch.samples)
+        threads = await cpu.training_starts()
+        await trainer.submit(step, batch.samples, threads)
         batch_written = clock()
         view.set_status(f"step {step}: training (waiting on trainer)")
         result = await trainer.result(step)                                # 2. train
         result_at = clock()
+        cpu.training_done(result.get("train_time", 0.0), batch.rollout_time)
         reload_s = 0.0
         if result.get("weight_version") is not None:                        # 3. sync
             view.set_status(f"step {step}: syncing weights v{result['weight_version']} (waiting on engines)")
@@ -90,7 +95,7 @@ async def run_loop(cfg: TandemConfig, run_dir: Path, producer: RolloutProducer, 
                "gen_tokens_per_s": sum(s.num_model_tokens for s in batch.samples) / max(batch.rollout_time, 1e-9),
                "dropped_stale": batch.dropped_stale, "recycled_groups": batch.recycled,
                "oversample_discarded": batch.discarded, "longest_group_s": batch.longest_group_s,
-               "requests_retried": ctx.engine.retried, **fleet.metrics(), **batch.stats,
+               "requests_retried": ctx.engine.retried, **fleet.metrics(), **batch.stats, **cpu.metrics(),
                **step_plugin_metrics(producer.rollout_fn, batch.samples)}
         row["trainer_idle_ratio"] = row["trainer_wait_time"] / max(row["step_time"], 1e-9)
         metrics.log(row)
@@ -204,8 +209,10 @@ async def orchestrate(cfg: TandemConfig, run_dir: Path, sup: Supervisor, cluster
     view = LiveView(cfg.run.steps, start.step, monitor, cfg.logging.live)
     producer.start()
     trainer = FileTrainerLink(run_dir, cfg, cluster)
+    cpu = CpuShare(cluster.placement.cores, cfg.engine.count, cfg.effective_staleness > 0, fleet.set_cpu_threads) \
+        if cluster.placement.phase_split else FIXED
     tasks = [asyncio.create_task(run_loop(cfg, run_dir, producer, ctx, trainer, fleet, metrics, view, start.step,
-                                          hooks)),
+                                          hooks, cpu)),
              asyncio.create_task(watch_children(sup, metrics, view, cfg.faults.stall_warning_s)),
              asyncio.create_task(monitor.run(), name="queue-monitor")]
     if cfg.faults.max_engine_restarts > 0 or external:  # external engines are never restarted, only re-admitted

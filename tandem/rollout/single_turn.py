@@ -50,10 +50,16 @@ async def single_turn(ctx: RolloutContext, row: dict, group_size: int) -> list[S
     """One prompt, G independent completions, each scored by the reward plug-in."""
     prompt_ids = encode_prompt(ctx.tokenizer, row[ctx.cfg.rollout.prompt_key], ctx.cfg.rollout.apply_chat_template)
 
-    async def one() -> Sample:
-        out = await ctx.engine.generate(prompt_ids, dict(ctx.sampling_params))
+    async def scored(out: dict) -> Sample:
         sample = sample_from_output(prompt_ids, out, ctx.tokenizer)
         await ctx.score(sample, row)
         return sample
+
+    if ctx.cfg.rollout.group_request:
+        outs = await ctx.engine.generate_many(prompt_ids, dict(ctx.sampling_params), group_size)
+        return list(await asyncio.gather(*(scored(out) for out in outs)))
+
+    async def one() -> Sample:
+        return await scored(await ctx.engine.generate(prompt_ids, dict(ctx.sampling_params)))
 
     return list(await asyncio.gather(*(one() for _ in range(group_size))))

@@ -144,7 +144,7 @@ class VirtualTrainer:
         self.weights = make_weights(4e-6, getattr(torch, cfg.model.dtype))
         self._running: dict[int, asyncio.Task] = {}
 
-    async def submit(self, step: int, samples: list[Sample]) -> None:
+    async def submit(self, step: int, samples: list[Sample], cpu_threads: int | None = None) -> None:
         self._running[step] = asyncio.create_task(self._train(step, samples), name=f"virtual-trainer-{step}")
 
     async def result(self, step: int) -> dict:

@@ -99,8 +99,12 @@ def run_loop(
 ) -> None:
     for step in range(start_step, cfg.run.steps):
         t_wait = time.perf_counter()
-        samples = handoff.wait_batch(run_dir, step, timeout_s=BATCH_WAIT_S, is_alive=is_alive)
+        samples, extra = handoff.wait_batch_with_extra(run_dir, step, timeout_s=BATCH_WAIT_S, is_alive=is_alive)
         wait_time = time.perf_counter() - t_wait
+        if extra.get("cpu_threads"):  # run.cpu_split = "phase": the orchestrator's share for this step
+            import torch
+
+            torch.set_num_threads(int(extra["cpu_threads"]))
         metrics = backend.train_step(samples)
         result: dict[str, Any] = {**metrics, "wait_time": wait_time,
                                   "weight_version": None, "weights_path": None, "publish_time": 0.0}
@@ -168,6 +172,7 @@ def main(argv: list[str] | None = None) -> int:
                  log=lambda line: print(line, flush=True))
     finally:
         backend.close()
+        publisher.close()
     return 0
 
 

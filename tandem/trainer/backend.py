@@ -56,8 +56,15 @@ class TrainerBackend(ABC):
         raise NotImplementedError(f"{type(self).__name__} does not train LoRA adapters")
 
     def export_for_sync(self, lora: bool) -> dict[str, Tensor]:
-        """What a weight version holds: the adapter with LoRA, else the whole weights."""
-        return self.export_adapter() if lora else self.export_hf_state_dict()
+        """What a weight version holds: the adapter with LoRA, else the whole weights. Only for a
+        publish that writes them out before the next train_step: the tensors may be the live
+        parameters themselves (see publish_view)."""
+        return self.export_adapter() if lora else self.publish_view()
+
+    def publish_view(self) -> dict[str, Tensor]:
+        """export_hf_state_dict's tensors, allowed to alias the live parameters where they already
+        are CPU tensors in the published dtype: publishing then writes them without a copy."""
+        return self.export_hf_state_dict()
 
     def state_dict_for_checkpoint(self) -> dict[str, Any]:
         """Everything needed to resume training (weights, optimizer, counters)."""

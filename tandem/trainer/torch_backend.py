@@ -138,6 +138,14 @@ class TorchTrainer(TrainerBackend):
     def export_hf_state_dict(self) -> dict[str, Tensor]:
         """CPU copies in model.dtype; a tied weight (lm_head = embed_tokens) is kept once, under the
         name HF's loader restores it from, because safetensors refuses aliased tensors."""
+        return self._hf_tensors(copy=True)
+
+    def publish_view(self) -> dict[str, Tensor]:
+        # A CPU trainer in the published dtype hands its parameters to the writer as they are:
+        # the copy cost a full pass over the weights per publish, for a dict dropped right after.
+        return self._hf_tensors(copy=False)
+
+    def _hf_tensors(self, copy: bool) -> dict[str, Tensor]:
         tied_aliases = set(self.model.get_expanded_tied_weights_keys() or {})
         out: dict[str, Tensor] = {}
         owner_of: dict[tuple[int, tuple[int, ...]], str] = {}
@@ -151,7 +159,7 @@ class TorchTrainer(TrainerBackend):
                 else:
                     continue
             owner_of[key] = name
-            out[name] = t.detach().to("cpu", dtype=self.export_dtype if t.is_floating_point() else t.dtype, copy=True)
+            out[name] = t.detach().to("cpu", dtype=self.export_dtype if t.is_floating_point() else t.dtype, copy=copy)
         return out
 
     def export_adapter(self) -> dict[str, Tensor]:

@@ -220,6 +220,11 @@ async def sync_engines(client, engine_urls: list[str], path: str | os.PathLike, 
     """
     clock = asyncio.get_running_loop().time  # the loop's clock: a simulated run times its syncs virtually
     start = clock()
+    if policy == "continue" and client.in_flight == 0 and not by_agent:
+        # Nothing to continue (always so in sync mode): a drain with nothing to drain. The engines
+        # reload unpaused, which saves a pause and a continue round trip per engine; the gate
+        # closes before the next await, so no request can start on the old version meanwhile.
+        policy = "drain"
     gated = policy in ("drain", "abort")
     if gated:
         client.close_gate()

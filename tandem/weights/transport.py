@@ -18,7 +18,7 @@ from tandem.config import TandemConfig
 from tandem.lora import ADAPTER_CONFIG, ADAPTER_WEIGHTS, adapter_name, adapters_kept, peft_config_dict
 from tandem.weights.delta import DeltaEncoder, write_delta_dir
 from tandem.weights.materialize import LocalVersions
-from tandem.weights.publish import WEIGHTS_DIR, drop_tied, publish_dir, publish_weights, state_bytes
+from tandem.weights.publish import WEIGHTS_DIR, drop_tied, publish_dir, publish_weights, remove_spare, state_bytes
 from tandem.config.sections import is_remote_url as is_remote
 from tandem.weights.store import WeightStore
 
@@ -82,6 +82,10 @@ class WeightPublisher:
             self.store.prune(cfg.sync.keep_last, keep_from)
             out["upload_time"] = time.perf_counter() - started
         return out
+
+    def close(self) -> None:
+        """The run is over: drop the spare version kept for in-place publishing."""
+        remove_spare(self.shared_root or Path(self.cfg.run.run_dir) / WEIGHTS_DIR)
 
     def forget_after(self, version: int) -> list[int]:
         """Remove versions newer than `version` from the store (an earlier run's, or a crashed

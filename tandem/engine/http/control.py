@@ -1,6 +1,7 @@
 """SGLang's control-plane routes: weight updates from disk, LoRA adapter loads and unloads, pausing and continuing generation,
 flushing the prefix cache and aborting requests. sglang-router does not forward these, so the
-trainer / orchestrator call each engine directly."""
+trainer / orchestrator call each engine directly. One route is tandem's own: /set_cpu_threads,
+with which the orchestrator shares a CPU box between engines and trainer by phase."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from fastapi.responses import Response
 
 from tandem.engine.http.common import core_of, json_response, parse
 from tandem.engine.http.models import (AbortReq, LoadLoRAAdapterReqInput, PauseGenerationReqInput,
-                                      UnloadLoRAAdapterReqInput, UpdateWeightFromDiskReqInput)
+                                      SetCpuThreadsReqInput, UnloadLoRAAdapterReqInput,
+                                      UpdateWeightFromDiskReqInput)
 
 router = APIRouter()
 
@@ -63,3 +65,10 @@ async def abort_request(request: Request) -> Response:
     obj = await parse(request, AbortReq)
     await core_of(request).abort(obj.rid, abort_all=obj.abort_all)
     return Response(status_code=200)
+
+
+@router.post("/set_cpu_threads")
+async def set_cpu_threads(request: Request) -> Response:
+    obj = await parse(request, SetCpuThreadsReqInput)
+    threads = await core_of(request).engine_backend.set_cpu_threads(obj.threads)
+    return json_response({"success": True, "threads": threads})

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import Field, BaseModel, ConfigDict
 
 
 class _Open(BaseModel):
@@ -51,6 +51,11 @@ class UpdateWeightFromDiskReqInput(_Open):
     recapture_cuda_graph: bool = False
     token_step: int = 0
     flush_cache: bool = True
+
+
+class SetCpuThreadsReqInput(_Open):
+    """tandem's own (SGLang has no such route): the torch threads this engine computes with."""
+    threads: int = Field(ge=1)
 
 
 class PauseGenerationReqInput(_Open):
