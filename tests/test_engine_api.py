@@ -102,3 +102,33 @@ def test_waiting_requests_are_admitted_by_priority_when_enabled(tmp_path: Path) 
 
     assert asyncio.run(order(True)) == ["d", "b", "e", "a", "c", "f"]
     assert asyncio.run(order(False)) == ["a", "b", "c", "d", "e", "f"]
+
+
+def test_an_idle_engine_prefills_a_burst_together(tmp_path: Path) -> None:
+    """engine.admission_window_ms: requests that reach an idle engine a millisecond apart (a step's
+    groups) are prefilled as one batch, so the batch decodes without padding; with no window the
+    first one starts alone and the rest join it later. The answers are the same either way."""
+    from tandem.config import config_from_json
+    from tandem.engine.embedded import EmbeddedCore
+    from tandem.model_source import resolve_model_path
+
+    model_path = resolve_model_path(config_from_json(write_run_config(tmp_path / "config.json", "embedded")))
+
+    async def burst(window_s: float) -> tuple[int, list[list[int]]]:
+        core = EmbeddedCore.load(model_path, admission_window_s=window_s)
+        await core.start()
+        try:
+            tasks = []
+            for i in range(4):
+                tasks.append(asyncio.create_task(core_generate(core, [65 + i], max_new_tokens=8, temperature=0,
+                                                               ignore_eos=True)))
+                await asyncio.sleep(0.001)
+            outs = await asyncio.gather(*tasks)
+            return core.engine_backend.scheduler.stats["prefill_batches"], [r.output_ids for r in outs]
+        finally:
+            await core.shutdown()
+
+    together, answers = asyncio.run(burst(0.05))
+    apart, answers_apart = asyncio.run(burst(0.0))
+    assert together == 1 and apart > 1
+    assert answers == answers_apart

@@ -42,7 +42,7 @@ class EmbeddedCore(EngineCore):
                  served_model_name: str | None = None, weight_version: str = "0",
                  max_running_requests: int = 64, max_total_tokens: int = 262144,
                  context_length: int | None = None, seed: int = 0, priority_scheduling: bool = False,
-                 lora: LoraLimits | None = None):
+                 lora: LoraLimits | None = None, admission_window_s: float = 0.0):
         if context_length is None:
             context_length = getattr(model.config, "max_position_embeddings", None)
         pad = getattr(tokenizer, "pad_token_id", None)
@@ -50,7 +50,7 @@ class EmbeddedCore(EngineCore):
         backend = EmbeddedBackend(BatchScheduler(
             model=model.eval(), device=torch.device(device), pad_id=int(pad) if pad is not None else 0, seed=seed,
             max_running_requests=max_running_requests, max_total_tokens=max_total_tokens,
-            priority_scheduling=priority_scheduling, lora=layers))
+            priority_scheduling=priority_scheduling, lora=layers), admission_window_s)
         super().__init__(backend, tokenizer=tokenizer, model_path=model_path, served_model_name=served_model_name,
                          weight_version=weight_version, max_running_requests=max_running_requests,
                          max_total_tokens=max_total_tokens, context_length=context_length, lora=lora)
@@ -71,6 +71,7 @@ class EmbeddedCore(EngineCore):
             trust_remote_code=cfg.model.trust_remote_code, served_model_name=cfg.model.path,
             max_running_requests=cfg.engine.max_running_requests, max_total_tokens=cfg.engine.max_total_tokens,
             priority_scheduling=cfg.engine.priority_scheduling, lora=LoraLimits.from_config(cfg),
+            admission_window_s=cfg.engine.admission_window_ms / 1000,
             # Engines sample independently: same run seed, different stream per engine name.
             seed=cfg.run.seed * 1_000_003 + zlib.crc32(name.encode()))
 
@@ -89,8 +90,9 @@ class EmbeddedBackend(EngineBackend):
 
     name = "embedded"
 
-    def __init__(self, scheduler: BatchScheduler):
+    def __init__(self, scheduler: BatchScheduler, admission_window_s: float = 0.0):
         self.scheduler = scheduler
+        self.admission_window_s = admission_window_s
         self.model = scheduler.model
         self.device = scheduler.device
         self._cmds: deque[tuple[Callable[[], Any], concurrent.futures.Future | None]] = deque()
@@ -212,12 +214,26 @@ class EmbeddedBackend(EngineBackend):
                     self._wake.wait(0.5)  # every producer of work sets _wake; this is a safety net
                     self._wake.clear()
                     continue
+                if self.scheduler.batch is None and self.admission_window_s > 0:
+                    self._gather_burst()
                 self.scheduler.step()
             except Exception:  # keep serving: fail the requests in flight, not the process
                 log.error("scheduler step failed:\n%s", traceback.format_exc())
                 self.scheduler.fail_all("engine error: " + traceback.format_exc(limit=1).strip().splitlines()[-1])
         self._drain_inbox()
         self.scheduler.fail_all("engine shutting down")
+
+    def _gather_burst(self) -> None:
+        """Idle, with work arriving: wait until no request has arrived for the admission window (at
+        most ten windows, and not past a posted command), so a burst prefills as one batch. Rows
+        that join a running batch later sit at other positions: the batch needs a padding mask,
+        and SDPA's masked kernel made decode steps 15-20% slower (23M parameters, CPU)."""
+        deadline = time.monotonic() + 10 * self.admission_window_s
+        while not self._cmds and time.monotonic() < deadline:
+            self._wake.clear()
+            if not self._wake.wait(self.admission_window_s):
+                break
+        self._drain_inbox()
 
     def _drain_inbox(self) -> None:
         while self._inbox:
