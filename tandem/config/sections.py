@@ -113,7 +113,7 @@ class EngineConfig(Section):
     max_total_tokens: int = Field(262144, ge=1)
     """KV budget in tokens across the running batch (prompt + generated)."""
     admission_window_ms: float = Field(3.0, ge=0)
-    """Embedded engines: an idle engine that receives requests waits until none has arrived for this long (at most ten times it) before its first prefill, so a step's burst of groups prefills together and decodes without padding (which makes SDPA take a slower masked kernel). 0: start at the first request."""
+    """Embedded engines: an idle engine that receives requests waits until none has arrived for this long (at most ten times it, and at most two of its decode steps) before its first prefill, so a step's burst of groups prefills together and decodes without padding (which makes SDPA take a slower masked kernel). 0: start at the first request."""
     priority_scheduling: bool = True
     """Serve each engine's waiting queue by request priority (SGLang --enable-priority-scheduling, without preemption of running requests). The rollout producer gives every request the priority of its training step, older steps first, so the step the trainer waits on is served before rollouts started early for the next one."""
     startup_timeout_s: float = Field(180.0, gt=0)
