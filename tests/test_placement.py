@@ -81,3 +81,30 @@ def test_trainer_gpus_must_fit_the_parallel_layout():
     # Caught when the config is validated, before any process starts.
     with pytest.raises(ValueError, match=r"trainer.gpus \(2\) must be a multiple of trainer.megatron.tensor_parallel"):
         trainer_launch_command(gpu_cfg(1, trainer_gpus=2, tensor_parallel=4), "/r/config.json")
+
+
+def test_free_ports_are_never_handed_out_twice(monkeypatch):
+    """The kernel may offer one port twice before anyone binds it (the router's port and its
+    Prometheus port once came out equal): free_port asks again instead."""
+    import socket
+
+    from tandem import ports
+
+    offered = iter([41001, 41001, 41002])
+
+    class Fake:
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def bind(self, addr):
+            self.port = next(offered)
+
+        def getsockname(self):
+            return ("127.0.0.1", self.port)
+
+    monkeypatch.setattr(socket, "socket", lambda *a: Fake())
+    monkeypatch.setattr(ports, "_handed_out", set())
+    assert [ports.free_port(), ports.free_port()] == [41001, 41002]
