@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from tandem.weights import check_free_space
+from tandem.weights.publish import link_or_copy
 
 
 CKPT_DIR = "checkpoints"
@@ -105,13 +106,6 @@ def _os_error(err: BaseException) -> BaseException:
     return err
 
 
-def _link_or_copy(src: str, dst: str) -> None:
-    try:
-        os.link(src, dst)
-    except OSError:
-        shutil.copy2(src, dst)
-
-
 def save_trainer_part(run_dir: str | os.PathLike, step: int, rank: int, state: dict,
                       hf_weights: str | os.PathLike | None) -> Path:
     """One trainer rank's half of checkpoint `step`, into its temporary directory.
@@ -141,7 +135,7 @@ def save_trainer_part(run_dir: str | os.PathLike, step: int, rank: int, state: d
         if hf_weights:
             shutil.rmtree(tmp / "hf", ignore_errors=True)
             # Hard links: the published version is immutable, so sharing its files is free and safe.
-            shutil.copytree(hf_weights, tmp / "hf", copy_function=_link_or_copy)
+            shutil.copytree(hf_weights, tmp / "hf", copy_function=link_or_copy)
     except CheckpointError:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -140,10 +140,15 @@ def link_sidecars(source: Path, out_dir: Path) -> None:
     linking is refused (another filesystem)."""
     for fname in SIDECAR_FILES:
         if (source / fname).exists():
-            try:
-                os.link(source / fname, out_dir / fname)
-            except OSError:
-                shutil.copy2(source / fname, out_dir / fname)
+            link_or_copy(str(source / fname), str(out_dir / fname))
+
+
+def link_or_copy(src: str, dst: str) -> None:
+    """A hard link to `src` (no bytes written), or a copy where linking is refused (another filesystem)."""
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
 
 
 def publish_weights(state_dict: dict, source_model_dir: str | os.PathLike, run_dir: str | os.PathLike,
