@@ -63,6 +63,9 @@ class Placement:
             return self._cpu_env(self.trainer_cpu_threads)
         return {"CUDA_VISIBLE_DEVICES": ",".join(self.trainer_gpus)}
 
+    def cpu_engine_env(self) -> dict[str, str]:
+        return self._cpu_env(self.cpu_threads)
+
     def engine_env(self, index: int) -> dict[str, str]:
         gpu = self.engine_gpus[index]
         return self._cpu_env(self.cpu_threads) if gpu is None else {"CUDA_VISIBLE_DEVICES": gpu}
@@ -86,7 +89,10 @@ def _needs_gpus(cfg: TandemConfig, visible_gpus: int) -> tuple[bool, bool]:
 
 
 def plan_placement(cfg: TandemConfig, visible_gpus: int) -> Placement:
-    n = cfg.engine.count
+    """Devices for every engine the run may hold: engine.count, or engine.autoscale.max when the
+    fleet scales (the engines past engine.count start later, on the devices reserved here)."""
+    scale = cfg.engine.autoscale
+    n = scale.max if scale.enabled and cfg.engine.backend != "external" else cfg.engine.count
     trainer_needs, engines_need = _needs_gpus(cfg, visible_gpus)
     auto_gpu = visible_gpus > 0
     use_trainer_gpu = trainer_needs or (auto_gpu and cfg.trainer.backend == "torch" and cfg.trainer.device == "auto")
@@ -105,7 +111,7 @@ def plan_placement(cfg: TandemConfig, visible_gpus: int) -> Placement:
     engine_gpus: list[str | None] = list(ids[trainer_count:trainer_count + engine_count]) or [None] * n
     cpus = os.cpu_count() or 1
     placement = Placement(trainer_gpus=ids[:trainer_count], engine_gpus=engine_gpus, cores=cpus)
-    if cfg.run.cpu_split == "phase" and not trainer_count and not engine_count and \
+    if cfg.run.cpu_split == "phase" and not trainer_count and not engine_count and not scale.enabled and \
             cfg.trainer.backend == "torch" and cfg.engine.backend == "embedded":
         placement.phase_split = True
         placement.cpu_threads, placement.trainer_cpu_threads = max(1, cpus // n), cpus

@@ -263,3 +263,36 @@ def test_malformed_rows_are_skipped_and_reported(tmp_path):
     assert "skipped 2 malformed row(s)" in launch.stderr
     report = json.loads((tmp_path / "run" / "data_report.json").read_text())
     assert report["skipped"] == 2 and report["rows"] == 10
+
+
+def test_the_fleet_grows_and_shrinks_through_the_real_router(tmp_path):
+    """engine.autoscale with a user's policy (tests/fixtures/autoscale_policy.py): a second engine
+    process starts after step 1 and leaves after serving 5 steps, while rollouts run (async).
+    Nothing is lost or counted twice, every sample is within the staleness bound, and every
+    sample's logprobs are those of the version it claims: no engine in the router ever served an
+    older one (the joining engine loaded the current version first)."""
+    steps = 60  # a new engine takes seconds to load; these steps take ~0.25 s
+    run = tmp_path / "run"
+    # drain: no sample spans a weight update, so each has exactly one version to be checked against
+    launch = Launch(run, ["--engines", "1", "--steps", str(steps), "--mode", "async", "--sync.keep_last", "64",
+                          "--rollout.partial_rollout", "drain",
+                          "--rollout.max_new_tokens", "48", *SMALL, "--engine.autoscale.enabled", "true",
+                          "--engine.autoscale.max", "2",
+                          "--engine.autoscale.policy", str(REPO / "tests/fixtures/autoscale_policy.py") + ":Scripted"])
+    assert finished(launch) == 0, launch.describe()
+    rows = metrics(run)
+    assert check_batches(run, steps) == []  # every step: its groups complete, none lost, none twice
+    assert all(r["staleness_max"] <= 1 for r in rows)
+    check_logprobs(run, rows)
+    log = [json.loads(x) for x in (run / "autoscale.jsonl").read_text().splitlines()]
+    events = [e for e in log if e.get("event") in ("joined", "left")]
+    assert [(e["event"], e["engine"]) for e in events] == [("joined", "engine1"), ("left", "engine1")]
+    assert log[-1]["event"] == "closed" and log[-1]["engine_seconds"] >= rows[-1]["engine_seconds"]
+    assert events[0]["serves_version"] == events[0]["fleet_version"]  # loaded before the router had it
+    decisions = [e for e in log if "decision" in e]
+    assert [d["step"] for d in decisions] == list(range(steps)) and all(d["reason"] for d in decisions)
+    engines = [r["engines"] for r in rows]
+    assert engines[0] == 1 and engines.count(2) >= 5 and engines[-1] == 1, engines
+    assert all(r["engine_seconds_per_step"] > 0 for r in rows[1:])
+    assert sum(r["engine_seconds_per_step"] for r in rows) == pytest.approx(rows[-1]["engine_seconds"])
+    assert (run / "logs" / "engine1.log").exists()  # its own log, like every child

@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from tandem.config.sections import Section
+from tandem.config.base import Section
 
 
 class EnvironmentConfig(Section):

@@ -105,6 +105,25 @@ class TandemConfig(Section):
                                   f"its reward() scores each episode; remove rollout.{key}")
         return self
 
+    @model_validator(mode="after")
+    def _autoscaled_fleet_starts_inside_its_bounds(self) -> TandemConfig:
+        scale = self.engine.autoscale
+        if not scale.enabled:
+            return self
+        if not scale.min <= self.engine.count <= scale.max:
+            raise rule_broken(f"engine.count = {self.engine.count} is the size an autoscaled fleet starts at: it must "
+                              f"lie within engine.autoscale.min = {scale.min} and engine.autoscale.max = {scale.max}")
+        if self.engine.backend == "external" and scale.provider != "command":
+            raise rule_broken("engine.autoscale with engine.backend = 'external': tandem starts no engines on other "
+                              "hosts itself; set engine.autoscale.provider = 'command' (a command that starts one)")
+        if scale.target == "trainer_idle" and self.effective_staleness == 0:
+            raise rule_broken("engine.autoscale.target = 'trainer_idle' with run.mode = 'sync': in sync mode the "
+                              "trainer waits for every rollout by design; set engine.autoscale.target = 'step_time'")
+        if self.trainer.lora.enabled:
+            raise rule_broken("engine.autoscale with trainer.lora: a joining engine would need every adapter still in "
+                              "use loaded first, which is not built; turn one of them off")
+        return self
+
     @property
     def effective_staleness(self) -> int:
         """Sync mode is the same loop with a staleness bound of 0."""

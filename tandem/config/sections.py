@@ -10,25 +10,14 @@ in tandem.config.schema.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
-from pydantic_core import PydanticCustomError
+from pydantic import Field, field_validator, model_validator
 
-RULE_ERROR = "config_rule"
-"""pydantic error type of a broken cross-field rule; its message names every key involved."""
+from tandem.config.autoscale_section import AutoscaleConfig
+from tandem.config.base import RULE_ERROR, DecayRate, Port, Section, rule_broken
 
-Port = Annotated[int, Field(ge=0, le=65535)]
-DecayRate = Annotated[float, Field(ge=0.0, lt=1.0)]
-
-
-def rule_broken(message: str) -> PydanticCustomError:
-    """The error a named model validator raises; ConfigError shows `message` as written."""
-    return PydanticCustomError(RULE_ERROR, message)
-
-
-class Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, validate_assignment=True)
+__all__ = ["RULE_ERROR", "DecayRate", "Port", "Section", "rule_broken"]  # re-exported: older imports name them here
 
 
 # --------------------------------------------------------------------------- run
@@ -126,6 +115,8 @@ class EngineConfig(Section):
     """Extra SGLang server arguments, passed through as --key value (e.g. {context_length = 32768})."""
     sim: SimEngineConfig = SimEngineConfig()
     """Settings of the simulated engine."""
+    autoscale: AutoscaleConfig = AutoscaleConfig()
+    """A fleet that grows and shrinks with demand during the run (off by default)."""
 
     @field_validator("urls")
     @classmethod

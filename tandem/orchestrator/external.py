@@ -46,6 +46,8 @@ class ExternalFleet(Fleet):
         """(cause, detect_s, detected_at) while the engine is out of the router."""
         while True:
             await asyncio.sleep(faults.engine_check_interval_s)
+            if self.engines.get(name) != url:
+                return  # it left the fleet
             answer = await self._probe(url, min(2.0, faults.engine_unresponsive_s))
             now = time.monotonic()
             if answer == "ok":

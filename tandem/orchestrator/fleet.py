@@ -21,12 +21,13 @@ import httpx
 
 from tandem.lora import adapter_name, adapter_versions, doomed_adapters
 from tandem.weights import SyncError, reload_engines, sync_engines
-from tandem.weights.reload import engine_adapters, unload_adapters
+from tandem.weights.reload import engine_adapters, engine_weight_version, parse_load, unload_adapters
 from tandem.weights.delta import DELTA_FILE
 from tandem.weights.transport import local_copies, reload_by_agent
 from tandem.config import TandemConfig
 from tandem.engine.auth import bearer_headers
 from tandem.orchestrator.hooks import NO_HOOKS, RunHooks
+from tandem.orchestrator.router_workers import RouterMembership, RouterRefused, RouterWorkers
 from tandem.orchestrator.supervisor import Child, ChildFailed, Supervisor, tail
 
 
@@ -51,8 +52,11 @@ class Recovery:
 
 class Fleet:
     def __init__(self, cfg: TandemConfig, sup: Supervisor, engines: dict[str, str], router_url: str,
-                 hooks: RunHooks = NO_HOOKS, http: httpx.AsyncClient | None = None):
+                 hooks: RunHooks = NO_HOOKS, http: httpx.AsyncClient | None = None,
+                 router: RouterMembership | None = None):
         self.cfg, self.sup, self.engines, self.router_url, self.hooks = cfg, sup, engines, router_url, hooks
+        self.router = router or RouterWorkers(router_url)
+        """Who routes to the engines: sglang-router over HTTP, or a simulated run's in-process router."""
         self.lock = asyncio.Lock()
         self.weights: tuple[str, int] | None = None
         """(path, version) every engine should serve; None = the base model."""
@@ -182,8 +186,89 @@ class Fleet:
             return False
 
     async def run_doctor(self) -> None:
-        """One watcher per engine, so a hung engine's probe or a long restart never delays the others."""
-        await asyncio.gather(*(self._watch(name) for name in self.engines))
+        """One watcher per engine, so a hung engine's probe or a long restart never delays the others;
+        an engine that joins later (autoscaling) gets its own, and a watcher ends when its engine leaves."""
+        watchers: dict[str, asyncio.Task] = {}
+        try:
+            while True:
+                for name in list(self.engines):
+                    if name not in watchers or watchers[name].done():
+                        if name in watchers and watchers[name].exception() is not None:
+                            raise watchers[name].exception()  # type: ignore[misc]
+                        watchers[name] = asyncio.create_task(self._watch(name), name=f"doctor-{name}")
+                await asyncio.sleep(self.cfg.faults.engine_check_interval_s)
+        finally:
+            for task in watchers.values():
+                task.cancel()
+
+    # ------------------------------------------------------------------ membership (autoscaling)
+    async def join(self, name: str, url: str) -> tuple[int, int | None]:
+        """A new, healthy engine: it loads the version every engine serves, then enters the router.
+        Both under the sync lock, so no sync can land between its load and its admission and the
+        router never sends it a request on an older version. Returns (the fleet's version, the
+        version the engine itself reported just before it entered the router)."""
+        async with self.lock:
+            version = 0
+            if self.weights is not None:
+                path, version = self.weights
+                await reload_engines([url], path, version, policy="drain", timeout_s=self.cfg.sync.reload_timeout_s,
+                                     http=self._client())
+            reported = await self.serves_version(url)
+            await self._router_add(url)
+            self.engines[name] = url
+            self.adapters[url] = set()
+        return version, reported
+
+    async def leave(self, name: str, drain_timeout_s: float) -> int:
+        """Take an engine out: first out of the router (no new request reaches it; a sticky session
+        it held moves to another engine on its next turn), then drained: wait until the requests it
+        holds finish, at most `drain_timeout_s`. Syncs skip it meanwhile. Returns how many requests
+        it still held; they fail when it stops, and the rollout client retries each elsewhere."""
+        url = self.engines[name]
+        self.recovering.add(name)
+        try:
+            await self._router_remove(url)
+            held = await self._drain(url, drain_timeout_s)
+        finally:
+            async with self.lock:
+                self.engines.pop(name, None)
+                self.adapters.pop(url, None)
+                self.recovering.discard(name)
+        return held
+
+    async def serves_version(self, url: str) -> int | None:
+        """The weight version an engine itself reports (None: it did not answer)."""
+        version = await engine_weight_version(self._client(), url)
+        return int(version) if version is not None else None
+
+    async def loads(self) -> dict[str, dict[str, float]]:
+        """Every serving engine's queue and KV use from its /get_load ({waiting, running,
+        kv_usage}); an engine that does not answer is left out."""
+        async def one(url: str) -> dict[str, float] | None:
+            try:
+                body = (await self._client().get(f"{url}/get_load", timeout=5.0)).json()
+            except (httpx.HTTPError, ValueError):
+                return None
+            waiting, running = parse_load(body)
+            entries = [e for e in (body if isinstance(body, list) else [body]) if isinstance(e, dict)]
+            tokens = sum(int(e.get("num_tokens", 0) or 0) for e in entries)
+            capacity = sum(int(e.get("max_total_num_tokens", 0) or 0) for e in entries)
+            return {"waiting": waiting, "running": running, "kv_usage": tokens / capacity if capacity else 0.0}
+        serving = {n: u for n, u in self.engines.items() if n not in self.recovering}
+        answers = await asyncio.gather(*(one(u) for u in serving.values()))
+        return {n: a for n, a in zip(serving, answers) if a is not None}
+
+    async def _drain(self, url: str, timeout_s: float, poll_s: float = 0.2) -> int:
+        clock = asyncio.get_running_loop().time  # a simulated run drains on its virtual clock
+        deadline = clock() + timeout_s
+        while True:
+            try:
+                waiting, running = parse_load((await self._client().get(f"{url}/get_load", timeout=5.0)).json())
+            except (httpx.HTTPError, ValueError):
+                return 0  # gone already: whatever it held failed and is being retried
+            if waiting + running == 0 or clock() > deadline:
+                return waiting + running
+            await asyncio.sleep(poll_s)
 
     async def _watch(self, name: str) -> None:
         faults = self.cfg.faults
@@ -192,6 +277,8 @@ class Fleet:
         wait = faults.engine_check_interval_s
         while True:
             await asyncio.sleep(wait)
+            if self.engines.get(name) != url:
+                return  # it left the fleet
             wait = faults.engine_check_interval_s
             child = self.sup.children[name]
             if child.alive:
@@ -265,25 +352,14 @@ class Fleet:
         return rec
 
     # ------------------------------------------------------------------ router membership
-    async def _workers(self, client: httpx.AsyncClient) -> list[dict]:
-        body = (await client.get(f"{self.router_url}/workers")).json()
-        return body.get("workers", []) if isinstance(body, dict) else body
-
     async def _router_remove(self, url: str) -> None:
-        async with httpx.AsyncClient(timeout=10) as client:
-            for w in await self._workers(client):
-                if w.get("url") == url and w.get("id"):
-                    await client.delete(f"{self.router_url}/workers/{w['id']}")
+        await self.router.remove(url)
 
-    async def _router_add(self, url: str, timeout_s: float = 60.0) -> None:
-        async with httpx.AsyncClient(timeout=10) as client:
-            if not any(w.get("url") == url for w in await self._workers(client)):
-                await client.post(f"{self.router_url}/workers", json={"url": url})
-            deadline = time.monotonic() + timeout_s
-            while not any(w.get("url") == url for w in await self._workers(client)):
-                if time.monotonic() > deadline:
-                    raise EngineCrashLoop(f"router did not take {url} back within {timeout_s:.0f}s")
-                await asyncio.sleep(0.2)
+    async def _router_add(self, url: str) -> None:
+        try:
+            await self.router.add(url)
+        except RouterRefused as err:
+            raise EngineCrashLoop(str(err)) from err
 
     def metrics(self) -> dict[str, float]:
         recs = self.recoveries

@@ -11,7 +11,7 @@ SPARK = " ▁▂▃▄▅▆▇█"
 SHOWN = ("reward_mean", "response_len_mean", "loss", "kl", "entropy", "clip_frac", "grad_norm",
          "logprob_mismatch", "staleness_max", "step_time", "rollout_time", "train_time", "sync_time",
          "trainer_idle_ratio", "gen_tokens_per_s", "publish_bytes", "changed_fraction", "encode_time", "upload_time",
-         "apply_time", "reload_time")
+         "apply_time", "reload_time", "engines", "engine_seconds_per_step")
 
 
 def sparkline(values: list[float], width: int = 40) -> str:
@@ -31,6 +31,8 @@ class LiveView:
     def __init__(self, total_steps: int, start_step: int, queues: QueueMonitor | None, mode: str):
         self.total, self.queues = total_steps, queues
         self.latest: dict[str, Any] = {}
+        self.engine_counts: list[int] = []
+        """Engines serving at each step's end (engine.autoscale): the fleet's size over the run."""
         self.status = "starting"
         self.enabled = mode == "on" or (mode == "auto" and sys.stdout.isatty())
         self._live = None
@@ -56,18 +58,23 @@ class LiveView:
         if self.queues is not None:
             for name, hist in self.queues.history.items():
                 queues.add_row(name, sparkline(list(hist)), str(hist[-1]) if hist else "-")
-        return Group(self._progress, f"[dim]{self.status}[/dim]", metrics, "engine queue depth (waiting + running)",
-                     queues)
+        parts = [self._progress, f"[dim]{self.status}[/dim]", metrics, "engine queue depth (waiting + running)", queues]
+        if self.engine_counts:
+            parts += [f"engines per step (autoscaled): {sparkline(self.engine_counts)} {self.engine_counts[-1]}"]
+        return Group(*parts)
 
     def set_status(self, text: str) -> None:
         self.status = text
 
     def step_done(self, row: dict[str, Any]) -> None:
         self.latest = row
+        if "engines" in row:
+            self.engine_counts.append(int(row["engines"]))
         if self.enabled:
             self._progress.update(self._task, completed=row["step"] + 1)
         else:
             keys = ("reward_mean", "response_len_mean", "loss", "entropy", "staleness_max", "step_time", "trainer_idle_ratio")
+            keys += ("engines",) if "engines" in row else ()
             print(f"step {row['step'] + 1}/{self.total} " + " ".join(f"{k}={_fmt(row[k])}" for k in keys), flush=True)
 
     def close(self) -> None:

@@ -17,6 +17,8 @@ from tandem.config import TandemConfig
 from tandem.handoff import wait_train_result, write_batch
 from tandem.model_source import load_tokenizer
 from tandem.orchestrator import run_state
+from tandem.autoscale.controller import Autoscaler
+from tandem.autoscale.providers import CommandProvider, NodeProvider
 from tandem.orchestrator.cluster import Cluster
 from tandem.orchestrator.cpu_share import FIXED, CpuShare, FixedShare
 from tandem.engine.auth import bearer_headers
@@ -60,7 +62,8 @@ class FileTrainerLink:
 
 async def run_loop(cfg: TandemConfig, run_dir: Path, producer: RolloutProducer, ctx: RolloutContext,
                    trainer: TrainerLink, fleet: Fleet, metrics: MetricsLog, view: LiveView, start_step: int,
-                   hooks: RunHooks = NO_HOOKS, cpu: CpuShare | FixedShare = FIXED) -> None:
+                   hooks: RunHooks = NO_HOOKS, cpu: CpuShare | FixedShare = FIXED,
+                   autoscaler: Autoscaler | None = None) -> None:
     """The whole RL loop. Rollout for step k+staleness overlaps training on step k."""
     from tandem.losses import assign_advantages  # torch: imported only once a run starts
 
@@ -95,9 +98,12 @@ async def run_loop(cfg: TandemConfig, run_dir: Path, producer: RolloutProducer, 
                "gen_tokens_per_s": sum(s.num_model_tokens for s in batch.samples) / max(batch.rollout_time, 1e-9),
                "dropped_stale": batch.dropped_stale, "recycled_groups": batch.recycled,
                "oversample_discarded": batch.discarded, "longest_group_s": batch.longest_group_s,
-               "requests_retried": ctx.engine.retried, **fleet.metrics(), **batch.stats, **cpu.metrics(),
+               "requests_retried": ctx.engine.retried, **ctx.engine.load.take(), **fleet.metrics(), **batch.stats,
+               **cpu.metrics(),
                **step_plugin_metrics(producer.rollout_fn, batch.samples)}
         row["trainer_idle_ratio"] = row["trainer_wait_time"] / max(row["step_time"], 1e-9)
+        if autoscaler is not None:  # decides on this step; a resize runs in the background
+            row.update(await autoscaler.after_step(row))
         metrics.log(row)
         view.step_done(row)
         if result.get("checkpoint_tmp"):  # checkpoint (atomic), after the row: checkpoint N => rows 0..N-1
@@ -151,6 +157,20 @@ async def watch_children(sup: Supervisor, metrics: MetricsLog, view: LiveView, s
             print(f"tandem: watchdog: no step finished for {time.monotonic() - last_progress:.0f}s; "
                   f"now {view.status}", file=sys.stderr, flush=True)
         await asyncio.sleep(interval_s)
+
+
+def make_autoscaler(cfg: TandemConfig, fleet: Fleet, sup: Supervisor, cluster: Cluster, run_dir: Path,
+                    model_path: str) -> Autoscaler | None:
+    """[engine.autoscale]: the controller with its provider and policy (the user's, if named)."""
+    scale = cfg.engine.autoscale
+    if not scale.enabled:
+        return None
+    if scale.provider == "command":
+        provider = CommandProvider(cfg, sup)
+    else:
+        spare = cluster.placement.engine_gpus[cfg.engine.count:scale.max]
+        provider = NodeProvider(cfg, sup, cluster.placement, run_dir / "config.json", model_path, spare)
+    return Autoscaler(cfg, fleet, provider, run_dir)
 
 
 def make_producer(cfg: TandemConfig, ctx: RolloutContext, dataset, rollout_fn,
@@ -211,8 +231,9 @@ async def orchestrate(cfg: TandemConfig, run_dir: Path, sup: Supervisor, cluster
     trainer = FileTrainerLink(run_dir, cfg, cluster)
     cpu = CpuShare(cluster.placement.cores, cfg.engine.count, cfg.effective_staleness > 0, fleet.set_cpu_threads) \
         if cluster.placement.phase_split else FIXED
+    autoscaler = make_autoscaler(cfg, fleet, sup, cluster, run_dir, model_path)
     tasks = [asyncio.create_task(run_loop(cfg, run_dir, producer, ctx, trainer, fleet, metrics, view, start.step,
-                                          hooks, cpu)),
+                                          hooks, cpu, autoscaler)),
              asyncio.create_task(watch_children(sup, metrics, view, cfg.faults.stall_warning_s)),
              asyncio.create_task(monitor.run(), name="queue-monitor")]
     if cfg.faults.max_engine_restarts > 0 or external:  # external engines are never restarted, only re-admitted
@@ -220,5 +241,7 @@ async def orchestrate(cfg: TandemConfig, run_dir: Path, sup: Supervisor, cluster
     try:
         await run_until_first_exit(tasks, producer, view, metrics, ctx, fleet)
     finally:
+        if autoscaler is not None:
+            await autoscaler.close()
         if fleet.recoveries:
             (run_dir / "recoveries.json").write_text(json.dumps([r.__dict__ for r in fleet.recoveries], indent=1))

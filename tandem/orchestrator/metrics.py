@@ -79,8 +79,10 @@ class QueueMonitor:
     def __init__(self, engines: dict[str, str], path: Path, interval_s: float, window: int = 60,
                  headers: dict[str, str] | None = None):
         self.engines, self.path, self.interval_s, self.headers = engines, path, interval_s, headers or {}
+        self.window = window
         self.history: dict[str, deque] = {name: deque(maxlen=window) for name in engines}
         self.peak_waiting: dict[str, int] = {name: 0 for name in engines}
+        """Per engine name; an engine that joins later (autoscaling) gets its entries when first sampled."""
         self._t0 = time.monotonic()
 
     async def run(self) -> None:
@@ -99,11 +101,11 @@ class QueueMonitor:
                 return name, None
 
         now = time.time()
-        for name, load in await asyncio.gather(*(one(n, u) for n, u in self.engines.items())):
+        for name, load in await asyncio.gather(*(one(n, u) for n, u in list(self.engines.items()))):
             if load is None:
                 continue  # an engine being restarted has no queue to report
             waiting, running = load
-            self.history[name].append(waiting + running)
-            self.peak_waiting[name] = max(self.peak_waiting[name], waiting)
+            self.history.setdefault(name, deque(maxlen=self.window)).append(waiting + running)
+            self.peak_waiting[name] = max(self.peak_waiting.get(name, 0), waiting)
             f.write(json.dumps({"t": now, "engine": name, "waiting": waiting, "running": running}) + "\n")
         f.flush()

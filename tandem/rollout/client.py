@@ -58,6 +58,49 @@ else the body's text). The default posts over HTTP with aiohttp; a simulated run
 in-process router (tandem.sim.virtual)."""
 
 
+class InFlightMeter:
+    """Requests in flight and their context tokens, time-averaged on the loop's clock (a simulated
+    run's too): the batch the engines serve, which the autoscaler's latency model spreads over
+    other fleet sizes. A request's context counts its prompt plus half its max_new_tokens, the mean
+    KV it holds while it decodes to that length."""
+
+    def __init__(self) -> None:
+        self._t: float | None = None
+        self._requests = self._tokens = 0
+        self._area_requests = self._area_tokens = self._span = 0.0
+
+    def _advance(self) -> None:
+        now = asyncio.get_running_loop().time()
+        if self._t is not None:
+            dt = now - self._t
+            self._area_requests += self._requests * dt
+            self._area_tokens += self._tokens * dt
+            self._span += dt
+        self._t = now
+
+    def add(self, requests: int, tokens: int) -> None:
+        """`requests` (negative: finished) holding `tokens` of context between them."""
+        self._advance()
+        self._requests += requests
+        self._tokens += tokens
+
+    def take(self) -> dict[str, float]:
+        """The means since the last take (0 before any request)."""
+        self._advance()
+        span = self._span or 1.0
+        means = {"engine_requests_mean": self._area_requests / span, "engine_context_tokens_mean": self._area_tokens / span}
+        self._area_requests = self._area_tokens = self._span = 0.0
+        return means
+
+
+def _context_tokens(payload: dict) -> tuple[int, int]:
+    """(requests, context tokens) of one /generate payload, single or batched."""
+    ids = payload["input_ids"]
+    prompts = ids if ids and isinstance(ids[0], list) else [ids]
+    decode = int(payload.get("sampling_params", {}).get("max_new_tokens", 0) or 0) // 2
+    return len(prompts), sum(len(p) for p in prompts) + decode * len(prompts)
+
+
 class EngineClient:
     """Async client for SGLang's /generate through the router, with the drain gate.
 
@@ -82,6 +125,8 @@ class EngineClient:
         self.retried = 0
         """Requests that failed once (e.g. their engine died) and were sent again."""
         self.generated_tokens = 0
+        self.load = InFlightMeter()
+        """Requests in flight over time (the autoscaler's latency model reads it per step)."""
         self.weight_version = 0
         """Version every engine is known to serve; set by weight sync before the gate reopens."""
         self.adapter: str | None = None
@@ -143,9 +188,12 @@ class EngineClient:
             start_version = self.weight_version
             if (priority := REQUEST_PRIORITY.get()) is not None:
                 payload["priority"] = priority
+            requests, tokens = _context_tokens(payload)
+            self.load.add(requests, tokens)
             try:
                 out, adapter_version = await self._post_with_retry(payload, routing_key)
             finally:
+                self.load.add(-requests, -tokens)
                 self.in_flight -= 1
                 if self.in_flight == 0:
                     self._idle.set()
