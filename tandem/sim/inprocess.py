@@ -4,8 +4,9 @@ trainer on the loop's clock.
 
 Engines: `SimEngineCore.from_config` as `python -m tandem.engine` builds them, named engine0..,
 each behind `tandem.engine.http.build_app`, reached through one `httpx.AsyncClient` whose
-mounts send each engine URL to `httpx.ASGITransport(app)`. ASGITransport runs no lifespan, so
-the cores are started and shut down here.
+transport sends each engine URL to `httpx.ASGITransport(app)`. ASGITransport runs no lifespan,
+so the cores are started and shut down here. With engine.autoscale, `SimProvider` adds engines
+during the run (after the engine profile's startup time) and stops them.
 
 Router (`InProcessRouter`): what sglang-router's policy 'manual' does with `x-smg-routing-key`,
 and nothing else. Modelled: the first request of a key goes to an engine chosen by
@@ -13,9 +14,11 @@ and nothing else. Modelled: the first request of a key goes to an engine chosen 
 the lowest-numbered engine, so runs repeat; 'random': a seeded draw), every later request of
 that key to the same engine; requests without a key go to the least-loaded engine; policy
 'round_robin' is also served. Not modelled: key expiry (keys stay pinned for the whole run),
-health checks, worker removal and re-adding (engines cannot fail in a virtual run), the fields
+health checks and failures (engines cannot fail in a virtual run), the fields
 the router adds to the body (the sim engines ignore them), and the router's own latency (measured
-negligible, ../shared/reference/LANDSCAPE.md). Other policies are refused.
+negligible, ../shared/reference/LANDSCAPE.md). Other policies are refused. Also modelled: its
+worker list (`add`, `remove`: a removed engine's sessions are assigned afresh), and the 502 a
+request gets when its engine stops under it.
 
 Trainer (`VirtualTrainer`, a `TrainerLink`): `trainer.sim.train_time_s` of loop time per step,
 the same model-free metrics as the sim trainer backend (`batch_metrics`), then, when a sync is
@@ -30,7 +33,6 @@ from __future__ import annotations
 import asyncio
 import os
 import random
-from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -51,28 +53,65 @@ per the reference workload profile); with the engine profile's 10 s reload the s
 reference run's 17-37 s range."""
 
 
-@dataclass
+class _Mounted(httpx.AsyncBaseTransport):
+    """Each engine URL to its app's ASGITransport; engines come and go during a run (autoscaling),
+    which httpx's fixed `mounts` cannot follow. A URL with nothing mounted refuses the connection."""
+
+    def __init__(self) -> None:
+        self.apps: dict[str, httpx.ASGITransport] = {}
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        transport = self.apps.get(f"{request.url.scheme}://{request.url.host}")
+        if transport is None:
+            raise httpx.ConnectError(f"nothing listens at {request.url.host}", request=request)
+        return await transport.handle_async_request(request)
+
+
 class InProcessEngines:
-    cores: dict[str, Any]
-    """engine name -> started SimEngineCore"""
-    urls: dict[str, str]
-    """engine name -> the URL its ASGI app is mounted on"""
-    http: httpx.AsyncClient
+    """Sim engines named engine0.. (as the launcher names them: sim/<name>.jsonl, sampling seed),
+    each behind its real app; `add` and `remove` change the set while the run goes."""
+
+    def __init__(self, cfg: TandemConfig, model_path: str, tokenizer: Any):
+        self.cfg, self.model_path, self.tokenizer = cfg, model_path, tokenizer
+        self.cores: dict[str, Any] = {}
+        """engine name -> started SimEngineCore"""
+        self.urls: dict[str, str] = {}
+        """engine name -> the URL its ASGI app is mounted on"""
+        self.gone: set[str] = set()
+        """URLs of engines stopped during the run: a request they still held is answered as a dropped connection."""
+        self._mounted = _Mounted()
+        # No timeout: ASGITransport enforces none anyway, and a wall-clock one has no meaning here.
+        self.http = httpx.AsyncClient(transport=self._mounted, timeout=None)
 
     @classmethod
     async def start(cls, cfg: TandemConfig, model_path: str, tokenizer: Any) -> "InProcessEngines":
+        engines = cls(cfg, model_path, tokenizer)
+        for i in range(cfg.engine.count):
+            await engines.add(f"engine{i}")
+        return engines
+
+    async def add(self, name: str) -> str:
         from tandem.engine.http import build_app
         from tandem.engine.sim import SimEngineCore
 
-        cores, urls, mounts = {}, {}, {}
-        for i in range(cfg.engine.count):
-            name = f"engine{i}"  # as the launcher names them: sim/<name>.jsonl, sampling seed
-            core = SimEngineCore.from_config(cfg, model_path=model_path, name=name, tokenizer=tokenizer)
-            await core.start()
-            cores[name], urls[name] = core, f"http://{name}.virtual"
-            mounts[f"http://{name}.virtual"] = httpx.ASGITransport(app=build_app(core, name=name))
-        # No timeout: ASGITransport enforces none anyway, and a wall-clock one has no meaning here.
-        return cls(cores, urls, httpx.AsyncClient(mounts=mounts, timeout=None))
+        core = SimEngineCore.from_config(self.cfg, model_path=self.model_path, name=name, tokenizer=self.tokenizer)
+        await core.start()
+        url = f"http://{name}.virtual"
+        self.cores[name], self.urls[name] = core, url
+        self._mounted.apps[url] = httpx.ASGITransport(app=build_app(core, name=name))
+        self.gone.discard(url)
+        return url
+
+    async def remove(self, name: str) -> int:
+        """Stop engine `name`: what it still held is aborted, and its callers see the connection
+        drop (the router answers 502 and the rollout client retries elsewhere). Returns how many."""
+        url = self.urls.pop(name)
+        core = self.cores.pop(name)
+        self.gone.add(url)
+        del self._mounted.apps[url]
+        held = await core.abort(abort_all=True)
+        await core.shutdown()
+        return held
 
     async def close(self) -> None:
         await self.http.aclose()
@@ -82,13 +121,33 @@ class InProcessEngines:
     def loads(self) -> dict[str, dict]:
         """Each engine's /get_load body, read from the core (an HTTP round trip per sample would
         cost more CPU than the rest of the run)."""
-        return {name: core.engine_backend.get_load().to_json() for name, core in self.cores.items()}
+        return {name: core.engine_backend.get_load().to_json() for name, core in list(self.cores.items())}
+
+
+class SimProvider:
+    """engine.autoscale's actuator in a virtual run (a tandem.autoscale.providers.EngineProvider):
+    a new sim engine in this process, once the engine profile's startup.server_s has passed on
+    the loop's clock, as a real server would take to load its weights."""
+
+    def __init__(self, engines: InProcessEngines):
+        from tandem.sim.profiles import load_engine_profile
+
+        self.engines = engines
+        self.startup_s = load_engine_profile(engines.cfg.engine.sim.profile).startup.server_s
+
+    async def start(self, name: str) -> str:
+        await asyncio.sleep(self.startup_s)
+        return await self.engines.add(name)
+
+    async def stop(self, name: str, url: str) -> None:
+        await self.engines.remove(name)
 
 
 class InProcessRouter:
-    """sglang-router's 'manual' (sticky routing key) or 'round_robin' policy over in-process engines."""
+    """sglang-router's 'manual' (sticky routing key) or 'round_robin' policy over in-process engines,
+    with its worker list (a `tandem.orchestrator.router_workers.RouterMembership`)."""
 
-    def __init__(self, cfg: TandemConfig, urls: dict[str, str], http: httpx.AsyncClient):
+    def __init__(self, cfg: TandemConfig, urls: dict[str, str], http: httpx.AsyncClient, gone: set[str] = frozenset()):
         policy, mode = cfg.router.policy, cfg.router.assignment_mode
         if policy not in ROUTED_POLICIES:
             raise ConfigError(f"router.policy = {policy!r} is not modelled by the virtual-clock run "
@@ -98,11 +157,23 @@ class InProcessRouter:
                               "(choose 'min_load' or 'random')")
         self.policy, self.mode = policy, mode
         self.urls = list(urls.values())
-        self.http = http
+        self.http, self.gone = http, gone
         self.in_flight = {u: 0 for u in self.urls}
         self.sessions: dict[str, str] = {}
         self._rng = random.Random(f"{cfg.run.seed}:router")
         self._next = 0
+
+    async def add(self, url: str) -> None:
+        if url not in self.urls:
+            self.urls.append(url)
+            self.in_flight.setdefault(url, 0)
+
+    async def remove(self, url: str) -> None:
+        """As sglang-router's DELETE /workers/{id}: nothing new goes to `url`, and a session pinned
+        to it is assigned afresh on its next request."""
+        if url in self.urls:
+            self.urls.remove(url)
+        self.sessions = {key: u for key, u in self.sessions.items() if u != url}
 
     def pick(self, key: str | None) -> str:
         if self.policy == "round_robin":
@@ -119,13 +190,18 @@ class InProcessRouter:
         return url
 
     async def post(self, payload: dict, headers: dict | None) -> tuple[int, Any]:
-        """`EngineClient`'s transport seam: forward one /generate to the chosen engine's app."""
+        """`EngineClient`'s transport seam: forward one /generate to the chosen engine's app. An
+        engine stopped under the request answers as sglang-router does for a dead worker: 502."""
         url = self.pick((headers or {}).get(ROUTING_KEY_HEADER))
         self.in_flight[url] += 1
         try:
             resp = await self.http.post(f"{url}/generate", json=payload)
+        except httpx.TransportError as err:
+            return 502, f"worker {url} unreachable: {err}"
         finally:
             self.in_flight[url] -= 1
+        if url in self.gone:
+            return 502, f"worker {url} stopped while it held the request"
         return (200, resp.json()) if resp.status_code == 200 else (resp.status_code, resp.text)
 
 
@@ -176,4 +252,4 @@ class VirtualTrainer:
         return result
 
 
-__all__ = ["DEFAULT_PUBLISH_S", "InProcessEngines", "InProcessRouter", "ROUTER_URL", "VirtualTrainer"]
+__all__ = ["DEFAULT_PUBLISH_S", "InProcessEngines", "InProcessRouter", "ROUTER_URL", "SimProvider", "VirtualTrainer"]

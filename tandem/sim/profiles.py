@@ -79,6 +79,12 @@ class WeightParams:
 
 
 @dataclass
+class StartupParams:
+    server_s: float = 60.0
+    """Modelled seconds from launching a new engine to its first healthy /health (weights read to the GPU, CUDA graphs captured); an autoscaled engine pays it before it can join."""
+
+
+@dataclass
 class OutputParams:
     natural_mean_tokens: int = 256
     """Mean response length when the client lets the model stop by itself (no ignore_eos): geometric."""
@@ -97,6 +103,7 @@ class EngineProfile:
     capacity: CapacityParams = field(default_factory=CapacityParams)
     prefix_cache: PrefixCacheParams = field(default_factory=PrefixCacheParams)
     weights: WeightParams = field(default_factory=WeightParams)
+    startup: StartupParams = field(default_factory=StartupParams)
     outputs: OutputParams = field(default_factory=OutputParams)
 
 
@@ -186,6 +193,23 @@ class AgentParams:
 
 
 @dataclass
+class DemandParams:
+    turns_scale: list[list[float]] = field(default_factory=list)
+    """How demand changes as the policy trains: [[weight version, factor], ...] with rising versions, read piecewise-linearly (flat before the first point and after the last). Each rollout's drawn turn count is multiplied by the factor at the version its group starts on, as a policy that learns to take more turns makes rollouts longer. Empty: demand never changes."""
+
+    def turns_factor(self, version: float) -> float:
+        points = self.turns_scale
+        if not points:
+            return 1.0
+        if version <= points[0][0]:
+            return points[0][1]
+        for (v0, f0), (v1, f1) in zip(points, points[1:]):
+            if version <= v1:
+                return f0 + (f1 - f0) * (version - v0) / (v1 - v0)
+        return points[-1][1]
+
+
+@dataclass
 class WorkloadProfile:
     name: str = "unnamed"
     """What this workload mirrors."""
@@ -194,6 +218,7 @@ class WorkloadProfile:
     batch: BatchParams = field(default_factory=BatchParams)
     train: TrainParams = field(default_factory=TrainParams)
     agent: AgentParams = field(default_factory=AgentParams)
+    demand: DemandParams = field(default_factory=DemandParams)
 
 
 # --------------------------------------------------------------------------- loading
@@ -230,9 +255,24 @@ def _build(cls: type, tree: dict[str, Any], where: str) -> Any:
             if not isinstance(value, str):
                 raise ProfileError(f"'{dotted}' must be a string, got {value!r}")
             kwargs[key] = value
+        elif typ == list[list[float]]:
+            kwargs[key] = _points(value, dotted)
         else:  # pragma: no cover - every field above has one of these types
             raise ProfileError(f"'{dotted}': unsupported type {typ}")
     return cls(**kwargs)
+
+
+def _points(value: Any, dotted: str) -> list[list[float]]:
+    """[[x, y], ...] with numbers, x strictly rising and y >= 0 (a piecewise-linear schedule)."""
+    ok = isinstance(value, list) and all(
+        isinstance(pt, list) and len(pt) == 2 and all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                                      for v in pt) for pt in value)
+    if not ok:
+        raise ProfileError(f"'{dotted}' must be a list of [x, y] number pairs, got {value!r}")
+    points = [[float(x), float(y)] for x, y in value]
+    if any(b[0] <= a[0] for a, b in zip(points, points[1:])) or any(y < 0 for _, y in points):
+        raise ProfileError(f"'{dotted}' needs strictly rising x and y >= 0, got {value!r}")
+    return points
 
 
 def _read(path: str | Path) -> dict[str, Any]:
@@ -291,6 +331,7 @@ def _check_engine(p: EngineProfile) -> None:
         ("capacity.new_token_ratio_decay_steps", p.capacity.new_token_ratio_decay_steps >= 1),
         ("prefix_cache.block_tokens", p.prefix_cache.block_tokens >= 1),
         ("weights.reload_s", p.weights.reload_s >= 0),
+        ("startup.server_s", p.startup.server_s >= 0),
         ("outputs.natural_mean_tokens", p.outputs.natural_mean_tokens >= 1),
         ("outputs.logprob_mean", p.outputs.logprob_mean <= 0),
     ]

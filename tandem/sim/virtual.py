@@ -15,7 +15,8 @@ are model seconds); engine.sim.token_scale still applies (it changes wire sizes,
 
 The run directory gets what `tandem.sim.sweep.analyse` reads from a real run: config.json,
 metrics.jsonl, queue.jsonl, sim/engine*.jsonl, trainer/step_N.json. Not supported: --resume,
-checkpoints (checkpoint.interval is set to 0), engine faults and the engine doctor.
+checkpoints (checkpoint.interval is set to 0), engine faults and the engine doctor. Autoscaling
+(engine.autoscale) is: new engines start in-process after the engine profile's startup time.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tandem.autoscale.controller import Autoscaler
 from tandem.config import ConfigError, TandemConfig, load_config
 from tandem.model_source import load_tokenizer, resolve_model_path
 from tandem.orchestrator import run_state
@@ -42,7 +44,8 @@ from tandem.paths import PROJECT_ROOT
 from tandem.rollout import DataError, EngineClient, PluginError, RolloutContext, \
     sampling_params_from_config
 from tandem.sim import virtual_clock
-from tandem.sim.inprocess import DEFAULT_PUBLISH_S, ROUTER_URL, InProcessEngines, InProcessRouter, VirtualTrainer
+from tandem.sim.inprocess import DEFAULT_PUBLISH_S, ROUTER_URL, InProcessEngines, InProcessRouter, SimProvider, \
+    VirtualTrainer
 from tandem.weights import PublishError, SyncError
 
 
@@ -102,23 +105,30 @@ async def orchestrate_virtual(cfg: TandemConfig, engines: InProcessEngines, mode
                               inputs: tuple, publish_s: float) -> None:
     dataset, rollout_fn, reward_fn = inputs
     run_dir = Path(cfg.run.run_dir)
-    router = InProcessRouter(cfg, engines.urls, engines.http)
+    router = InProcessRouter(cfg, engines.urls, engines.http, engines.gone)
     client = EngineClient(ROUTER_URL, cfg.rollout.concurrency, cfg.rollout.request_timeout_s, post=router.post)
     # Sandboxes and graders run inline: a worker thread would finish at a wall time the virtual clock ignores.
     executor = virtual_clock.InlineExecutor()
     ctx = RolloutContext(cfg, tokenizer, client, executor, reward_fn, sampling_params_from_config(cfg))
-    fleet = Fleet(cfg, Supervisor(run_dir, PROJECT_ROOT), engines.urls, ROUTER_URL, http=engines.http)
+    # The fleet's own view of who serves (an engine joins it only once loaded and routed).
+    fleet = Fleet(cfg, Supervisor(run_dir, PROJECT_ROOT), dict(engines.urls), ROUTER_URL, http=engines.http,
+                  router=router)
     start = run_state.StartPoint()
     producer = make_producer(cfg, ctx, dataset, rollout_fn, start)
     metrics = MetricsLog(run_dir, cfg.logging.tensorboard)
     view = LiveView(cfg.run.steps, start.step, None, "off")
     producer.start()
     trainer = VirtualTrainer(cfg, model_path, publish_s)
-    tasks = [asyncio.create_task(run_loop(cfg, run_dir, producer, ctx, trainer, fleet, metrics, view, start.step),
-                                 name="run-loop"),
+    autoscaler = Autoscaler(cfg, fleet, SimProvider(engines), run_dir) if cfg.engine.autoscale.enabled else None
+    tasks = [asyncio.create_task(run_loop(cfg, run_dir, producer, ctx, trainer, fleet, metrics, view, start.step,
+                                          autoscaler=autoscaler), name="run-loop"),
              asyncio.create_task(sample_queues(engines, run_dir / "queue.jsonl", cfg.logging.queue_sample_interval_s),
                                  name="queue-monitor")]
-    await run_until_first_exit(tasks, producer, view, metrics, ctx, fleet)
+    try:
+        await run_until_first_exit(tasks, producer, view, metrics, ctx, fleet)
+    finally:
+        if autoscaler is not None:
+            await autoscaler.close()
 
 def run(argv: list[str]) -> dict[str, float]:
     """One virtual run; returns its virtual, wall and CPU seconds (also written to virtual.json)."""

@@ -109,10 +109,13 @@ class _Group:
     solve_p: float
     sampling: dict
     latency: LatencyModel
+    turns_factor: float
+    """The workload's demand at the weight version this group starts on (demand.turns_scale)."""
 
     @classmethod
     def draw(cls, ctx: Any, row: dict) -> _Group:
-        agent = workload_for(ctx.cfg).agent
+        workload = workload_for(ctx.cfg)
+        agent = workload.agent
         sim = ctx.cfg.engine.sim
         pool = _token_pool(ctx.tokenizer)
         call = next(_calls)
@@ -122,8 +125,9 @@ class _Group:
         prompt_ids = _random_ids(group_rng, pool, _wire(agent.prompt_tokens.sample_int(group_rng), sim.token_scale))
         solve_p = min(1.0, group_rng.uniform(0.0, 2.0 * agent.solve_rate))
         sampling = {key: v for key, v in dict(ctx.sampling_params).items() if key in ("temperature", "top_p", "top_k")}
+        factor = workload.demand.turns_factor(float(getattr(ctx.engine, "weight_version", 0) or 0))
         return cls(ctx, row, agent, call, sim.time_scale, sim.token_scale, pool, prompt_ids, solve_p, sampling,
-                   _latency(sim.profile))
+                   _latency(sim.profile), factor)
 
     def wire(self, n: int) -> int:
         return _wire(n, self.k)
@@ -139,7 +143,7 @@ class _Trajectory:
     def __init__(self, group: _Group, i: int):
         self.group, self.i = group, i
         self.rng = random.Random(f"{group.ctx.cfg.run.seed}:{group.row.get('_index', -1)}:{group.call}:{i}")
-        self.turns = max(1, group.agent.turns.sample_int(self.rng))
+        self.turns = max(1, round(group.agent.turns.sample(self.rng) * group.turns_factor))
         self.sample = Sample(prompt_ids=list(group.prompt_ids))
         self.context = list(group.prompt_ids)
         self.versions: list[int] = []
