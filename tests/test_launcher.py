@@ -279,6 +279,17 @@ def test_the_fleet_grows_and_shrinks_through_the_real_router(tmp_path):
                           "--rollout.max_new_tokens", "48", *SMALL, "--engine.autoscale.enabled", "true",
                           "--engine.autoscale.max", "2",
                           "--engine.autoscale.policy", str(REPO / "tests/fixtures/autoscale_policy.py") + ":Scripted"])
+    # Hold the trainer from the decision to grow until the new engine has joined, so that steps are
+    # left for it to serve and leave whatever its start-up costs on a loaded machine (in CI it once
+    # joined so late that the run ended before the policy's five steps on two engines).
+    decisions = run / "autoscale.jsonl"
+    launch.wait_until(lambda: decisions.exists() and '"decision": 2' in decisions.read_text(), 240, "the decision to grow")
+    trainer = launch.child("tandem.trainer")
+    trainer.suspend()
+    try:
+        launch.wait_stderr("tandem: autoscale: engine1", 240)
+    finally:
+        trainer.resume()
     assert finished(launch) == 0, launch.describe()
     rows = metrics(run)
     assert check_batches(run, steps) == []  # every step: its groups complete, none lost, none twice
