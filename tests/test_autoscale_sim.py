@@ -185,3 +185,67 @@ def test_the_command_provider_starts_reports_and_stops_an_engine(tmp_path):
         asyncio.run(main())
     finally:
         sup.shutdown(1.0)
+
+
+class _Fleet:
+    """The fleet's edge as the autoscaler sees it: engines by name, loads, join and leave."""
+
+    def __init__(self, join_fails: bool):
+        self.engines = {"engine0": "http://e0"}
+        self.join_fails = join_fails
+
+    async def loads(self):
+        return {}
+
+    async def join(self, name, url):
+        if self.join_fails:
+            raise RuntimeError("weights would not load")
+        self.engines[name] = url
+        return 1, 1
+
+
+class _Provider:
+    def __init__(self, starts: bool):
+        self.starts, self.stopped = starts, []
+
+    async def start(self, name):
+        if not self.starts:
+            from tandem.orchestrator.supervisor import ChildFailed
+            raise ChildFailed("no capacity in this region")
+        return f"http://{name}"
+
+    async def stop(self, name, url):
+        self.stopped.append((name, url))
+
+
+class _Grow:
+    def decide(self, signals):
+        from tandem.autoscale import Decision
+        return Decision(2, "grow")
+
+
+@pytest.mark.parametrize("starts", [False, True])
+def test_an_engine_that_cannot_start_or_join_is_logged_stopped_and_the_run_goes_on(tmp_path, starts):
+    from tandem.autoscale.controller import Autoscaler
+
+    cfg = load_config(["--engine.autoscale.enabled", "true", "--engine.autoscale.max", "2"])
+    fleet, provider = _Fleet(join_fails=starts), _Provider(starts)
+    row = {"step_time": 10.0, "rollout_time": 8.0, "trainer_wait_time": 2.0, "trainer_idle_ratio": 0.2,
+           "gen_tokens_per_s": 1.0}
+
+    async def main():
+        scaler = Autoscaler(cfg, fleet, provider, tmp_path, policy=_Grow())
+        first = await scaler.after_step({**row, "step": 1})
+        await scaler.change
+        second = await scaler.after_step({**row, "step": 2})   # no exception: the run goes on
+        await scaler.close()
+        return first, second
+
+    first, second = asyncio.run(main())
+    assert first["engines"] == second["engines"] == 1 and second["engines_alive"] == 1
+    events = [json.loads(line) for line in (tmp_path / "autoscale.jsonl").read_text().splitlines()]
+    failed = [e for e in events if e.get("event") == "failed"]
+    assert len(failed) == 1 and failed[0]["engine"] == "engine1"
+    assert ("no capacity in this region" if not starts else "weights would not load") in failed[0]["error"]
+    # Started but not joined: stopped, not left running outside the router.
+    assert provider.stopped == ([("engine1", "http://engine1")] if starts else [])

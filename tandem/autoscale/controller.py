@@ -126,13 +126,23 @@ class Autoscaler:
             await asyncio.gather(*(self._remove(name) for name in victims))
 
     async def _add(self) -> None:
+        """Start and join one engine. One that cannot start or join is logged and the run goes on
+        with the fleet it has (the policy may try again after its cooldown); one that started but
+        could not join is stopped, never left running (and billed) outside the router."""
         name = f"engine{self._next_index}"
         self._next_index += 1
         self._set_alive(+1)
+        url = None
         try:
             url = await self.provider.start(name)
             fleet_version, reported = await self.fleet.join(name, url)
-        except BaseException:
+        except Exception as err:
+            if url is not None:
+                await self.provider.stop(name, url)
+            self._set_alive(-1)
+            self._note("failed", name, url or "", error=f"{type(err).__name__}: {err}"[:1000])
+            return
+        except BaseException:  # cancelled with the run
             self._set_alive(-1)
             raise
         self._note("joined", name, url, fleet_version=fleet_version, serves_version=reported)
@@ -146,7 +156,8 @@ class Autoscaler:
 
     def _note(self, event: str, name: str, url: str, **extra: Any) -> None:
         entry = {"t": self._clock(), "event": event, "engine": name, "url": url, **extra}
-        print(f"tandem: autoscale: {name} ({url}) {event}", file=sys.stderr, flush=True)
+        why = f": {extra['error']}" if "error" in extra else ""
+        print(f"tandem: autoscale: {name} ({url}) {event}{why}", file=sys.stderr, flush=True)
         with open(self.log_path, "a") as f:
             f.write(json.dumps(entry) + "\n")
 

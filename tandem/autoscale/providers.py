@@ -101,8 +101,16 @@ class CommandProvider:
         cmd = self.scale.command.replace("{name}", name)
         child = self.sup.start(f"{name}-provider", ["bash", "-c", cmd], role="engine-provider", critical=False)
         deadline = time.monotonic() + self.scale.ready_timeout_s
-        url = await self._reported_url(child, deadline)
-        await wait_healthy(url, child, deadline)
+        try:
+            url = await self._reported_url(child, deadline)
+        except ChildFailed:
+            await asyncio.to_thread(self.sup.stop_child, child, 10.0)
+            raise
+        try:
+            await wait_healthy(url, child, deadline)
+        except ChildFailed:
+            await self.stop(name, url)  # placed but never healthy: take it down, not leave it billed
+            raise
         return url
 
     async def _reported_url(self, child: Child, deadline: float) -> str:
