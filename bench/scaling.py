@@ -123,7 +123,7 @@ def launcher_args(p: Point, args: argparse.Namespace, run_dir: Path, tasks: Path
         "--trainer.sim.weight_size_gb", str(wl.train.weight_size_gb),
         "--model.dtype", "bfloat16",
         "--logging.live", "off", "--logging.tensorboard", "false",
-        "--run.seed", str(p.seed),
+        "--run.seed", str(p.seed), "--run.keep_rollouts", "all",  # the analysis reads every step's trainer file
         *args.extra, *p.extra,
     ]
 

@@ -123,7 +123,7 @@ def watch_cpu(proc: subprocess.Popen, metrics_path: Path, t0: float,
 
 def steady_stats(rows: list[dict], cpu_at_row: list[dict[str, float] | None], a: argparse.Namespace) -> dict:
     """Medians over the measured steps (after the warm-up, before the cool-down step)."""
-    steady = [r for r in rows if a.warmup <= r["step"] < a.warmup + a.steps]
+    steady = [r for r in rows if a.warmup < r["step"] <= a.warmup + a.steps]  # steps are numbered from 1
 
     def med(key: str) -> float | None:
         return median_or_none([float(r[key]) for r in steady if r.get(key) is not None])

@@ -2,8 +2,8 @@
 
 They are separate processes (the trainer may be a torchrun group on other GPUs), so they
 meet on local disk, like prime-rl: the orchestrator writes the samples for training step
-N to `rollouts/step_N.json`; the trainer answers with `trainer/step_N.json` once step N is
-trained and (if due) its weights are published. Every write is atomic (temporary file,
+N to `rollouts/step_N.json` (steps numbered from 1); the trainer answers with `trainer/step_N.json`
+once step N is trained and (if due) its weights are published. Every write is atomic (temporary file,
 then rename), so a reader never sees half a file, and a crash leaves either the whole
 file or none. Files are also a record of what each step trained on.
 
@@ -31,7 +31,9 @@ class HandoffTimeout(TimeoutError):
 
 
 def _step_file(run_dir: str | os.PathLike, kind: str, step: int) -> Path:
-    return Path(run_dir) / kind / f"step_{step:06d}.json"
+    """The loops count steps from 0 (step k trains on weights of version k); what users see, files
+    included, numbers them from 1, like the checkpoints: the file of the loops' step k is step_{k+1}."""
+    return Path(run_dir) / kind / f"step_{step + 1:06d}.json"
 
 
 def batch_path(run_dir: str | os.PathLike, step: int) -> Path:
@@ -93,6 +95,17 @@ def write_train_result(run_dir: str | os.PathLike, step: int, result: dict) -> P
     path = result_path(run_dir, step)
     atomic_write_json(path, {"step": step, **result}, durable=False)
     return path
+
+
+def prune_step_files(run_dir: str | os.PathLike, steps_done: int, keep: int | str) -> None:
+    """run.keep_rollouts: once `steps_done` steps are trained, keep the batch and result files of the
+    last `keep` steps only ("all": every one). Both sides are done with older ones."""
+    if keep == "all":
+        return
+    for kind in ("rollouts", "trainer"):
+        for path in (Path(run_dir) / kind).glob("step_*.json"):  # a handful: the older ones are gone
+            if int(path.stem.split("_")[1]) <= steps_done - int(keep):
+                path.unlink(missing_ok=True)
 
 
 def wait_train_result(run_dir: str | os.PathLike, step: int, timeout_s: float = 3600.0,

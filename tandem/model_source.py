@@ -15,6 +15,7 @@ import shutil
 from pathlib import Path
 
 from tandem.config import ModelConfig, TandemConfig
+from tandem.paths import cache_root
 
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 CHAT_TEMPLATE = (
@@ -86,7 +87,7 @@ def build_tiny_model(cfg: ModelConfig, out_dir: Path, seed: int) -> Path:
         eos_token_id=tok.eos_token_id,
         pad_token_id=tok.pad_token_id,
         bos_token_id=None,
-        torch_dtype=cfg.dtype,
+        dtype=cfg.dtype,
     )
     torch.manual_seed(seed)
     model = Qwen3ForCausalLM(hf_cfg).to(getattr(torch, cfg.dtype))
@@ -106,7 +107,7 @@ def resolve_model_path(cfg: TandemConfig) -> str:
     """The directory or hub id that engines and trainers load; builds the tiny model on first use."""
     if cfg.model.path != "tiny":
         return cfg.model.path
-    out = Path(cfg.run.cache_dir).resolve() / "models" / f"tiny-qwen3-{_tiny_key(cfg.model, cfg.run.seed)}"
+    out = cache_root(cfg.run.cache_dir) / "models" / f"tiny-qwen3-{_tiny_key(cfg.model, cfg.run.seed)}"
     if not (out / "config.json").exists():
         out.parent.mkdir(parents=True, exist_ok=True)
         build_tiny_model(cfg.model, out, cfg.run.seed)

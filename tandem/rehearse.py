@@ -138,6 +138,7 @@ def rehearsal_config(node: TandemConfig, steps: int = REHEARSAL_STEPS) -> Rehear
     swap("run.run_dir", f"{node.run.run_dir}-rehearsal", "keep the node's run directory untouched")
     swap("run.rehearse", False, "the rehearsal itself runs as an ordinary run")
     swap("sync.keep_last", steps + 1, "every version stays on disk for the agreement check")
+    swap("run.keep_rollouts", "all", "the agreement check replays every step's samples")
     swap("logging.tensorboard", False, "a rehearsal")
     for key, value in SIZES.items():
         section, name = key.split(".")
@@ -193,7 +194,7 @@ def replayed_logprobs(run_dir: Path, version: int, samples: list[dict]) -> list[
 
     cfg = config_from_json(str(Path(run_dir) / "config.json"))
     path = resolve_model_path(cfg) if version == 0 else Path(run_dir) / "weights" / f"step_{version:06d}"
-    model = AutoModelForCausalLM.from_pretrained(str(path), torch_dtype=torch.float32).eval()
+    model = AutoModelForCausalLM.from_pretrained(str(path), dtype=torch.float32).eval()
     temperature = cfg.rollout.temperature if cfg.rollout.temperature > 0 else 1.0
     out = []
     with torch.no_grad():
@@ -330,7 +331,7 @@ def finish(rehearsal: Rehearsal) -> bool:
     """After the run: check every sync, write rehearsal.md beside the run, print it."""
     run_dir = Path(rehearsal.config.run.run_dir)
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    first = json.loads((run_dir / "rollouts" / "step_000000.json").read_text())["samples"][0]
+    first = json.loads((run_dir / "rollouts" / "step_000001.json").read_text())["samples"][0]
     checks = agreement(run_dir) + probe_engines(run_dir, first["prompt_ids"][:256])
     text, agreed = report(rehearsal, rows, checks)
     (run_dir / "rehearsal.md").write_text(text)

@@ -37,7 +37,7 @@ ORPHAN_GRACE_S = 2.0
 PROMPTS, GROUP = 2, 4
 SMALL = ["--rollout.prompts_per_step", str(PROMPTS), "--rollout.samples_per_prompt", str(GROUP),
          "--logging.tensorboard", "false", "--logging.live", "off", "--engine.startup_timeout_s", "150",
-         "--rollout.reward", f"{FAULTS_FILE}:parity_reward"]
+         "--rollout.reward", f"{FAULTS_FILE}:parity_reward", "--run.keep_rollouts", "all"]
 
 
 def children_gone_bound_s() -> float:
@@ -271,6 +271,7 @@ def rows_done(run_dir: Path) -> int:
 
 
 def batch(run_dir: Path, step: int) -> dict:
+    """The batch step `step` trained on (steps are numbered from 1, as metrics rows and files are)."""
     return json.loads((Path(run_dir) / "rollouts" / f"step_{step:06d}.json").read_text())
 
 
@@ -287,14 +288,14 @@ def check_batches(run_dir: Path, steps: int) -> list[str]:
     """Every step trained on exactly PROMPTS groups of GROUP samples; no sample lost or counted twice."""
     problems = []
     rows = metrics(run_dir)
-    if [r["step"] for r in rows] != list(range(steps)):
-        problems.append(f"metrics steps {[r['step'] for r in rows]} != 0..{steps - 1}")
+    if [r["step"] for r in rows] != list(range(1, steps + 1)):
+        problems.append(f"metrics steps {[r['step'] for r in rows]} != 1..{steps}")
     for r in rows:
         if r["samples"] != PROMPTS * GROUP:
             problems.append(f"step {r['step']}: metrics samples {r['samples']} != {PROMPTS * GROUP}")
         if r["dropped_stale"] % GROUP:  # streaming may drop a group that missed its steps, never part of one
             problems.append(f"step {r['step']}: {r['dropped_stale']} samples dropped as stale: not whole groups")
-    if batch_steps(run_dir) != list(range(steps)):
+    if batch_steps(run_dir) != list(range(1, steps + 1)):
         problems.append(f"rollouts/ has steps {batch_steps(run_dir)}")
     for step in batch_steps(run_dir):
         samples = batch(run_dir, step)["samples"]

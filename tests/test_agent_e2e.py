@@ -122,10 +122,10 @@ def test_a_forging_policy_through_the_real_launcher_scores_zero_and_the_run_goes
     done = subprocess.run(args, cwd=REPO, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    assert [r["step"] for r in rows] == [0, 1, 2]  # the run went on past the forgeries
+    assert [r["step"] for r in rows] == [1, 2, 3]  # the run went on past the forgeries
     index = {r["instance_id"]: r["_index"] for r in bundled_rows()}
     forged = honest = 0
-    for step in range(3):
+    for step in (1, 2, 3):
         samples = json.loads((run_dir / "rollouts" / f"step_{step:06d}.json").read_text())["samples"]
         for s in samples:
             if index[s["metadata"]["agent"]["instance_id"]] % 2:

@@ -235,9 +235,9 @@ def test_an_engine_that_cannot_start_or_join_is_logged_stopped_and_the_run_goes_
 
     async def main():
         scaler = Autoscaler(cfg, fleet, provider, tmp_path, policy=_Grow())
-        first = await scaler.after_step({**row, "step": 1})
+        first = await scaler.after_step({**row, "step": 2})  # step 1 is async mode's warm-up
         await scaler.change
-        second = await scaler.after_step({**row, "step": 2})   # no exception: the run goes on
+        second = await scaler.after_step({**row, "step": 3})   # no exception: the run goes on
         await scaler.close()
         return first, second
 

@@ -254,3 +254,92 @@ def test_a_saved_config_with_a_removed_key_still_resumes():
     assert cfg.run.steps == 5 and cfg.rollout == TandemConfig().rollout
     assert without_removed_keys({"run": {"steps": 3}}) == {"run": {"steps": 3}}
     assert without_removed_keys({"rollout": "not a section"}) == {"rollout": "not a section"}
+
+
+# --------------------------------------------------------------------------- strict, all at once, near misses
+def test_a_toml_file_gets_strict_types(tmp_path):
+    toml = tmp_path / "c.toml"
+    for text, needle in [('[run]\nsteps = "3"\n', "config key 'run.steps': Input should be a valid integer (got '3')"),
+                         ("[run]\nsteps = 3.0\n", "config key 'run.steps': Input should be a valid integer"),
+                         ('[trainer]\nlr = "1e-3"\n', "config key 'trainer.lr': Input should be a valid number"),
+                         ("[logging]\ntensorboard = 1\n", "config key 'logging.tensorboard': Input should be a valid boolean"),
+                         ("[run]\nrun_dir = 1979-05-27\n", "config key 'run.run_dir': a TOML date")]:
+        toml.write_text(text)
+        with pytest.raises(ConfigError) as err:
+            load_config(["--config", str(toml)])
+        assert needle in str(err.value), (text, str(err.value))
+    toml.write_text("[trainer]\nlr = 1\nbetas = [0.9, 0.95]\n")  # an integer is a number; an array fills a tuple
+    cfg = load_config(["--config", str(toml)])
+    assert cfg.trainer.lr == 1.0 and cfg.trainer.betas == (0.9, 0.95)
+
+
+def test_every_config_error_at_once_with_a_suggestion_for_near_misses(tmp_path):
+    toml = tmp_path / "c.toml"
+    toml.write_text("[run]\nstpes = 3\nlr = 0.1\n[rollout]\nsamples_per_promt = 4\ntop_p = 2.0\n"
+                    "[trainer.los]\nkl_coef = 0.1\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(["--config", str(toml), "--engines", "0"])
+    lines = str(err.value).splitlines()
+    assert lines[0] == "6 problems in the config:"
+    assert set(lines[1:]) == {
+        "  - unknown config key 'run.stpes' (did you mean 'run.steps'?)",
+        "  - unknown config key 'run.lr' (did you mean 'trainer.lr'?)",
+        "  - unknown config key 'rollout.samples_per_promt' (did you mean 'rollout.samples_per_prompt'?)",
+        "  - unknown config key 'trainer.los.kl_coef' (did you mean 'trainer.loss.kl_coef'?)",
+        "  - config key 'rollout.top_p': Input should be less than or equal to 1 (got 2.0)",
+        "  - config key 'engine.count': Input should be greater than or equal to 1 (got 0)",
+    }
+
+
+def test_a_union_key_is_named_once():
+    with pytest.raises(ConfigError) as err:
+        load_config(["--run.keep_rollouts", "some"], config_file=str(REPO / "config.toml"))
+    assert str(err.value) == "config key 'run.keep_rollouts': Input should be a valid integer or 'all' (got 'some')"
+
+
+def test_paths_in_a_toml_file_are_relative_to_it(tmp_path, monkeypatch):
+    from tandem.orchestrator.launcher import absolutize_paths
+
+    project = tmp_path / "project"
+    (project / "data").mkdir(parents=True)
+    (project / "data" / "mine.jsonl").write_text('{"prompt": "a"}\n')
+    (project / "run.toml").write_text('[rollout]\ndata_path = "data/mine.jsonl"\n'
+                                      '[engine.sim]\nprofile = "profiles/engine/qwen3_14b_h100.toml"\n')
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    cfg = load_config(["--config", str(project / "run.toml")])
+    absolutize_paths(cfg)
+    assert cfg.rollout.data_path == str(project / "data" / "mine.jsonl")
+    assert cfg.engine.sim.profile == str(REPO / "profiles" / "engine" / "qwen3_14b_h100.toml"), "a shipped file"
+    cfg = load_config(["--config", str(project / "run.toml"), "--rollout.data_path", "here.jsonl"])
+    absolutize_paths(cfg)
+    assert cfg.rollout.data_path == str(elsewhere / "here.jsonl"), "the command line means the current directory"
+    (project / "run.toml").write_text('[rollout]\ndata_path = "missing.jsonl"\n')
+    cfg = load_config(["--config", str(project / "run.toml")])
+    assert cfg.rollout.data_path == str(project / "missing.jsonl"), "a missing file is named where it was looked for"
+
+
+def test_the_cache_is_the_users_wherever_tandem_runs(tmp_path, monkeypatch):
+    from tandem.orchestrator.launcher import absolutize_paths
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    for cwd in (tmp_path / "a", tmp_path / "b"):
+        cwd.mkdir()
+        monkeypatch.chdir(cwd)
+        cfg = load_config([], config_file=str(REPO / "config.toml"))
+        absolutize_paths(cfg)
+        assert cfg.run.cache_dir == str(tmp_path / "xdg" / "tandem")
+    assert not (tmp_path / "a" / ".cache").exists() and not (tmp_path / "b" / ".cache").exists()
+
+
+def test_a_bad_jsonl_line_is_named_by_its_line_and_datasets_stays_quiet(tmp_path, capfd):
+    from tandem.rollout import load_dataset_rows
+
+    data = tmp_path / "d.jsonl"
+    data.write_text('{"prompt": "a"}\n\n{"prompt": \n{"nope": 1}\n{"prompt": "b"}\n')
+    ds = load_dataset_rows(str(data), "prompt")
+    assert [r["prompt"] for r in ds.rows] == ["a", "b"]
+    assert ds.skipped_examples == ["line 3: not JSON (Expecting value)", "line 4: missing field 'prompt'"]
+    out, err = capfd.readouterr()
+    assert "ArrowInvalid" not in out + err and "Generating" not in out + err

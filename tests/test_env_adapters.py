@@ -334,7 +334,7 @@ def run_job(tmp_path: Path, environment: str, args: str, data: list[dict]) -> tu
                           env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
-    samples = [s for step in range(2) for s in
+    samples = [s for step in (1, 2) for s in
                json.loads((tmp_path / "run" / "rollouts" / f"step_{step:06d}.json").read_text())["samples"]]
     return rows, samples
 
@@ -342,7 +342,7 @@ def run_job(tmp_path: Path, environment: str, args: str, data: list[dict]) -> tu
 def test_verifiers_environment_through_train_py(tmp_path):
     rows, samples = run_job(tmp_path, "tandem.env.verifiers_env:VerifiersEnv", '{env_id = "tandem-vf-tools"}',
                             [dict(r) for r in vf.load_environment("tandem-vf-tools").get_dataset()])
-    assert [r["step"] for r in rows] == [0, 1] and len(samples) == 8
+    assert [r["step"] for r in rows] == [1, 2] and len(samples) == 8
     for s in samples:  # a random model writes no tool call: verifiers' own stop ends each episode
         assert s["metadata"]["verifiers"]["stop_condition"] == s["metadata"]["env"]["end_reason"]
         assert s["reward"] == pytest.approx(s["reward_info"]["metrics"]["correct"])
@@ -354,5 +354,5 @@ def test_openenv_environment_through_train_py(tmp_path):
         rows, samples = run_job(tmp_path, "tandem.env.openenv_env:OpenEnvEnv",
                                 f'{{url = "{server.url}", max_sessions = 8}}',
                                 [{"prompt": f"Store {w} under k."} for w in ("a", "b", "c", "d")])
-    assert [r["step"] for r in rows] == [0, 1] and len(samples) == 8
+    assert [r["step"] for r in rows] == [1, 2] and len(samples) == 8
     assert all("openenv" in s["metadata"] and s["reward"] == 0.0 for s in samples)  # the vault gives no reward

@@ -163,7 +163,7 @@ def test_a_run_through_s3_survives_an_engine_restart_and_matches_the_trainer(hos
         if run.poll() is None:
             os.killpg(run.pid, signal.SIGKILL)
     rows = metrics_rows(run_dir)
-    assert [r["step"] for r in rows] == list(range(STEPS))
+    assert [r["step"] for r in rows] == list(range(1, STEPS + 1))
     assert all(r["samples"] == 8 * 16 for r in rows)  # every step trained on a full batch: 0 samples lost
     rejoined = json.loads((run_dir / "recoveries.json").read_text())
     assert [r["engine"] for r in rejoined] == ["engine1"] and rejoined[0]["cause"] == "refused connections"

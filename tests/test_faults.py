@@ -297,10 +297,10 @@ def in_flight(run: Path, since_wall: float) -> bool:
 
 
 def resumed_at(launch: Launch, timeout_s: float = 240) -> int:
-    """The step the launcher says it resumes at (it names the checkpoint it picked)."""
+    """The checkpoint the launcher resumes from: the steps done (it says it resumes at the next one)."""
     launch.wait_until(lambda: "resuming at step" in launch.stdout, timeout_s, "the resume line")
     line = next(x for x in launch.stdout.splitlines() if "resuming at step" in x)
-    return int(line.split("resuming at step ")[1].split()[0])
+    return int(line.split("resuming at step ")[1].split()[0]) - 1
 
 
 def test_crash_chain_resumes_exactly(tmp_path):
@@ -344,10 +344,10 @@ def test_crash_chain_resumes_exactly(tmp_path):
         at = resumed_at(launch)
         assert at == expect, f"{tag}: resumed at {at}, the latest complete checkpoint is {expect}"
         kept = [r["step"] for r in metrics(run)][:at]
-        if kept != list(range(at)):  # checkpoint `at` promises metrics rows 0..at-1
-            problems.append(f"{tag}: resumed at step {at} but metrics.jsonl holds steps {kept}: a gap")
+        if kept != list(range(1, at + 1)):  # checkpoint `at` promises metrics rows 1..at
+            problems.append(f"{tag}: resumed after step {at} but metrics.jsonl holds steps {kept}: a gap")
         for step, idx in before.items():
-            if step < at:  # a completed step: its batch (and so its prompts) is never redrawn
+            if step <= at:  # a completed step: its batch (and so its prompts) is never redrawn
                 assert completed.setdefault(step, idx) == idx, f"{tag}: step {step}'s batch changed"
         note(f"{tag}: resumed at step {at}")
         return launch, at
@@ -411,8 +411,9 @@ def test_crash_chain_resumes_exactly(tmp_path):
         assert not (run / "weights" / "step_000005").exists(), "resume kept weights newer than its checkpoint"
         # When row j-1 is logged the trainer idles, waiting for batch j, and the producer has
         # just launched step j+1. Freeze the trainer there (if the test was too slow and the
-        # trainer already finished step j, let it go and try the next step).
-        for j in range(at + 1, CHAIN_STEPS - 2):  # leave a checkpoint for stage 5 to break
+        # trainer already finished step j, let it go and try the next step). Steps are numbered
+        # from 1, files included.
+        for j in range(at + 2, CHAIN_STEPS - 1):  # leave a checkpoint for stage 5 to break
             s4.wait_until(lambda: j - 1 in {r["step"] for r in metrics(run)}, 240, f"step {j - 1} recorded",
                           poll_s=0.005)
             trainer = s4.child("tandem.trainer")
@@ -458,7 +459,7 @@ def test_crash_chain_resumes_exactly(tmp_path):
             umount(ckpt_mount)
     record("chain.history", history)
 
-    # Steps 0..7 exactly once, each on PROMPTS x GROUP samples, no prompt trained twice, and the
+    # Steps 1..8 exactly once, each on PROMPTS x GROUP samples, no prompt trained twice, and the
     # same prompts as an uninterrupted run: admission stops at CHAIN_STEPS * PROMPTS groups, so
     # without stale drops the run trains exactly the cursor's first CHAIN_STEPS * PROMPTS draws,
     # whichever step each lands in (rollouts stream); a resume regenerates the checkpoint's
@@ -471,7 +472,7 @@ def test_crash_chain_resumes_exactly(tmp_path):
         problems.append(f"trained prompts {sorted(trained)} != the seeded cursor's first draws {sorted(expected)}")
     assert all(prompt_indices(run)[s] == idx for s, idx in completed.items())
     assert final_state == {"complete": [6, 8], "partial": {}}, final_state
-    trained = sum(len(batch(run, s)["samples"]) for s in range(CHAIN_STEPS))
+    trained = sum(len(batch(run, s)["samples"]) for s in range(1, CHAIN_STEPS + 1))
     record("chain.samples_lost", CHAIN_STEPS * PROMPTS * GROUP - trained)
 
     # The final weights are bitwise those of one uninterrupted trainer fed the same batches:

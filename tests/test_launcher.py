@@ -68,12 +68,13 @@ def stop_with(launch: Launch, sig: int) -> int:
 # --------------------------------------------------------------------------- what a run leaves behind
 def check_logprobs(run: Path, rows: list[dict]) -> list[float]:
     """Each sample's engine logprobs are those of the version it claims, and each step's
-    logprob_mismatch is the mean |trainer - engine| with the trainer on version `step`, lag included.
+    logprob_mismatch is the mean |trainer - engine| with the trainer on version `step - 1` (the
+    weights step N trains from), lag included.
     Returns the mismatch recomputed for the steps with stale samples."""
     stale_mismatch = []
     for row in rows:
         samples = batch(run, row["step"])["samples"]
-        trainer_logp = replayed_logprobs(run, row["step"], samples)
+        trainer_logp = replayed_logprobs(run, row["step"] - 1, samples)
         by_version = {v: replayed_logprobs(run, v, [s for s in samples if s["weight_version"] == v])
                       for v in {s["weight_version"] for s in samples}}
         diffs, served = [], {v: iter(lps) for v, lps in by_version.items()}
@@ -113,7 +114,7 @@ def check_plain_lines(stdout: str, rows: list[dict], total: int) -> None:
     lines = [line for line in stdout.splitlines() if line.startswith("step ")]
     assert len(lines) == len(rows), lines
     for line, r in zip(lines, rows):
-        assert line.startswith(f"step {r['step'] + 1}/{total} ")
+        assert line.startswith(f"step {r['step']}/{total} ")
         assert f"reward_mean={r['reward_mean']:.4g}" in line and f"loss={r['loss']:.4g}" in line
 
 
@@ -154,7 +155,7 @@ def test_two_engines_end_to_end(tmp_path, mode, policy, terminal):
         # the previous version, whose mismatch is well above numerics.
         assert stale and max(stale) > 5 * NUMERICS_TOL, stale
     if policy == "drain":  # drained before every sync: no sample spans a weight update, none aborted
-        for step in range(steps):
+        for step in range(1, steps + 1):
             for s in batch(run, step)["samples"]:
                 assert s["metadata"]["finish_weight_version"] == s["weight_version"], (step, s["metadata"])
         assert all(r["recycled_groups"] == 0 for r in rows)
@@ -176,9 +177,9 @@ def test_resume_extends_an_oversampled_run_that_aborts(tmp_path):
     versions and TensorBoard carry on; with oversampling (one group of slack beyond the 2 a step
     trains) and abort (in-flight groups aborted by each sync and regenerated under the new weights).
 
-    Steps 0 and 1 start together, so the first sync meets nothing in flight; step 2 starts at the
+    Steps 1 and 2 start together, so the first sync meets nothing in flight; step 3 starts at the
     first sync and its 12 requests of up to 128 tokens (over a second of decoding here) are still
-    running when step 1, already rolled out, is trained and synced a few hundred ms later."""
+    running when step 2, already rolled out, is trained and synced a few hundred ms later."""
     run = tmp_path / "run"
     steps, extended = 4, 6
     common = ["--engines", "1", "--mode", "async", "--rollout.oversample", "1.5", "--rollout.partial_rollout", "abort",
@@ -187,7 +188,7 @@ def test_resume_extends_an_oversampled_run_that_aborts(tmp_path):
     assert finished(first) == 0, first.describe()
     extend = Launch(run, ["--steps", str(extended)], resume=True, tag="extend")
     assert finished(extend) == 0, extend.describe()
-    assert f"resuming at step {steps}" in extend.stdout, extend.describe()
+    assert f"resuming at step {steps + 1}" in extend.stdout, extend.describe()
 
     rows = metrics(run)
     assert check_batches(run, extended) == []  # every step once, 8 samples, no prompt trained twice
@@ -199,7 +200,7 @@ def test_resume_extends_an_oversampled_run_that_aborts(tmp_path):
     # abort: groups in flight at a sync were aborted by the engine and regenerated once the new
     # version was served, so no sample holds tokens of two versions or claims an older one.
     assert sum(r["recycled_groups"] for r in rows) >= 1, [r["recycled_groups"] for r in rows]
-    for step in range(extended):
+    for step in range(1, extended + 1):
         for s in batch(run, step)["samples"]:
             assert s["metadata"]["finish_weight_version"] == s["weight_version"], (step, s["metadata"])
     check_tensorboard(run, rows)
@@ -301,7 +302,7 @@ def test_the_fleet_grows_and_shrinks_through_the_real_router(tmp_path):
     assert log[-1]["event"] == "closed" and log[-1]["engine_seconds"] >= rows[-1]["engine_seconds"]
     assert events[0]["serves_version"] == events[0]["fleet_version"]  # loaded before the router had it
     decisions = [e for e in log if "decision" in e]
-    assert [d["step"] for d in decisions] == list(range(steps)) and all(d["reason"] for d in decisions)
+    assert [d["step"] for d in decisions] == list(range(1, steps + 1)) and all(d["reason"] for d in decisions)
     engines = [r["engines"] for r in rows]
     assert engines[0] == 1 and engines.count(2) >= 5 and engines[-1] == 1, engines
     assert all(r["engine_seconds_per_step"] > 0 for r in rows[1:])

@@ -47,6 +47,17 @@ async def _acquire(ctx, runtime: SweRuntime, template) -> Sandbox:
 class CodingEnv(BashAgentEnv):
     """A SWE-style task in a sandboxed checkout, graded by its hidden tests."""
 
+    @classmethod
+    def requirements(cls, cfg: Any) -> list[str]:
+        """A sandbox backend must work here (bubblewrap, else util-linux unshare)."""
+        from tandem.sandbox import SandboxUnavailable, detect_backend
+
+        try:
+            detect_backend(cfg.sandbox.backend)
+        except SandboxUnavailable as err:
+            return [f"rollout.environment = CodingEnv: {err}"]
+        return []
+
     def __init__(self):
         super().__init__()
         self.sandbox: Sandbox | None = None

@@ -86,7 +86,7 @@ class Autoscaler:
         serving = len(self.fleet.engines)
         if self.change is not None and not self.change.done():
             decision = Decision(serving, "hold: the last change is still in progress")
-        elif row["step"] < self.cfg.effective_staleness:
+        elif row["step"] <= self.cfg.effective_staleness:  # steps are numbered from 1
             # Async: the first rollouts overlap no training, so the trainer waits whatever the fleet size.
             decision = Decision(serving, f"hold: warm-up (the first {self.cfg.effective_staleness} step(s) "
                                          "overlap no training)")

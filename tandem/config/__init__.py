@@ -16,9 +16,10 @@ from tandem.config.errors import ConfigError
 from tandem.config.loading import DEFAULT_CONFIG_FILE, build_config, config_from_json, load_config
 from tandem.config.removed import REMOVED_KEYS, without_removed_keys
 from tandem.config.schema import TandemConfig
-from tandem.config.sections import (CheckpointConfig, EngineConfig, FaultsConfig, LoggingConfig, LossConfig,
-                                    MegatronConfig, ModelConfig, RolloutConfig, RouterConfig, RunConfig, Section,
-                                    SimEngineConfig, SimTrainerConfig, SyncConfig, TinyModelConfig, TrainerConfig)
+from tandem.config.engine_sections import EngineConfig, RouterConfig, SimEngineConfig
+from tandem.config.sections import (CheckpointConfig, FaultsConfig, LoggingConfig, LossConfig, MegatronConfig,
+                                    ModelConfig, RolloutConfig, RunConfig, Section, SimTrainerConfig, SyncConfig,
+                                    TinyModelConfig, TrainerConfig)
 
 __all__ = [
     "AgentConfig", "CheckpointConfig", "ConfigError", "DEFAULT_CONFIG_FILE", "EngineConfig", "EnvironmentConfig", "FaultsConfig",

@@ -24,10 +24,12 @@ SHORTHANDS = {
     "--seed": "run.seed",
     "--model": "model.path",
 }
-FLAGS = {"--rehearse": ("run.rehearse", True)}
+FLAGS = {"--rehearse": ("run.rehearse", True), "--verbose": ("logging.verbose", True)}
 """Options without a value: the key they set, and to what."""
 # Options handled by train.py itself, listed here so --help shows them.
-LAUNCHER_OPTIONS = {"--resume DIR": "continue the run in DIR from its latest complete checkpoint"}
+LAUNCHER_OPTIONS = {"--resume DIR": "continue the run in DIR from its latest complete checkpoint",
+                    "--overwrite": "start afresh in a run dir that already holds a run, deleting that run's outputs "
+                                   "(without it, such a run dir is refused and nothing in it is touched)"}
 
 
 def _parse_value(text: str) -> Any:
@@ -111,7 +113,8 @@ def help_rows(model: type[BaseModel], prefix: str = "") -> list[tuple[str, str, 
 
 def help_text() -> str:
     lines = [
-        "usage: python train.py [--config FILE] [--engines N] [--mode sync|async] [--steps S] [--run-dir DIR] [--rehearse] [--section.key VALUE ...]",
+        "usage: python train.py [--config FILE] [--engines N] [--mode sync|async] [--steps S] [--run-dir DIR] "
+        "[--resume DIR | --overwrite] [--rehearse] [--verbose] [--section.key VALUE ...]",
         "",
         "tandem: single-node RL post-training. Every key of config.toml can be overridden as --section.key VALUE",
         "(values are TOML literals: 3, 1e-3, true, '[\"a\", \"b\"]'; anything else is a string).",

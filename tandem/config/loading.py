@@ -7,6 +7,9 @@ naming the key. Both surface as one ConfigError.
 
 from __future__ import annotations
 
+import copy
+import difflib
+import json
 import os
 import sys
 import tomllib
@@ -15,8 +18,8 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from tandem.config.cli import help_text, parse_cli
-from tandem.config.errors import ConfigError, format_validation_error
+from tandem.config.cli import help_rows, help_text, parse_cli
+from tandem.config.errors import ConfigError, validation_problems
 from tandem.config.removed import removed_key_message
 from tandem.config.schema import TandemConfig
 
@@ -34,32 +37,77 @@ def _set_dotted(tree: dict, dotted: str, value: Any) -> None:
     node[parts[-1]] = value
 
 
-def _check_known(model: type[BaseModel], tree: dict, prefix: str = "") -> None:
-    """Fail on the first unknown key, naming it with its full dotted path."""
-    for key, value in tree.items():
+def _unknown_keys(model: type[BaseModel], tree: dict, prefix: str = "") -> list[str]:
+    """One problem per unknown key (its full dotted path, and the key it probably meant), removing
+    each from `tree` so the rest is still validated and every problem reported at once."""
+    problems = []
+    for key, value in list(tree.items()):
         dotted = f"{prefix}{key}"
         field = model.model_fields.get(key)
         if field is None:
-            removed = removed_key_message(dotted)
-            if removed:
-                raise ConfigError(removed)
-            while isinstance(value, dict) and value:  # name the full key the user typed
-                key, value = next(iter(value.items()))
-                dotted = f"{dotted}.{key}"
-            raise ConfigError(f"unknown config key '{dotted}'")
+            del tree[key]
+            problems.append(removed_key_message(dotted) or _unknown(dotted, value))
+            continue
         sub = field.annotation
         if isinstance(sub, type) and issubclass(sub, BaseModel):
             if not isinstance(value, dict):
-                raise ConfigError(f"config key '{dotted}' is a section; got the value {value!r}")
-            _check_known(sub, value, dotted + ".")
+                del tree[key]
+                problems.append(f"config key '{dotted}' is a section; got the value {value!r}")
+            else:
+                problems += _unknown_keys(sub, value, dotted + ".")
+    return problems
+
+
+def _unknown(dotted: str, value: Any) -> str:
+    while isinstance(value, dict) and value:  # name the full key the user typed
+        key, value = next(iter(value.items()))
+        dotted = f"{dotted}.{key}"
+    guess = suggest(dotted)
+    return f"unknown config key '{dotted}'" + (f" (did you mean '{guess}'?)" if guess else "")
+
+
+def suggest(dotted: str) -> str | None:
+    """The known key a misspelt one most likely meant: a near name in the same section, else the
+    same name in another section (`run.lr` -> `trainer.lr`)."""
+    known = [flag[2:] for flag, *_ in help_rows(TandemConfig)]
+    section, _, name = dotted.rpartition(".")
+    siblings = [k.rpartition(".")[2] for k in known if k.rpartition(".")[0] == section]
+    close = difflib.get_close_matches(name, siblings, n=1, cutoff=0.75)
+    if close:
+        return f"{section}.{close[0]}"
+    same_name = [k for k in known if k.rpartition(".")[2] == name]
+    return same_name[0] if len(same_name) == 1 else None
+
+
+def _not_json(tree: Any, prefix: str = "") -> list[str]:
+    """TOML values that have no JSON form (dates and times): no config key takes one."""
+    if isinstance(tree, dict):
+        return [p for key, value in tree.items() for p in _not_json(value, f"{prefix}{key}.")]
+    if isinstance(tree, (list, tuple)):  # tuples: a tree dumped from a config (a rehearsal's)
+        return [p for value in tree for p in _not_json(value, prefix)]
+    if tree is None or isinstance(tree, (str, int, float, bool)):
+        return []
+    return [f"config key '{prefix[:-1]}': a TOML {type(tree).__name__} is not a value any key takes (got {tree!r})"]
 
 
 def build_config(tree: dict) -> TandemConfig:
-    _check_known(TandemConfig, tree)
-    try:
-        return TandemConfig.model_validate(tree)
-    except ValidationError as err:
-        raise ConfigError(format_validation_error(err)) from None
+    """Validate a config tree strictly (a string is not a number, a float not an integer), reporting
+    every unknown key and bad value in one ConfigError."""
+    tree = copy.deepcopy(tree)
+    problems = _unknown_keys(TandemConfig, tree)
+    unwritable = _not_json(tree)
+    problems += unwritable
+    cfg = None
+    if not unwritable:
+        try:
+            # JSON mode: strict, yet TOML's arrays still fill tuples and its integers floats.
+            cfg = TandemConfig.model_validate_json(json.dumps(tree), strict=True)
+        except ValidationError as err:
+            problems += validation_problems(err)
+    if not problems:
+        return cfg
+    raise ConfigError(problems[0] if len(problems) == 1 else
+                      f"{len(problems)} problems in the config:\n" + "\n".join(f"  - {p}" for p in problems))
 
 
 def _read_toml(path: str) -> dict[str, Any]:
@@ -69,6 +117,37 @@ def _read_toml(path: str) -> dict[str, Any]:
         return tomllib.loads(Path(path).read_text())
     except tomllib.TOMLDecodeError as err:
         raise ConfigError(f"config file '{path}' is not valid TOML: {err}") from None
+
+
+INPUT_PATH_KEYS = ("rollout.data_path", "engine.sim.profile", "engine.sim.workload", "agent.prompt_file",
+                   "sandbox.python", "model.path")
+"""Keys naming files a run reads. Relative ones in a TOML file mean the file's own directory; on the
+command line, the current one (the launcher's absolutize_paths). What a run writes (run.run_dir,
+run.cache_dir, sandbox.root_dir, sync.url) is relative to the current directory wherever it is written."""
+
+
+def resolve_file_paths(tree: dict, base: Path) -> None:
+    """Make the relative input paths of a TOML file's tree absolute against `base`, its directory.
+    A path that is not there but is one of the project's shipped files (data/, profiles/) is the
+    shipped one, so the bundled configs work from anywhere; model.path and sandbox.python only
+    when they name something there (else a hub id, or a program looked up on PATH)."""
+    from tandem.paths import PROJECT_ROOT
+
+    for dotted in INPUT_PATH_KEYS:
+        *sections, key = dotted.split(".")
+        node = tree
+        for name in sections:
+            node = node.get(name) if isinstance(node, dict) else None
+        value = node.get(key) if isinstance(node, dict) else None
+        if not isinstance(value, str) or not value or Path(value).expanduser().is_absolute():
+            continue
+        here, shipped = base / value, PROJECT_ROOT / value
+        if here.exists():
+            node[key] = str(here)
+        elif shipped.exists():
+            node[key] = str(shipped)
+        elif dotted not in ("model.path", "sandbox.python"):
+            node[key] = str(here)  # a missing file is reported where it was looked for
 
 
 def load_config(argv: list[str] | None = None, *, config_file: str | None = None,
@@ -89,6 +168,7 @@ def load_config(argv: list[str] | None = None, *, config_file: str | None = None
         path = DEFAULT_CONFIG_FILE
     if path is not None:
         tree = _read_toml(path)
+        resolve_file_paths(tree, Path(path).resolve().parent)
     for dotted, value in overrides.items():
         _set_dotted(tree, dotted, value)
     return build_config(tree)

@@ -11,9 +11,9 @@ from pydantic import model_validator
 
 from tandem.lora import MEGATRON_LORA_TARGETS
 from tandem.config.agent_sections import AgentConfig, EnvironmentConfig, SandboxConfig
-from tandem.config.sections import (CheckpointConfig, EngineConfig, FaultsConfig, LoggingConfig, ModelConfig,
-                                    RolloutConfig, RouterConfig, RunConfig, Section, SyncConfig, TrainerConfig,
-                                    is_remote_url, rule_broken)
+from tandem.config.engine_sections import EngineConfig, RouterConfig
+from tandem.config.sections import (CheckpointConfig, FaultsConfig, LoggingConfig, ModelConfig, RolloutConfig,
+                                    RunConfig, Section, SyncConfig, TrainerConfig, is_remote_url, rule_broken)
 
 
 class TandemConfig(Section):

@@ -3,9 +3,9 @@
 Every field carries a docstring, which is what `python train.py --help` prints and what
 scripts/write_config_toml.py writes into config.toml. Ranges are declared on the fields
 (`Field(ge=..)`), so pydantic names the key and the bound; a rule that ties several keys
-of one section together is a model validator named after the rule. The coding-agent
-sections are in tandem.config.agent_sections; the root, and the rules across sections,
-in tandem.config.schema.
+of one section together is a model validator named after the rule. The engine and router
+sections are in tandem.config.engine_sections, the coding-agent sections in
+tandem.config.agent_sections; the root, and the rules across sections, in tandem.config.schema.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from tandem.config.autoscale_section import AutoscaleConfig
 from tandem.config.base import RULE_ERROR, DecayRate, Port, Section, rule_broken
 
 __all__ = ["RULE_ERROR", "DecayRate", "Port", "Section", "rule_broken"]  # re-exported: older imports name them here
@@ -27,13 +26,26 @@ class RunConfig(Section):
     steps: int = Field(200, ge=1)
     """Number of optimizer steps (trainer steps) to run."""
     run_dir: str = "runs/default"
-    """Directory for logs, weights, metrics and endpoints.json of this run."""
+    """Directory for logs, weights, metrics and endpoints.json of this run. One that already holds a run is refused (nothing in it is touched) unless `--resume` continues that run or `--overwrite` replaces it."""
     seed: int = Field(0, ge=0)
     """Seed for data order, sampling and model init."""
     cpu_split: Literal["phase", "even"] = "phase"
     """How a CPU-only run shares the cores (torch trainer, embedded engines): phase = the side that computes gets them (sync: engines while they generate, the trainer while it trains; async: split by measured demand while both run); even = a fixed, equal share per child."""
-    cache_dir: str = ".cache/tandem"
-    """Where locally built assets (the tiny model) are cached across runs."""
+    cache_dir: str = ""
+    """Where locally built assets (the tiny model) are cached across runs. Empty: the user's cache directory ($XDG_CACHE_HOME/tandem, else ~/.cache/tandem), wherever tandem is run from."""
+    keep_rollouts: int | Literal["all"] = 5
+    """Per-step files kept in the run dir (rollouts/step_N.json, the samples each step trained on, and trainer/step_N.json): the last N steps', older ones are removed as the run goes; "all" keeps every one (at 32k-token agent trajectories that is gigabytes per hundred steps)."""
+    max_failed_fraction: float = Field(0.5, gt=0.0, le=1.0)
+    """Stop the run (exit 1, after a checkpoint it can resume from) when more than this fraction of the samples of the last run.failed_window_steps steps failed: a reward that raised or timed out, or a rollout that raised. A step whose every sample failed stops it at once; 1 = only that."""
+    failed_window_steps: int = Field(5, ge=1)
+    """The window of steps run.max_failed_fraction is measured over."""
+
+    @field_validator("keep_rollouts")
+    @classmethod
+    def _keeps_at_least_one_step(cls, keep: int | str) -> int | str:
+        if keep != "all" and keep < 1:  # the trainer reads the newest file after the orchestrator wrote it
+            raise ValueError("must be at least 1, or 'all'")
+        return keep
     rehearse: bool = False
     """Rehearse this config on this machine (`--rehearse`): a few steps with a tiny model of the same family, the
     Megatron trainer on CPU ranks at the configured TP/PP/DP and embedded engines, then a report of what was
@@ -72,88 +84,6 @@ class ModelConfig(Section):
     """Passed to transformers when loading model.path."""
     tiny: TinyModelConfig = TinyModelConfig()
     """Shape of the locally built tiny model (used when path = 'tiny')."""
-
-
-# --------------------------------------------------------------------------- engine
-class SimEngineConfig(Section):
-    profile: str = "profiles/engine/qwen3_14b_h100.toml"
-    """Latency-model profile (TOML) for engine.backend = 'sim'."""
-    time_scale: float = Field(100.0, gt=0)
-    """How many times faster than real time the sim runs: sim engines, the sim trainer's train time and the sim workload's tool time all divide by it."""
-    workload: str = "profiles/workload/reference_agentic.toml"
-    """Workload profile (TOML) read by the sim rollout plug-in tandem.sim.workload:agentic_rollout (turns, tokens and tool time per rollout)."""
-    token_scale: int = Field(1, ge=1)
-    """Each token on the wire stands for this many modelled tokens (sim engines and the sim workload agree on it): long agent contexts cost k times less HTTP/JSON work on a small machine, while the modelled GPU timing is unchanged."""
-
-
-class EngineConfig(Section):
-    backend: Literal["embedded", "sglang", "sim", "external"] = "embedded"
-    """embedded: tandem's own SGLang-API server over an HF model (CPU or CUDA). sglang: real SGLang servers. sim: a latency-model engine for sizing studies. external: engines already running elsewhere (engine.urls), which tandem drives but never starts or stops."""
-    count: int = Field(2, ge=1)
-    """Number of engine processes (one GPU each on a GPU node); with backend 'external', the number of engine.urls."""
-    urls: list[str] = []
-    """backend 'external': base URLs of running engines (real SGLang servers, or `python -m tandem.engine serve` on other hosts), e.g. ["http://engine0-0.myjob:30000"]."""
-    api_key_env: str = ""
-    """Name of the environment variable holding the API key the engines require (SGLang --api-key); sent as 'Authorization: Bearer'. Empty: no key."""
-    device: Literal["auto", "cpu", "cuda"] = "auto"
-    """Where embedded engines run; auto picks cuda when GPUs exist."""
-    max_running_requests: int = Field(64, ge=1)
-    """Most requests an engine decodes in one batch; the rest wait in a FIFO queue."""
-    max_total_tokens: int = Field(262144, ge=1)
-    """KV budget in tokens across the running batch (prompt + generated)."""
-    admission_window_ms: float = Field(3.0, ge=0)
-    """Embedded engines: an idle engine that receives requests waits until none has arrived for this long (at most ten times it, and at most two of its decode steps) before its first prefill, so a step's burst of groups prefills together and decodes without padding (which makes SDPA take a slower masked kernel). 0: start at the first request."""
-    priority_scheduling: bool = True
-    """Serve each engine's waiting queue by request priority (SGLang --enable-priority-scheduling, without preemption of running requests). The rollout producer gives every request the priority of its training step, older steps first, so the step the trainer waits on is served before rollouts started early for the next one."""
-    startup_timeout_s: float = Field(180.0, gt=0)
-    """How long an engine may take to answer /health before the run is stopped."""
-    base_port: Port = 0
-    """First engine port on 127.0.0.1 (engine i uses base_port + i); 0 picks free ports."""
-    mem_fraction_static: float = 0.85
-    """SGLang --mem-fraction-static for engine.backend = 'sglang'."""
-    sglang_args: dict[str, Any] = {}
-    """Extra SGLang server arguments, passed through as --key value (e.g. {context_length = 32768})."""
-    sim: SimEngineConfig = SimEngineConfig()
-    """Settings of the simulated engine."""
-    autoscale: AutoscaleConfig = AutoscaleConfig()
-    """A fleet that grows and shrinks with demand during the run (off by default)."""
-
-    @field_validator("urls")
-    @classmethod
-    def _urls_are_http(cls, urls: list[str]) -> list[str]:
-        for url in urls:
-            if not url.startswith(("http://", "https://")):
-                raise ValueError(f"{url!r} is not an http(s):// base URL")
-        if len(set(urls)) != len(urls):
-            raise ValueError("lists an engine twice")
-        return [url.rstrip("/") for url in urls]
-
-    @model_validator(mode="after")
-    def _external_engines_are_listed(self) -> EngineConfig:
-        if self.backend == "external":
-            if not self.urls:
-                raise rule_broken("engine.backend = 'external' needs engine.urls: the base URLs of the running engines")
-            # The list is the fleet: count (config.toml always carries one) follows it.
-            self.__dict__["count"] = len(self.urls)  # no re-validation: this validator set it
-        elif self.urls:
-            raise rule_broken(f"engine.urls is only read with engine.backend = 'external' (it is {self.backend!r})")
-        return self
-
-
-class RouterConfig(Section):
-    port: Port = 0
-    """Router port on 127.0.0.1; 0 picks a free port."""
-    policy: Literal["random", "round_robin", "cache_aware", "power_of_two", "manual"] = "manual"
-    """sglang-router load-balancing policy. 'manual' keeps every request that carries the same
-    routing key (x-smg-routing-key: one per agent trajectory) on one engine, so each turn finds
-    the previous turns in that engine's prefix cache instead of re-prefilling the whole context."""
-    assignment_mode: Literal["random", "min_load", "min_group"] = "min_load"
-    """With policy 'manual': where a new routing key goes (sglang-router --assignment-mode):
-    'min_load' = the engine with the fewest requests in flight."""
-    startup_timeout_s: float = Field(60.0, gt=0)
-    """How long the router may take to come up and see every engine."""
-    health_check_interval_s: int = Field(5, ge=1)
-    """sglang-router --health-check-interval-secs."""
 
 
 # --------------------------------------------------------------------------- rollout
@@ -296,6 +226,8 @@ class TrainerConfig(Section):
     """Where the torch trainer runs."""
     gpus: int = Field(4, ge=1)
     """GPUs given to the trainer on a GPU node (engines take the following ones)."""
+    startup_timeout_s: float = Field(900.0, gt=0)
+    """How long the trainer may take to load (model, optimizer, a checkpoint to resume) and write trainer/ready.json before the run is stopped; it loads while the engines do."""
     lr: float = Field(2e-3, gt=0.0)
     """AdamW learning rate."""
     weight_decay: float = Field(0.0, ge=0.0)
@@ -363,6 +295,8 @@ class LoggingConfig(Section):
     """Write TensorBoard event files under <run_dir>/tensorboard."""
     queue_sample_interval_s: float = Field(0.5, gt=0)
     """How often each engine's /get_load is sampled into queue.jsonl."""
+    verbose: bool = False
+    """Let other libraries print their progress bars and warnings (datasets, safetensors, transformers, uvicorn's per-connection notices) in the terminal and the children's logs (`--verbose`); off, tandem says what is loading itself."""
 
 
 class CheckpointConfig(Section):

@@ -34,11 +34,16 @@ BACKENDS = {"embedded": "tandem.engine.embedded:EmbeddedCore", "sim": "tandem.en
 def _log_config(level: str) -> dict[str, Any]:
     """uvicorn and tandem loggers, all to stdout (the launcher captures stdout per child)."""
     fmt = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+    from tandem.quiet import quiet
+
+    handler = {"class": "logging.StreamHandler", "formatter": "plain", "stream": "ext://sys.stdout",
+               **({"filters": ["probe_noise"]} if quiet() else {})}
     return {
         "version": 1,
         "disable_existing_loggers": False,
         "formatters": {"plain": {"format": fmt}},
-        "handlers": {"stdout": {"class": "logging.StreamHandler", "formatter": "plain", "stream": "ext://sys.stdout"}},
+        "filters": {"probe_noise": {"()": "tandem.quiet.ProbeNoise"}},
+        "handlers": {"stdout": handler},
         "loggers": {
             "uvicorn": {"handlers": ["stdout"], "level": level.upper(), "propagate": False},
             "uvicorn.error": {"handlers": ["stdout"], "level": level.upper(), "propagate": False},

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from tandem.rollout.context import RolloutContext
 
 RESERVED = frozenset({"reset", "step", "respond", "reward", "info", "close", "tools", "tool_schemas",
-                      "step_metrics", "call_tool", "call", "text_mode", "offered_tools"})
+                      "step_metrics", "call_tool", "call", "text_mode", "offered_tools", "requirements"})
 """Method names of the contract itself; never offered to the model as tools."""
 
 
@@ -70,6 +70,12 @@ class Environment:
 
     def close(self) -> None:
         """Release what reset acquired; called once per episode, even after a failure."""
+
+    @classmethod
+    def requirements(cls, cfg: Any) -> list[str]:
+        """What stops a run of this environment before any process starts (a package, a sandbox
+        backend), one problem per line naming its fix; the launcher's preflight reports them."""
+        return []
 
     @classmethod
     def tools(cls) -> list[str]:

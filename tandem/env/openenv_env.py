@@ -38,7 +38,7 @@ import httpx
 
 from tandem.env.base import Environment
 from tandem.env.parsers import ToolCall
-from tandem.rollout.plugins import PluginError
+from tandem.rollout.plugins import PluginError, importable
 
 _TOOLS: dict[tuple[str, str], tuple[bool, list[dict]]] = {}
 _TOOLS_LOCK = threading.Lock()
@@ -108,6 +108,12 @@ def observation_text(observation: dict[str, Any], key: str = "") -> str:
 
 class OpenEnvEnv(Environment):
     """An OpenEnv server's environment; every episode is its own session on it."""
+
+    @classmethod
+    def requirements(cls, cfg: Any) -> list[str]:
+        if importable("openenv.core"):
+            return []
+        return ["rollout.environment = OpenEnvEnv needs openenv-core: pip install --no-deps -r requirements-envs.txt"]
 
     def __init__(self, url: str, tool_name: str = "step", reward: Literal["sum", "last"] = "sum",
                  observation_key: str = "", max_sessions: int = 0, connect_timeout_s: float = 10.0,

@@ -42,7 +42,7 @@ from typing import Any
 
 from tandem.env.base import Environment
 from tandem.env.parsers import ParsedReply
-from tandem.rollout.plugins import PluginError
+from tandem.rollout.plugins import PluginError, importable
 
 _LOADED: dict[str, Any] = {}
 _LOAD_LOCK = threading.Lock()
@@ -117,6 +117,13 @@ def _message_dict(message: Any) -> dict:
 
 class VerifiersEnv(Environment):
     """A verifiers environment (by id, as vf.load_environment finds it) driven by tandem's loop."""
+
+    @classmethod
+    def requirements(cls, cfg: Any) -> list[str]:
+        if importable("verifiers"):
+            return []
+        return ["rollout.environment = VerifiersEnv needs the verifiers package: "
+                "pip install --no-deps -r requirements-envs.txt"]
 
     def __init__(self, env_id: str, env_args: dict | None = None):
         self.vf_env = load_vf_environment(env_id, env_args)

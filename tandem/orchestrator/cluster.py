@@ -1,8 +1,9 @@
 """Bring the node up: engines, sglang-router in front of them, the trainer.
 
-Order matters: engines first (they are the slow part and gate everything), then the
-router pointed at their URLs, then the trainer. Every child is health-gated by the
-supervisor, and once all are up `endpoints.json` tells outside clients where they live.
+All of them start at once (the router registers each engine as soon as it answers /health),
+and each is health-gated on its own budget (tandem.orchestrator.startup); once all are up
+`endpoints.json` tells outside clients where they live. `start_engines` and `start_router`
+are the same steps one at a time, for tools that want engines without a run.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import httpx
 from tandem.config import ConfigError, TandemConfig
 from tandem.engine.auth import bearer_headers
 from tandem.placement import Placement, plan_placement, visible_gpu_count
+from tandem.orchestrator.startup import Pending, StartupStatus, wait_all
 from tandem.orchestrator.supervisor import Child, ChildFailed, Supervisor
 from tandem.ports import free_port, port_is_free
 
@@ -69,8 +71,22 @@ def router_ready(router_url: str, n_engines: int):
     return probe
 
 
+def engine_pending(cfg: TandemConfig, child: Child) -> Pending:
+    return Pending(child, Supervisor.http_ok(f"{child.url}/health"), "healthy (GET /health)",
+                   cfg.engine.startup_timeout_s, "engine.startup_timeout_s")
+
+
 def start_engines(cfg: TandemConfig, sup: Supervisor, placement: Placement, run_config: Path,
                   model_path: str) -> dict[str, str]:
+    """Start the engines and wait until every one is healthy."""
+    engines, children = launch_engines(cfg, sup, placement, run_config, model_path)
+    wait_all(sup, [engine_pending(cfg, child) for child in children])
+    return engines
+
+
+def launch_engines(cfg: TandemConfig, sup: Supervisor, placement: Placement, run_config: Path,
+                   model_path: str) -> tuple[dict[str, str], list[Child]]:
+    """Start the engine processes (no waiting): {name: url} and their children."""
     engines: dict[str, str] = {}
     children: list[Child] = []
     for i in range(cfg.engine.count):
@@ -82,11 +98,7 @@ def start_engines(cfg: TandemConfig, sup: Supervisor, placement: Placement, run_
                                   # With restarts allowed, the engine doctor handles a dead engine.
                                   critical=cfg.faults.max_engine_restarts == 0))
         engines[name] = url
-    deadline = time.monotonic() + cfg.engine.startup_timeout_s
-    for child in children:  # they boot in parallel; poll each with what is left of the budget
-        sup.wait_ready(child, sup.http_ok(f"{child.url}/health"), max(1.0, deadline - time.monotonic()),
-                       "healthy (GET /health)")
-    return engines
+    return engines, children
 
 
 def external_engines(cfg: TandemConfig) -> dict[str, str]:
@@ -132,28 +144,40 @@ def router_command(cfg: TandemConfig, port: int, worker_urls: list[str], prometh
         *(["--assignment-mode", cfg.router.assignment_mode] if cfg.router.policy == "manual" else []),
         "--prometheus-host", "127.0.0.1", "--prometheus-port", str(prometheus_port),
         "--health-check-interval-secs", str(cfg.router.health_check_interval_s),
+        # Started beside engines that are still loading: look for them every second, not every 30.
+        "--worker-startup-check-interval", "1",
         "--request-timeout-secs", str(int(cfg.rollout.request_timeout_s)),
         "--log-level", "warn",
     ]  # no --api-key: the router forwards each client's Authorization header to the engines
 
 
 def start_router(cfg: TandemConfig, sup: Supervisor, engines: dict[str, str]) -> str:
+    """Start the router in front of running engines and wait until it routes to all of them."""
+    child = launch_router(cfg, sup, engines)
+    wait_all(sup, [router_pending(cfg, child, len(engines), [])])
+    return child.url
+
+
+def launch_router(cfg: TandemConfig, sup: Supervisor, engines: dict[str, str]) -> Child:
     port = _pick_port(cfg.router.port, "router.port")
-    url = f"http://127.0.0.1:{port}"
     cmd = router_command(cfg, port, list(engines.values()), free_port())
-    child = sup.start("router", cmd, url=url, role="router")
-    sup.wait_ready(child, router_ready(url, len(engines)), cfg.router.startup_timeout_s,
-                   f"routing to all {len(engines)} engine(s)")
-    return url
+    return sup.start("router", cmd, url=f"http://127.0.0.1:{port}", role="router")
 
 
-def start_trainer(cfg: TandemConfig, sup: Supervisor, placement: Placement, run_config: Path, run_dir: Path,
-                  extra_args: list[str]) -> Child:
-    child = sup.start("trainer", trainer_command(cfg, run_config) + extra_args, env=placement.trainer_env(),
-                      role="trainer")
-    ready = run_dir / "trainer" / "ready.json"
-    sup.wait_ready(child, ready.exists, cfg.engine.startup_timeout_s, "ready (trainer/ready.json)")
-    return child
+def router_pending(cfg: TandemConfig, child: Child, n_engines: int, engines: list[Pending]) -> Pending:
+    return Pending(child, router_ready(child.url, n_engines), f"routing to all {n_engines} engine(s)",
+                   cfg.router.startup_timeout_s, "router.startup_timeout_s", after=engines)
+
+
+def launch_trainer(cfg: TandemConfig, sup: Supervisor, placement: Placement, run_config: Path,
+                   extra_args: list[str]) -> Child:
+    return sup.start("trainer", trainer_command(cfg, run_config) + extra_args, env=placement.trainer_env(),
+                     role="trainer")
+
+
+def trainer_pending(cfg: TandemConfig, child: Child, run_dir: Path) -> Pending:
+    return Pending(child, (run_dir / "trainer" / "ready.json").exists, "ready (trainer/ready.json)",
+                   cfg.trainer.startup_timeout_s, "trainer.startup_timeout_s")
 
 
 def write_endpoints(run_dir: Path, router_url: str, engines: dict[str, str], placement: Placement,
@@ -180,14 +204,22 @@ def check_configured_ports(cfg: TandemConfig) -> None:
 
 
 def start_cluster(cfg: TandemConfig, sup: Supervisor, run_dir: Path, run_config: Path, model_path: str,
-                  trainer_args: list[str] | None = None) -> Cluster:
+                  trainer_args: list[str] | None = None, status: StartupStatus | None = None) -> Cluster:
+    """Start the engines, the router and the trainer together; return once every one is ready."""
     check_configured_ports(cfg)
     placement = plan_placement(cfg, visible_gpu_count())
     external = cfg.engine.backend == "external"
-    engines = (external_engines(cfg) if external
-               else start_engines(cfg, sup, placement, run_config, model_path))
-    router_url = start_router(cfg, sup, engines)
-    trainer = start_trainer(cfg, sup, placement, run_config, run_dir, trainer_args or [])
+    trainer = launch_trainer(cfg, sup, placement, run_config, trainer_args or [])
+    pending = [trainer_pending(cfg, trainer, run_dir)]
+    if external:  # someone else's engines: gated (and their API key checked) while the trainer loads
+        engines = external_engines(cfg)
+    else:
+        engines, children = launch_engines(cfg, sup, placement, run_config, model_path)
+        pending = [engine_pending(cfg, child) for child in children] + pending
+    router = launch_router(cfg, sup, engines)
+    pending.append(router_pending(cfg, router, len(engines), [p for p in pending if p.child.role == "engine"]))
+    wait_all(sup, pending, status)
+    router_url = router.url
     write_endpoints(run_dir, router_url, engines, placement, external)
     ready = json.loads((run_dir / "trainer" / "ready.json").read_text())
     start_weights = (ready["weights_path"], int(ready["weight_version"])) if "weights_path" in ready else None

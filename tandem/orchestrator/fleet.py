@@ -302,8 +302,8 @@ class Fleet:
             last_ok = time.monotonic()
 
     async def _wait_healthy(self, child: Child, url: str, timeout_s: float) -> None:
-        """Like Supervisor.wait_ready, but on the event loop: a Ctrl-C (task cancel) stops it at
-        once, where a thread blocked in wait_ready would hold the launcher's exit for up to
+        """Like tandem.orchestrator.startup.wait_all, but on the event loop: a Ctrl-C (task cancel) stops it at
+        once, where a thread blocked in wait_all would hold the launcher's exit for up to
         engine.startup_timeout_s (asyncio.run joins its worker threads before returning)."""
         deadline = time.monotonic() + timeout_s
         while True:

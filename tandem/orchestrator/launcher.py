@@ -17,13 +17,14 @@ from tandem.config import ConfigError, TandemConfig, load_config
 from tandem.engine.auth import MissingApiKey, api_key_from_env
 from tandem.handoff import HandoffTimeout
 from tandem.model_source import resolve_model_path
-from tandem.orchestrator import run_state
+from tandem.orchestrator import preflight, run_state
 from tandem.orchestrator.cluster import start_cluster
 from tandem.orchestrator.fleet import EngineCrashLoop
 from tandem.orchestrator.hooks import NO_HOOKS, RunHooks
 from tandem.orchestrator.loop import orchestrate
 from tandem.orchestrator.supervisor import ChildFailed, Supervisor
-from tandem.paths import PROJECT_ROOT
+from tandem.paths import PROJECT_ROOT, cache_root
+from tandem.quiet import quiet_libraries
 from tandem.env import EnvRollout
 from tandem.rollout import DataError, PluginError, load_dataset_rows, load_reward_fn, load_rollout_fn
 from tandem.weights import PublishError, SyncError
@@ -43,7 +44,7 @@ def absolutize_paths(cfg: TandemConfig) -> None:
         return str(here if here.exists() or not (PROJECT_ROOT / p).exists() else PROJECT_ROOT / p)
 
     cfg.run.run_dir = str(Path(cfg.run.run_dir).expanduser().resolve())
-    cfg.run.cache_dir = str(Path(cfg.run.cache_dir).expanduser().resolve())
+    cfg.run.cache_dir = str(cache_root(cfg.run.cache_dir))
     cfg.rollout.data_path = resolve(cfg.rollout.data_path)
     cfg.engine.sim.profile = resolve(cfg.engine.sim.profile)
     cfg.engine.sim.workload = resolve(cfg.engine.sim.workload)
@@ -63,29 +64,33 @@ def _raise_stop(signum, frame):
     raise Stop(f"signal {signum}")
 
 
-def split_resume(argv: list[str]) -> tuple[str | None, list[str]]:
-    """`--resume R` continues the run in R from its latest complete checkpoint."""
-    rest, resume = [], None
+def split_launcher_options(argv: list[str]) -> tuple[str | None, bool, list[str]]:
+    """(`--resume R`: continue the run in R from its latest complete checkpoint; `--overwrite`: start
+    afresh in a run dir that holds a run, deleting that run's outputs; the rest of argv)."""
+    rest, resume, overwrite = [], None, False
     i = 0
     while i < len(argv):
         if argv[i] == "--resume" and i + 1 < len(argv):
             resume, i = argv[i + 1], i + 2
         elif argv[i].startswith("--resume="):
             resume, i = argv[i].split("=", 1)[1], i + 1
+        elif argv[i] == "--overwrite":
+            overwrite, i = True, i + 1
         else:
             rest, i = rest + [argv[i]], i + 1
-    return resume, rest
+    if resume and overwrite:
+        raise ConfigError("--resume continues the run in its directory and --overwrite deletes it: pass one of them")
+    return resume, overwrite, rest
 
 
-def load_run(argv: list[str]) -> tuple[TandemConfig, bool]:
+def load_run(resume_dir: str | None, argv: list[str]) -> TandemConfig:
     """The run's config: a fresh one from config.toml and the command line, or (--resume DIR) the
-    saved run's config with the command line over it. Returns (config, resuming)."""
-    resume_dir, argv = split_resume(argv)
+    saved run's config with the command line over it."""
     if not resume_dir:
-        return load_config(argv), False
+        return load_config(argv)
     cfg = load_config(argv, base_tree=run_state.resume_base_tree(resume_dir))
     cfg.run.run_dir = resume_dir
-    return cfg, True
+    return cfg
 
 
 def check_inputs(cfg: TandemConfig) -> tuple:
@@ -111,7 +116,7 @@ def run(cfg: TandemConfig, sup: Supervisor, start: run_state.StartPoint, inputs:
     model_path = resolve_model_path(cfg)
     print(f"tandem: run dir {run_dir}; {cfg.engine.count} {cfg.engine.backend} engine(s), "
           f"{cfg.trainer.backend} trainer, mode {cfg.run.mode} (staleness {cfg.effective_staleness})"
-          + (f"; resuming at step {start.step} from {start.checkpoint_dir}" if start.checkpoint_dir else ""),
+          + (f"; resuming at step {start.step + 1} from {start.checkpoint_dir}" if start.checkpoint_dir else ""),
           flush=True)
     trainer_args = (["--start-step", str(start.step), "--resume-from", str(start.checkpoint_dir)]
                     if start.checkpoint_dir else [])
@@ -122,19 +127,24 @@ def run(cfg: TandemConfig, sup: Supervisor, start: run_state.StartPoint, inputs:
 
 
 def main(argv: list[str] | None = None, hooks: RunHooks = NO_HOOKS) -> int:
-    """Exit status: 0 done, 2 bad config/data/plug-in, 1 a failure, 130/143 Ctrl-C/SIGTERM."""
+    """Exit status: 0 done, 2 bad config/data/plug-in (nothing started), 1 a failure or a run that
+    stopped itself, 130/143 Ctrl-C/SIGTERM."""
     # SIGINT keeps the disposition the launcher inherited: started under nohup or as a script's
     # background job, the user asked for it to be ignored.
     signal.signal(signal.SIGTERM, _raise_stop)
     sup = None
     try:
-        cfg, resuming = load_run(list(sys.argv[1:] if argv is None else argv))
+        resumed, overwrite, rest = split_launcher_options(list(sys.argv[1:] if argv is None else argv))
+        cfg = load_run(resumed, rest)
+        quiet_libraries(cfg.logging.verbose)
         rehearsal = rehearse.start(cfg) if cfg.run.rehearse else None
         cfg = rehearsal.config if rehearsal else cfg
         absolutize_paths(cfg)
-        inputs = check_inputs(cfg)
         run_dir = Path(cfg.run.run_dir)
-        start = run_state.resume(run_dir, cfg) if resuming else run_state.fresh(run_dir, cfg)
+        refused = None if resumed else run_state.refusal(run_dir, overwrite, replaceable=rehearsal is not None)
+        inputs = preflight.check(cfg, check_inputs, refused)
+        start = (run_state.resume(run_dir, cfg) if resumed
+                 else run_state.fresh(run_dir, cfg, overwrite, replaceable=rehearsal is not None))
         sup = Supervisor(run_dir, PROJECT_ROOT)
         run(cfg, sup, start, inputs, hooks)
         return 0 if rehearsal is None or rehearse.finish(rehearsal) else 1

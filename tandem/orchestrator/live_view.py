@@ -11,7 +11,7 @@ SPARK = " ▁▂▃▄▅▆▇█"
 SHOWN = ("reward_mean", "response_len_mean", "loss", "kl", "entropy", "clip_frac", "grad_norm",
          "logprob_mismatch", "staleness_max", "step_time", "rollout_time", "train_time", "sync_time",
          "trainer_idle_ratio", "gen_tokens_per_s", "publish_bytes", "changed_fraction", "encode_time", "upload_time",
-         "apply_time", "reload_time", "engines", "engine_seconds_per_step")
+         "apply_time", "reload_time", "engines", "engine_seconds_per_step", "reward_errors", "rollout_errors")
 
 
 def sparkline(values: list[float], width: int = 40) -> str:
@@ -71,11 +71,12 @@ class LiveView:
         if "engines" in row:
             self.engine_counts.append(int(row["engines"]))
         if self.enabled:
-            self._progress.update(self._task, completed=row["step"] + 1)
+            self._progress.update(self._task, completed=row["step"])
         else:
             keys = ("reward_mean", "response_len_mean", "loss", "entropy", "staleness_max", "step_time", "trainer_idle_ratio")
             keys += ("engines",) if "engines" in row else ()
-            print(f"step {row['step'] + 1}/{self.total} " + " ".join(f"{k}={_fmt(row[k])}" for k in keys), flush=True)
+            keys += tuple(k for k in ("reward_errors", "rollout_errors") if row.get(k))  # failures, when there are any
+            print(f"step {row['step']}/{self.total} " + " ".join(f"{k}={_fmt(row[k])}" for k in keys), flush=True)
 
     def close(self) -> None:
         if self._live is not None:

@@ -14,20 +14,21 @@ from typing import Protocol
 
 from tandem import checkpoint
 from tandem.config import TandemConfig
-from tandem.handoff import wait_train_result, write_batch
+from tandem.handoff import prune_step_files, wait_train_result, write_batch
 from tandem.model_source import load_tokenizer
 from tandem.orchestrator import run_state
 from tandem.autoscale.controller import Autoscaler
 from tandem.autoscale.providers import CommandProvider, NodeProvider
 from tandem.orchestrator.cluster import Cluster
 from tandem.orchestrator.cpu_share import FIXED, CpuShare, FixedShare
+from tandem.orchestrator.failures import FailureGuard, RunStopped, StepFailures
 from tandem.engine.auth import bearer_headers
 from tandem.orchestrator.external import ExternalFleet
 from tandem.orchestrator.fleet import Fleet
 from tandem.orchestrator.hooks import NO_HOOKS, RunHooks
 from tandem.orchestrator.live_view import LiveView
 from tandem.orchestrator.metrics import MetricsLog, QueueMonitor, rollout_metrics
-from tandem.orchestrator.producer import RolloutProducer
+from tandem.orchestrator.producer import RolloutProducer, RolloutsFailing, StepBatch
 from tandem.orchestrator.supervisor import ChildFailed, Supervisor
 from tandem.rollout import EngineClient, PromptCursor, RolloutContext, sampling_params_from_config
 
@@ -45,6 +46,10 @@ class TrainerLink(Protocol):
 
     async def result(self, step: int) -> dict: ...
 
+    async def checkpoint_only(self, step: int, samples: list, reason: str) -> dict:
+        """The run stops before `step`: have the trainer checkpoint the steps done and train nothing
+        (`samples`, the step's failed samples, are kept in its batch file for inspection)."""
+
 
 class FileTrainerLink:
     """The trainer child process: batches and answers cross as files in the run directory."""
@@ -59,6 +64,11 @@ class FileTrainerLink:
     async def result(self, step: int) -> dict:
         return await wait_trainer(self.run_dir, step, self.cfg, self.cluster)
 
+    async def checkpoint_only(self, step: int, samples: list, reason: str) -> dict:
+        self.cluster.trainer.critical = False  # it exits once the checkpoint is written: not a failure
+        await asyncio.to_thread(write_batch, self.run_dir, step, samples, {"checkpoint_only": reason})
+        return await self.result(step)
+
 
 async def run_loop(cfg: TandemConfig, run_dir: Path, producer: RolloutProducer, ctx: RolloutContext,
                    trainer: TrainerLink, fleet: Fleet, metrics: MetricsLog, view: LiveView, start_step: int,
@@ -72,30 +82,36 @@ async def run_loop(cfg: TandemConfig, run_dir: Path, producer: RolloutProducer, 
     # not time.monotonic(): a simulated run drives the same loop on a virtual clock.
     clock = asyncio.get_running_loop().time
     last_result = clock()
+    guard = FailureGuard(run_dir, cfg.run.max_failed_fraction, cfg.run.failed_window_steps,
+                         cfg.rollout.environment or cfg.rollout.reward)
     for step in range(start_step, cfg.run.steps):
-        view.set_status(f"step {step}: rolling out (waiting on engines)")
-        batch = await producer.take(step)                                  # 1. rollout
+        view.set_status(f"step {step + 1}: rolling out (waiting on engines)")
+        batch, failures = await take_step(step, producer, guard, trainer, run_dir, cfg, hooks)  # 1. rollout
         assign_advantages(batch.samples, cfg.trainer.loss.use_std_norm)
         threads = await cpu.training_starts()
         await trainer.submit(step, batch.samples, threads)
         batch_written = clock()
-        view.set_status(f"step {step}: training (waiting on trainer)")
+        view.set_status(f"step {step + 1}: training (waiting on trainer)")
         result = await trainer.result(step)                                # 2. train
         result_at = clock()
+        prune_step_files(run_dir, step + 1, cfg.run.keep_rollouts)
         cpu.training_done(result.get("train_time", 0.0), batch.rollout_time)
         reload_s = 0.0
         if result.get("weight_version") is not None:                        # 3. sync
-            view.set_status(f"step {step}: syncing weights v{result['weight_version']} (waiting on engines)")
+            view.set_status(f"step {step + 1}: syncing weights v{result['weight_version']} (waiting on engines)")
             reload_s = await fleet.sync(ctx.engine, result["weights_path"], result["weight_version"],
                                         cfg.rollout.partial_rollout, cfg.sync.reload_timeout_s)
             await producer.set_version(result["weight_version"])
-        row = {"step": step, "weight_version": producer.version, **rollout_metrics(batch.samples, step),
+        # Rows number steps from 1, as the console, the handoff files and the checkpoints do: the
+        # row of step N follows checkpoint N-1 and carries weight version N once it is synced.
+        row = {"step": step + 1, "weight_version": producer.version, **rollout_metrics(batch.samples, step),
                **{k: result.get(k, 0.0) for k in TRAIN_KEYS},
                "step_time": result_at - last_result, "rollout_time": batch.rollout_time,
                "sync_time": reload_s + result.get("publish_time", 0.0), "reload_time": reload_s,
                **{k: result.get(k, 0.0) for k in SYNC_KEYS}, "apply_time": fleet.apply_s,
                "trainer_wait_time": batch_written - last_result,
                "gen_tokens_per_s": sum(s.num_model_tokens for s in batch.samples) / max(batch.rollout_time, 1e-9),
+               "reward_errors": failures.reward_errors, "rollout_errors": failures.rollout_errors,
                "dropped_stale": batch.dropped_stale, "recycled_groups": batch.recycled,
                "oversample_discarded": batch.discarded, "longest_group_s": batch.longest_group_s,
                "requests_retried": ctx.engine.retried, **ctx.engine.load.take(), **fleet.metrics(), **batch.stats,
@@ -106,10 +122,45 @@ async def run_loop(cfg: TandemConfig, run_dir: Path, producer: RolloutProducer, 
             row.update(await autoscaler.after_step(row))
         metrics.log(row)
         view.step_done(row)
-        if result.get("checkpoint_tmp"):  # checkpoint (atomic), after the row: checkpoint N => rows 0..N-1
-            view.set_status(f"step {step}: checkpointing")
+        if result.get("checkpoint_tmp"):  # checkpoint (atomic), after the row: checkpoint N => rows 1..N
+            view.set_status(f"step {step + 1}: checkpointing")
             finalize_checkpoint(run_dir, step + 1, producer, cfg, hooks)
         last_result = result_at
+
+
+async def take_step(step: int, producer: RolloutProducer, guard: FailureGuard, trainer: TrainerLink, run_dir: Path,
+                    cfg: TandemConfig, hooks: RunHooks) -> tuple[StepBatch, StepFailures]:
+    """Step `step`'s batch and its failure counts; stops the run (RunStopped, after a checkpoint)
+    instead when failed rewards or rollouts pass the bound (tandem.orchestrator.failures)."""
+    try:
+        batch = await producer.take(step)
+    except RolloutsFailing as err:
+        guard.first_rollout_failure(step + 1, err.failed)
+        rows = [g.row_pos for g in producer.take_failed()]
+        await stop_run(str(err), step, [], rows, producer, trainer, run_dir, cfg, guard, hooks)
+    counts = guard.observe(step + 1, batch)
+    reason = guard.stop_reason(step + 1, counts)
+    if reason:
+        rows = [g.row_pos for g in batch.groups] + [g.row_pos for g in batch.failed_groups]
+        await stop_run(reason, step, batch.samples, rows, producer, trainer, run_dir, cfg, guard, hooks)
+    return batch, counts
+
+
+async def stop_run(reason: str, step: int, samples: list, rows: list[int], producer: RolloutProducer,
+                   trainer: TrainerLink, run_dir: Path, cfg: TandemConfig, guard: FailureGuard,
+                   hooks: RunHooks) -> None:
+    """Stop before training `step`: checkpoint the steps done (`rows`, the failing step's prompts,
+    first in its queue), then raise RunStopped naming the cause and the way back."""
+    guard.save(reason)
+    if not cfg.checkpoint.interval:
+        raise RunStopped(f"run stopped: {reason}. Checkpoints are off (checkpoint.interval = 0), so there is nothing "
+                         f"to resume from; fix the cause and start again")
+    if step not in checkpoint.complete_steps(run_dir):
+        await trainer.checkpoint_only(step, samples, reason)
+        finalize_checkpoint(run_dir, step, producer, cfg, hooks, first_rows=rows)
+    raise RunStopped(f"run stopped: {reason}. Checkpoint {checkpoint.final_dir(run_dir, step).name} holds the "
+                     f"{step} step(s) done; fix the cause, then continue with `--resume {run_dir}` (details in "
+                     f"{guard.path})")
 
 
 async def wait_trainer(run_dir: Path, step: int, cfg: TandemConfig, cluster: Cluster) -> dict:
@@ -130,10 +181,11 @@ async def wait_trainer(run_dir: Path, step: int, cfg: TandemConfig, cluster: Clu
 
 
 def finalize_checkpoint(run_dir: Path, next_step: int, producer: RolloutProducer, cfg: TandemConfig,
-                        hooks: RunHooks = NO_HOOKS) -> None:
+                        hooks: RunHooks = NO_HOOKS, first_rows: list[int] | tuple = ()) -> None:
+    """`first_rows`: prompts taken but not trained (a stopped step's), regenerated first on resume."""
     data = producer.checkpoint_state()
     state = run_state.orchestrator_state(next_step, producer.version, data["cursor"],
-                                         {"in_flight_rows": data["in_flight_rows"]})
+                                         {"in_flight_rows": list(first_rows) + data["in_flight_rows"]})
     checkpoint.finalize(run_dir, next_step, state, cfg.checkpoint.keep_last,
                         before_rename=lambda: hooks.at("checkpoint", next_step))
 
@@ -225,7 +277,7 @@ async def orchestrate(cfg: TandemConfig, run_dir: Path, sup: Supervisor, cluster
     producer = make_producer(cfg, ctx, dataset, rollout_fn, start)
     monitor = QueueMonitor(cluster.engines, run_dir / "queue.jsonl", cfg.logging.queue_sample_interval_s,
                            headers=headers)
-    metrics = MetricsLog(run_dir, cfg.logging.tensorboard)
+    metrics = MetricsLog(run_dir, cfg.logging.tensorboard, start.step)
     view = LiveView(cfg.run.steps, start.step, monitor, cfg.logging.live)
     producer.start()
     trainer = FileTrainerLink(run_dir, cfg, cluster)

@@ -39,21 +39,22 @@ def rollout_metrics(samples: list[Sample], step: int) -> dict[str, float]:
         "staleness_max": max(staleness),
         "truncated_ratio": sum(s.finish_reason == "length" for s in samples) / len(samples),
         "zero_std_groups": sum(1 for g in groups.values() if len(set(g)) == 1),
-        "reward_errors": sum(1 for s in samples if str(s.reward_info.get("reason", "")).startswith(("error", "timeout"))),
     }
 
 
 class MetricsLog:
     """Appends one JSON object per step; mirrors scalars to TensorBoard when enabled."""
 
-    def __init__(self, run_dir: Path, tensorboard: bool):
+    def __init__(self, run_dir: Path, tensorboard: bool, steps_done: int = 0):
+        """`steps_done`: a resumed run's checkpoint step; TensorBoard drops what the interrupted run
+        logged after it (purge_step), so the resumed curves do not overlap the abandoned ones."""
         self.path = run_dir / "metrics.jsonl"
         self.rows: list[dict[str, Any]] = []
         self._tb = None
         if tensorboard:
             from torch.utils.tensorboard import SummaryWriter
 
-            self._tb = SummaryWriter(str(run_dir / "tensorboard"))
+            self._tb = SummaryWriter(str(run_dir / "tensorboard"), purge_step=steps_done + 1 if steps_done else None)
 
     def log(self, row: dict[str, Any]) -> None:
         missing = [k for k in REQUIRED_KEYS if k not in row]

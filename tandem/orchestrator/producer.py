@@ -31,6 +31,11 @@ started later; that is the remedy for the length bias streaming otherwise has (s
 stream_stats.length_bias). Requests carry a priority (`rollout.request_priority`): the
 admission version, or the trajectory's age.
 
+A rollout that raises (anything but RunFatal, which stops the run at once) fails its group: the
+group is dropped and counted (`FailedGroup`, handed to the step that takes next), admission
+replaces it, and a run whose groups keep failing, a step's worth in a row without one success,
+stops with RolloutsFailing instead of spinning (tandem.orchestrator.failures bounds the rest).
+
 In flight at a checkpoint: every group admitted and not yet trained (running, or finished and
 buffered). A checkpoint records their prompts, in admission order, with the data cursor;
 `--resume` regenerates those prompts first, under the checkpoint's weights, then continues the
@@ -41,10 +46,12 @@ from __future__ import annotations
 
 import asyncio
 import math
+import traceback
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable
 
+from tandem.errors import RunFatal
 from tandem.orchestrator.stream_stats import StreamWindow
 from tandem.rollout import (GROUP_PROGRESS, REQUEST_PRIORITY, GroupProgress, PromptCursor, RolloutAborted,
                             RolloutContext, check_rollout_result)
@@ -77,6 +84,27 @@ class Flight:
 
 
 @dataclass
+class FailedGroup:
+    """A group whose rollout raised: dropped, counted, and its prompt kept for a stop checkpoint."""
+    row_pos: int
+    samples: int
+    """The samples it would have produced (samples_per_prompt)."""
+    error: str
+    """'ExceptionType: message'."""
+    traceback: str
+
+
+class RolloutsFailing(RuntimeError):
+    """A step's worth of groups failed in a row, with no group succeeding in between."""
+
+    def __init__(self, failed: list[FailedGroup]):
+        first = failed[0]
+        super().__init__(f"{len(failed)} rollout group(s) in a row raised and none succeeded; the first: "
+                         f"{first.error}")
+        self.failed = failed
+
+
+@dataclass
 class StepBatch:
     step: int
     samples: list[Sample]
@@ -88,6 +116,8 @@ class StepBatch:
     groups: list[Group] = field(default_factory=list)
     stats: dict[str, float] = field(default_factory=dict)
     """Streaming metrics: token-version histogram, length bias, buffer and admission state."""
+    failed_groups: list[FailedGroup] = field(default_factory=list)
+    """Groups whose rollout raised since the previous step was taken."""
 
 
 class RolloutProducer:
@@ -111,6 +141,8 @@ class RolloutProducer:
         self._window = StreamWindow()
         self._error: BaseException | None = None
         self._runner: asyncio.Task | None = None
+        self._failed: list[FailedGroup] = []
+        self._failed_in_a_row: list[FailedGroup] = []
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -178,21 +210,45 @@ class RolloutProducer:
                     flight.progress.oldest_version = None
         except asyncio.CancelledError:
             raise
-        except BaseException as err:  # surfaces in take(): a broken rollout stops the run loudly
-            async with self._cond:
-                self._error = err
-                self._cond.notify_all()
+        except Exception as err:
+            if isinstance(err, RunFatal):  # the plug-in asks to stop the run
+                await self._fail_run(err)
+            else:
+                await self._group_failed(seq, err)
+            return
+        except BaseException as err:  # surfaces in take(): stops the run loudly
+            await self._fail_run(err)
             return
         async with self._cond:
             flight = self._running.pop(seq, None)
             if flight is None:  # cancelled by take() meanwhile
                 return
+            self._failed_in_a_row = []
             for i, s in enumerate(samples):
                 s.group_id, s.prompt_index = seq, int(row.get("_index", flight.row_pos))
                 s.metadata.setdefault("sample_in_group", i)
             group = Group(seq, flight.row_pos, samples, started, loop.time(), flight.admitted_version)
             self._buffer.append(group)
             self._window.finished(group)
+            self._cond.notify_all()
+
+    async def _fail_run(self, err: BaseException) -> None:
+        async with self._cond:
+            self._error = err
+            self._cond.notify_all()
+
+    async def _group_failed(self, seq: int, err: Exception) -> None:
+        """Drop the group and count it; a step's worth failing in a row stops the run."""
+        async with self._cond:
+            flight = self._running.pop(seq, None)
+            if flight is None:  # cancelled by take() meanwhile
+                return
+            failed = FailedGroup(flight.row_pos, self.group_size, f"{type(err).__name__}: {err}",
+                                 "".join(traceback.format_exception(err)))
+            self._failed.append(failed)
+            self._failed_in_a_row.append(failed)
+            if len(self._failed_in_a_row) >= self.prompts_per_step and self._error is None:
+                self._error = RolloutsFailing(list(self._failed_in_a_row))
             self._cond.notify_all()
 
     def _engine_version(self) -> int:
@@ -220,6 +276,8 @@ class RolloutProducer:
         dropped = 0
         async with self._cond:
             while True:
+                if isinstance(self._error, RolloutsFailing):
+                    raise self._error
                 if self._error is not None:
                     raise RuntimeError(f"rollout failed: {self._error!r}") from self._error
                 stale = [g for g in self._buffer if not self.fresh(step, g)]
@@ -256,7 +314,13 @@ class RolloutProducer:
             step=step, samples=samples,
             rollout_time=max(g.finished for g in taken) - min(g.started for g in taken),
             dropped_stale=dropped, recycled=window.recycled, discarded=cancelled,
-            longest_group_s=max(g.finished - g.started for g in taken), groups=taken, stats=stats)
+            longest_group_s=max(g.finished - g.started for g in taken), groups=taken, stats=stats,
+            failed_groups=self.take_failed())
+
+    def take_failed(self) -> list[FailedGroup]:
+        """The groups that failed since the last call (each is handed out once)."""
+        failed, self._failed = self._failed, []
+        return failed
 
     # ------------------------------------------------------------------ checkpoints
     def checkpoint_state(self) -> dict:

@@ -1,8 +1,14 @@
 """Where a run starts from: a fresh run directory, or the latest complete checkpoint.
 
+A run directory that already holds a run is never written over implicitly: a fresh start there
+is refused (RunDirInUse) unless the user asked for it with `--overwrite`, which removes tandem's
+own outputs (and nothing else in the directory) first. `--resume` continues the run instead.
+
 Resuming truncates everything the crashed run wrote after its checkpoint (metrics rows,
 handoff files, newer weight versions, partial checkpoints), so the resumed run numbers
 its steps exactly as an uninterrupted one would and never trains on a leftover batch.
+Steps are numbered from 1 wherever they are shown or named (metrics rows, handoff files,
+checkpoints): checkpoint N holds the state after step N, and metrics rows 1..N precede it.
 """
 
 from __future__ import annotations
@@ -37,21 +43,84 @@ def resume_base_tree(run_dir: str) -> dict:
     return without_removed_keys(json.loads(path.read_text()))  # keys an older tandem still wrote
 
 
-def fresh(run_dir: Path, cfg: TandemConfig) -> StartPoint:
+RUN_OUTPUTS = ("config.json", "metrics.jsonl", "queue.jsonl", "endpoints.json", "data_report.json",
+               "recoveries.json", "autoscale.jsonl", "rehearsal.md", "virtual.json", "failures.json",
+               "rollouts", "trainer", "weights", checkpoint.CKPT_DIR, "logs", "tensorboard", "sandboxes", "sim")
+"""What a run writes into its directory: what `--overwrite` removes, and all it removes."""
+
+
+class RunDirInUse(ConfigError):
+    """A fresh run was pointed at a directory that holds a run, without --overwrite."""
+
+
+def _holds_something(path: Path) -> bool:
+    """A file, or a directory with a file somewhere under it (an empty one, e.g. a mount point
+    made ready for the run, holds nothing to lose)."""
+    if path.is_dir() and not path.is_symlink():
+        return any(p.is_file() for p in path.rglob("*"))
+    return path.exists() or path.is_symlink()
+
+
+def describe_run(run_dir: Path) -> str | None:
+    """What a run left in `run_dir` ("12 steps in metrics.jsonl, checkpoints step_000010"), or None
+    when it holds nothing of a run."""
+    found = [name for name in RUN_OUTPUTS if _holds_something(run_dir / name)]
+    if not found:
+        return None
+    parts = []
+    metrics = run_dir / "metrics.jsonl"
+    if metrics.exists():
+        rows = sum(1 for line in metrics.read_text(errors="replace").splitlines() if line.strip())
+        parts.append(f"{rows} step(s) in metrics.jsonl")
+    steps = checkpoint.complete_steps(run_dir)
+    if steps:
+        parts.append("checkpoints " + ", ".join(checkpoint.final_dir(run_dir, s).name for s in steps))
+    versions = published_versions(run_dir) if (run_dir / "weights").exists() else []
+    if versions:
+        parts.append(f"weight versions {versions[0]}..{versions[-1]}")
+    return "; ".join(parts) or ", ".join(found)
+
+
+def refusal(run_dir: Path, overwrite: bool, replaceable: bool = False) -> str | None:
+    """Why a fresh run may not start in `run_dir` (it holds a run, and neither `overwrite` nor
+    `replaceable`, a rehearsal's own directory, allows replacing it), or None."""
+    held = describe_run(run_dir) if run_dir.exists() else None
+    if not held or overwrite or replaceable:
+        return None
+    return (f"run dir {run_dir} already holds a run ({held}); nothing was changed. Continue it with "
+            f"`--resume {run_dir}`, pick another directory with `--run-dir DIR`, or pass `--overwrite` to delete "
+            f"that run's outputs and start again there")
+
+
+def claim(run_dir: Path, overwrite: bool, replaceable: bool = False) -> None:
+    """Make `run_dir` ready for a fresh run: RunDirInUse (and nothing touched) where `refusal`
+    says so; else remove the outputs of the run it holds, and nothing else that is there."""
+    refused = refusal(run_dir, overwrite, replaceable)
+    if refused:
+        raise RunDirInUse(refused)
+    for name in RUN_OUTPUTS if run_dir.exists() and describe_run(run_dir) else ():
+        path = run_dir / name
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink(missing_ok=True)
+
+
+def fresh(run_dir: Path, cfg: TandemConfig, overwrite: bool = False, replaceable: bool = False) -> StartPoint:
+    """A new run in `run_dir` (RunDirInUse if it holds one and `overwrite` is not given;
+    `replaceable`: the directory is a rehearsal's own, which a new rehearsal replaces)."""
+    claim(run_dir, overwrite, replaceable)
     run_dir.mkdir(parents=True, exist_ok=True)
-    for name in ("metrics.jsonl", "queue.jsonl", "endpoints.json"):
-        (run_dir / name).unlink(missing_ok=True)
-    for sub in ("rollouts", "trainer", "weights", checkpoint.CKPT_DIR):
-        shutil.rmtree(run_dir / sub, ignore_errors=True)
     (run_dir / "config.json").write_text(cfg.model_dump_json(indent=2))
     random.seed(cfg.run.seed)  # the orchestrator's Python-side choices (retry jitter, plug-ins) repeat
     return StartPoint()
 
 
-def _truncate_metrics(path: Path, before_step: int) -> None:
+def _truncate_metrics(path: Path, steps_done: int) -> None:
+    """Keep the rows of steps 1..steps_done (a checkpoint after step N precedes rows N+1...)."""
     if not path.exists():
         return
-    keep = [line for line in path.read_text().splitlines() if line.strip() and json.loads(line)["step"] < before_step]
+    keep = [line for line in path.read_text().splitlines() if line.strip() and json.loads(line)["step"] <= steps_done]
     path.write_text("".join(line + "\n" for line in keep))
 
 
@@ -68,7 +137,7 @@ def resume(run_dir: Path, cfg: TandemConfig) -> StartPoint:
     _truncate_metrics(run_dir / "metrics.jsonl", step)
     for sub in ("rollouts", "trainer"):
         for f in (run_dir / sub).glob("step_*.json") if (run_dir / sub).exists() else []:
-            if int(f.stem.split("_")[1]) >= step:
+            if int(f.stem.split("_")[1]) > step:  # files are named by step number, 1..
                 f.unlink()
     (run_dir / "trainer" / "ready.json").unlink(missing_ok=True)
     for v in published_versions(run_dir):

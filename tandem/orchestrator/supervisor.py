@@ -3,7 +3,8 @@
 Each child gets its own log file, explicit device pinning through its environment, its
 own process session (so one killpg reaches everything it spawned), and a parent-death
 signal (so even `kill -9` of the launcher takes it down). Readiness is polled with a
-timeout while checking the child is still alive; nobody sleeps and hopes. On the first
+timeout while checking the child is still alive (tandem.orchestrator.startup); nobody sleeps
+and hopes. On the first
 failure, on Ctrl-C/SIGTERM, or at a normal finish, `shutdown()` sends SIGTERM to every
 group, waits, then SIGKILLs whatever is left.
 """
@@ -95,23 +96,6 @@ class Supervisor:
         with self._lock:
             self.children[name] = child
         return child
-
-    def wait_ready(self, child: Child, probe: Callable[[], bool], timeout_s: float, what: str = "ready") -> None:
-        """Poll `probe` until it holds; fail fast if the child dies or the timeout passes."""
-        deadline = time.monotonic() + timeout_s
-        while True:
-            if not child.alive:
-                raise ChildFailed(f"{child.name} exited before it was {what}. {child.describe_exit()}")
-            try:
-                if probe():
-                    return
-            except Exception:
-                pass
-            if time.monotonic() > deadline:
-                raise ChildFailed(
-                    f"{child.name} was not {what} after {timeout_s:.0f}s; last lines of {child.log_path}:\n"
-                    f"{tail(child.log_path)}")
-            time.sleep(0.2)
 
     @staticmethod
     def http_ok(url: str, timeout_s: float = 2.0) -> Callable[[], bool]:

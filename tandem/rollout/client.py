@@ -229,7 +229,8 @@ class EngineClient:
         names the adapter current when it is sent: a retry never asks for one unloaded meanwhile."""
         last: Exception | None = None
         headers = {ROUTING_KEY_HEADER: routing_key} if routing_key else None
-        for attempt in range(self.retries + 1):
+        attempt, fleet_down_since = 0, None
+        while attempt <= self.retries:
             adapter_version = None
             if self.adapter is not None:
                 payload["lora_path"], adapter_version = self.adapter, self.weight_version
@@ -238,6 +239,12 @@ class EngineClient:
                 if status == 200:
                     return body, adapter_version
                 last = GenerationError(f"/generate answered HTTP {status}: {str(body)[:300]}")
+                if self._fleet_down(status, body, fleet_down_since):
+                    # No engine routable (the only one is being restarted): the engine doctor
+                    # brings one back or stops the run; wait for it, within one request timeout.
+                    fleet_down_since = fleet_down_since or asyncio.get_running_loop().time()
+                    await asyncio.sleep(min(2.0, 0.2 * 2**attempt))
+                    continue
                 # A refused adapter is retried (on the adapter current then); other client errors are final.
                 if status < 500 and not (adapter_version is not None and "LoRA adapters are not loaded" in str(body)):
                     break
@@ -246,7 +253,14 @@ class EngineClient:
             if attempt < self.retries:
                 self.retried += 1
                 await asyncio.sleep(min(2.0, 0.2 * 2**attempt))
+            attempt += 1
         raise last  # type: ignore[misc]
+
+    def _fleet_down(self, status: int, body: Any, since: float | None) -> bool:
+        """sglang-router's answer when it has no healthy worker, for at most one request timeout."""
+        if status != 503 or "no_available_workers" not in str(body):
+            return False
+        return since is None or asyncio.get_running_loop().time() - since < self.timeout_s
 
     async def _post_http(self, payload: dict, headers: dict | None) -> tuple[int, Any]:
         async with self._session().post(f"{self.base_url}/generate", json=payload, headers=headers) as resp:

@@ -32,9 +32,10 @@ def _row_problem(row: dict, prompt_key: str) -> str | None:
     return f"field '{prompt_key}' is neither a string nor a list of chat messages"
 
 
-def _read_jsonl_tolerant(path: Path) -> tuple[list[dict], list[str]]:
-    """JSONL where a bad line is reported, not fatal (datasets would reject the whole file)."""
-    rows, bad = [], []
+def _read_jsonl_tolerant(path: Path) -> tuple[list[dict], list[int], list[str]]:
+    """JSONL where a bad line is reported, not fatal (datasets would reject the whole file):
+    (rows, the 1-based line of each, the problems)."""
+    rows, lines, bad = [], [], []
     for lineno, line in enumerate(path.read_text().splitlines(), 1):
         if not line.strip():
             continue
@@ -47,36 +48,36 @@ def _read_jsonl_tolerant(path: Path) -> tuple[list[dict], list[str]]:
             bad.append(f"line {lineno}: not a JSON object")
             continue
         rows.append(row)
-    return rows, bad
+        lines.append(lineno)
+    return rows, lines, bad
 
 
 def load_dataset_rows(path: str, prompt_key: str) -> Dataset:
-    """Load local JSONL or parquet with `datasets`; malformed rows are skipped and counted."""
+    """Load local JSONL or parquet with `datasets`; malformed rows are skipped and counted, each
+    named by its line in a JSONL file (1-based, as an editor shows it) or its row in a parquet one."""
     import datasets
 
     p = Path(path)
     if not p.exists():
         raise DataError(f"dataset file '{path}' does not exist (rollout.data_path)")
     suffix = p.suffix.lower()
-    bad: list[str] = []
     if suffix in (".jsonl", ".json"):
-        try:
-            ds = datasets.load_dataset("json", data_files=str(p), split="train")
-            rows = [dict(r) for r in ds]
-        except Exception:
-            # One broken line makes the whole file unreadable for `datasets`; fall back to
-            # a line-by-line read so the broken rows are skipped and reported instead.
-            rows, bad = _read_jsonl_tolerant(p)
+        # Read line by line first: one broken line makes the whole file unreadable for `datasets`
+        # (which says so on stderr), so only a clean file goes through it.
+        rows, lines, bad = _read_jsonl_tolerant(p)
+        where = [f"line {n}" for n in lines]
+        if not bad and rows:
+            rows = [dict(r) for r in datasets.load_dataset("json", data_files=str(p), split="train")]
     elif suffix == ".parquet":
-        ds = datasets.load_dataset("parquet", data_files=str(p), split="train")
-        rows = [dict(r) for r in ds]
+        rows = [dict(r) for r in datasets.load_dataset("parquet", data_files=str(p), split="train")]
+        where, bad = [f"row {i + 1}" for i in range(len(rows))], []
     else:
         raise DataError(f"dataset file '{path}' must be .jsonl, .json or .parquet (rollout.data_path)")
     good = []
     for i, row in enumerate(rows):
         problem = _row_problem(row, prompt_key)
         if problem:
-            bad.append(f"row {i}: {problem}")
+            bad.append(f"{where[i]}: {problem}")
         else:
             good.append({**row, "_index": i})
     if not good:

@@ -12,6 +12,7 @@ import importlib
 import importlib.util
 import inspect
 import time
+import traceback
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import (
@@ -59,6 +60,14 @@ CONTRACTS = {"rollout": (RolloutFn, ("ctx", "row", "group_size"), True), "reward
 
 class PluginError(ValueError):
     pass
+
+
+def importable(module: str) -> bool:
+    """`module` can be imported here (found on the path; nothing is imported but its parents)."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # a parent package missing or broken
+        return False
 
 
 def load_plugin(spec: str, what: str) -> Callable:
@@ -119,6 +128,10 @@ def check_rollout_result(result: Any, spec: str) -> list[Sample]:
     return result
 
 
+TRACEBACK_CHARS = 4000
+"""The end of a failed reward's traceback kept with its sample (the run prints the first one)."""
+
+
 async def score_sample(reward_fn: Callable, sample: Sample, row: dict, timeout_s: float,
                        executor: ThreadPoolExecutor | None) -> tuple[float, dict]:
     start = time.monotonic()
@@ -132,8 +145,9 @@ async def score_sample(reward_fn: Callable, sample: Sample, row: dict, timeout_s
         return 0.0, {"reason": f"timeout: reward took longer than {timeout_s}s", "reward_time": timeout_s}
     except RunFatal:  # the plug-in asks to stop the run (e.g. a sandbox that keeps failing)
         raise
-    except Exception as err:  # a broken reward must not crash the run
-        return 0.0, {"reason": f"error: {type(err).__name__}: {err}", "reward_time": time.monotonic() - start}
+    except Exception as err:  # a broken reward must not crash the run (tandem.orchestrator.failures bounds it)
+        return 0.0, {"reason": f"error: {type(err).__name__}: {err}", "reward_time": time.monotonic() - start,
+                     "traceback": "".join(traceback.format_exception(err))[-TRACEBACK_CHARS:]}
     reward, info = (result if isinstance(result, tuple) else (result, {}))
     try:
         reward = float(reward)

@@ -54,11 +54,14 @@ def build_parser() -> argparse.ArgumentParser:
                                  add_help=False)
     ap.add_argument("--publish-s", type=float, default=DEFAULT_PUBLISH_S,
                     help="modelled seconds the trainer takes to publish one weight version")
+    ap.add_argument("--overwrite", action="store_true",
+                    help="start afresh in a run dir that holds a run, deleting that run's outputs")
     return ap
 
 
-def prepare(argv: list[str]) -> tuple[TandemConfig, float]:
-    """The run config from train.py's arguments (tandem's own loader), adjusted for a virtual run."""
+def prepare(argv: list[str]) -> tuple[TandemConfig, float, bool]:
+    """The run config from train.py's arguments (tandem's own loader), adjusted for a virtual run;
+    the modelled publish time; and whether --overwrite was given."""
     own, rest = build_parser().parse_known_args(argv)
     if any(a == "--resume" or a.startswith("--resume=") for a in rest):
         raise ConfigError("--resume is not supported by a virtual-clock run")
@@ -76,7 +79,7 @@ def prepare(argv: list[str]) -> tuple[TandemConfig, float]:
         cfg.checkpoint.interval = 0
     for note in notes:
         print(f"tandem.sim.virtual: {note}", file=sys.stderr, flush=True)
-    return cfg, own.publish_s
+    return cfg, own.publish_s, own.overwrite
 
 
 async def sample_queues(engines: InProcessEngines, path: Path, interval_s: float) -> None:
@@ -132,10 +135,10 @@ async def orchestrate_virtual(cfg: TandemConfig, engines: InProcessEngines, mode
 
 def run(argv: list[str]) -> dict[str, float]:
     """One virtual run; returns its virtual, wall and CPU seconds (also written to virtual.json)."""
-    cfg, publish_s = prepare(argv)
+    cfg, publish_s, overwrite = prepare(argv)
     inputs = check_inputs(cfg)
     run_dir = Path(cfg.run.run_dir)
-    run_state.fresh(run_dir, cfg)
+    run_state.fresh(run_dir, cfg, overwrite)
     wall0, cpu0 = time.perf_counter(), time.process_time()
     clock: dict[str, float] = {}
 

@@ -1,7 +1,7 @@
 """The trainer process: `python -m tandem.trainer --run-config R/config.json`.
 
-It trains step N on the batch the orchestrator wrote to R/rollouts/step_N.json, publishes
-weights version N+1 when a sync is due (every sync.every_k_steps, and always after the
+It trains step N (numbered from 1) on the batch the orchestrator wrote to R/rollouts/step_N.json,
+publishes weights version N when a sync is due (every sync.every_k_steps, and always after the
 last step), and answers with R/trainer/step_N.json. The orchestrator reads that answer
 to reload engines; it owns every timeout, so the trainer waits for batches as long as the
 process that started it is alive.
@@ -101,6 +101,9 @@ def run_loop(
         t_wait = time.perf_counter()
         samples, extra = handoff.wait_batch_with_extra(run_dir, step, timeout_s=BATCH_WAIT_S, is_alive=is_alive)
         wait_time = time.perf_counter() - t_wait
+        if extra.get("checkpoint_only"):  # the run is stopping before this step: save, train nothing
+            save_stop_checkpoint(cfg, backend, run_dir, publisher, step)
+            return
         if extra.get("cpu_threads"):  # run.cpu_split = "phase": the orchestrator's share for this step
             import torch
 
@@ -125,8 +128,21 @@ def run_loop(
         if not backend.is_main_process:
             continue
         handoff.write_train_result(run_dir, step, result)
-        log(json.dumps({"trainer_step": step, **{k: (round(v, 5) if isinstance(v, float) else v)
+        log(json.dumps({"trainer_step": step + 1, **{k: (round(v, 5) if isinstance(v, float) else v)
                                                    for k, v in result.items()}}))
+
+
+def save_stop_checkpoint(cfg: TandemConfig, backend: TrainerBackend, run_dir: str, publisher: Publisher,
+                         step: int) -> None:
+    """The orchestrator stops the run before step `step` (too many failed samples): checkpoint the
+    `step` steps done (their weights published whole as version `step`, which a resume reloads)."""
+    state_dict = backend.export_for_sync(cfg.trainer.lora.enabled)  # every rank: may be a collective gather
+    published = publisher.publish(state_dict, step, force_full=True) if backend.is_main_process else {}
+    del state_dict
+    tmp = save_checkpoint_part(backend, run_dir, step, published.get("weights_path"))
+    if backend.is_main_process:
+        handoff.write_train_result(run_dir, step, {"checkpoint_only": True, "checkpoint_tmp": tmp,
+                                                   "weight_version": step, **published})
 
 
 def publish_start_weights(cfg: TandemConfig, backend: TrainerBackend, publisher, version: int) -> dict[str, Any]:

@@ -1,0 +1,93 @@
+"""The engine and router sections of the config tree: [engine] (with [engine.sim] and
+[engine.autoscale]) and [router]. Like every section, each field carries its docstring."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from tandem.config.autoscale_section import AutoscaleConfig
+from tandem.config.base import Port, Section, rule_broken
+
+
+# --------------------------------------------------------------------------- engine
+class SimEngineConfig(Section):
+    profile: str = "profiles/engine/qwen3_14b_h100.toml"
+    """Latency-model profile (TOML) for engine.backend = 'sim'."""
+    time_scale: float = Field(100.0, gt=0)
+    """How many times faster than real time the sim runs: sim engines, the sim trainer's train time and the sim workload's tool time all divide by it."""
+    workload: str = "profiles/workload/reference_agentic.toml"
+    """Workload profile (TOML) read by the sim rollout plug-in tandem.sim.workload:agentic_rollout (turns, tokens and tool time per rollout)."""
+    token_scale: int = Field(1, ge=1)
+    """Each token on the wire stands for this many modelled tokens (sim engines and the sim workload agree on it): long agent contexts cost k times less HTTP/JSON work on a small machine, while the modelled GPU timing is unchanged."""
+
+
+class EngineConfig(Section):
+    backend: Literal["embedded", "sglang", "sim", "external"] = "embedded"
+    """embedded: tandem's own SGLang-API server over an HF model (CPU or CUDA). sglang: real SGLang servers. sim: a latency-model engine for sizing studies. external: engines already running elsewhere (engine.urls), which tandem drives but never starts or stops."""
+    count: int = Field(2, ge=1)
+    """Number of engine processes (one GPU each on a GPU node); with backend 'external', the number of engine.urls."""
+    urls: list[str] = []
+    """backend 'external': base URLs of running engines (real SGLang servers, or `python -m tandem.engine serve` on other hosts), e.g. ["http://engine0-0.myjob:30000"]."""
+    api_key_env: str = ""
+    """Name of the environment variable holding the API key the engines require (SGLang --api-key); sent as 'Authorization: Bearer'. Empty: no key."""
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    """Where embedded engines run; auto picks cuda when GPUs exist."""
+    max_running_requests: int = Field(64, ge=1)
+    """Most requests an engine decodes in one batch; the rest wait in a FIFO queue."""
+    max_total_tokens: int = Field(262144, ge=1)
+    """KV budget in tokens across the running batch (prompt + generated)."""
+    admission_window_ms: float = Field(3.0, ge=0)
+    """Embedded engines: an idle engine that receives requests waits until none has arrived for this long (at most ten times it, and at most two of its decode steps) before its first prefill, so a step's burst of groups prefills together and decodes without padding (which makes SDPA take a slower masked kernel). 0: start at the first request."""
+    priority_scheduling: bool = True
+    """Serve each engine's waiting queue by request priority (SGLang --enable-priority-scheduling, without preemption of running requests). The rollout producer gives every request the priority of its training step, older steps first, so the step the trainer waits on is served before rollouts started early for the next one."""
+    startup_timeout_s: float = Field(180.0, gt=0)
+    """How long an engine may take to answer /health before the run is stopped."""
+    base_port: Port = 0
+    """First engine port on 127.0.0.1 (engine i uses base_port + i); 0 picks free ports."""
+    mem_fraction_static: float = 0.85
+    """SGLang --mem-fraction-static for engine.backend = 'sglang'."""
+    sglang_args: dict[str, Any] = {}
+    """Extra SGLang server arguments, passed through as --key value (e.g. {context_length = 32768})."""
+    sim: SimEngineConfig = SimEngineConfig()
+    """Settings of the simulated engine."""
+    autoscale: AutoscaleConfig = AutoscaleConfig()
+    """A fleet that grows and shrinks with demand during the run (off by default)."""
+
+    @field_validator("urls")
+    @classmethod
+    def _urls_are_http(cls, urls: list[str]) -> list[str]:
+        for url in urls:
+            if not url.startswith(("http://", "https://")):
+                raise ValueError(f"{url!r} is not an http(s):// base URL")
+        if len(set(urls)) != len(urls):
+            raise ValueError("lists an engine twice")
+        return [url.rstrip("/") for url in urls]
+
+    @model_validator(mode="after")
+    def _external_engines_are_listed(self) -> EngineConfig:
+        if self.backend == "external":
+            if not self.urls:
+                raise rule_broken("engine.backend = 'external' needs engine.urls: the base URLs of the running engines")
+            # The list is the fleet: count (config.toml always carries one) follows it.
+            self.__dict__["count"] = len(self.urls)  # no re-validation: this validator set it
+        elif self.urls:
+            raise rule_broken(f"engine.urls is only read with engine.backend = 'external' (it is {self.backend!r})")
+        return self
+
+
+class RouterConfig(Section):
+    port: Port = 0
+    """Router port on 127.0.0.1; 0 picks a free port."""
+    policy: Literal["random", "round_robin", "cache_aware", "power_of_two", "manual"] = "manual"
+    """sglang-router load-balancing policy. 'manual' keeps every request that carries the same
+    routing key (x-smg-routing-key: one per agent trajectory) on one engine, so each turn finds
+    the previous turns in that engine's prefix cache instead of re-prefilling the whole context."""
+    assignment_mode: Literal["random", "min_load", "min_group"] = "min_load"
+    """With policy 'manual': where a new routing key goes (sglang-router --assignment-mode):
+    'min_load' = the engine with the fewest requests in flight."""
+    startup_timeout_s: float = Field(60.0, gt=0)
+    """How long the router may take to come up and see every engine."""
+    health_check_interval_s: int = Field(5, ge=1)
+    """sglang-router --health-check-interval-secs."""

@@ -1,0 +1,157 @@
+"""Preflight: everything a config needs, checked before any process starts, reported all at once.
+
+A run that cannot start should say so in a second, not after three engines loaded: the
+backends and plug-ins the config names are importable (megatron-core, peft, SGLang in its own
+interpreter, an environment's packages and sandbox), the dataset and plug-ins load, pinned
+ports are free, the GPUs placement needs are visible, and the disk holds the weight versions
+and checkpoints the run keeps. Each problem is one line naming its fix; all of them are shown
+together (PreflightFailed, exit 2), and nothing was started or written.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Callable
+
+from tandem.config import ConfigError, TandemConfig
+from tandem.rollout.plugins import importable
+
+GPU_INSTALL = "pip install -r requirements.txt -r requirements-gpu.txt"
+
+
+class PreflightFailed(ConfigError):
+    """Everything that stops this config from running, one problem per line."""
+
+    def __init__(self, problems: list[str]):
+        super().__init__(problems[0] if len(problems) == 1 else
+                         f"the run cannot start ({len(problems)} problems):\n" + "\n".join(f"  - {p}" for p in problems))
+        self.problems = problems
+
+
+def module_problems(cfg: TandemConfig) -> list[str]:
+    needs = []
+    if cfg.trainer.backend == "megatron":
+        needs.append(("megatron.core", "trainer.backend = 'megatron' needs megatron-core", GPU_INSTALL))
+    if cfg.trainer.lora.enabled:
+        needs.append(("peft", "trainer.lora needs peft", "pip install -r requirements.txt"))
+    if cfg.sync.encoding == "delta":
+        needs.append(("zstandard", "sync.encoding = 'delta' needs zstandard", "pip install -r requirements.txt"))
+    return [f"{what}, which is not installed for {sys.executable}: {fix}" for module, what, fix in needs
+            if not importable(module)]
+
+
+def sglang_problems(cfg: TandemConfig, run: Callable = subprocess.run) -> list[str]:
+    """engine.backend = 'sglang': SGLang importable by the interpreter that will start the engines."""
+    if cfg.engine.backend != "sglang":
+        return []
+    from tandem.engine.sglang_launch import PYTHON_ENV, sglang_python
+
+    python = sglang_python()
+    fix = (f"install it there (requirements-sglang.txt), or point ${PYTHON_ENV} at the interpreter of the "
+           f"virtualenv that has it")
+    if not shutil.which(python) and not Path(python).is_file():
+        return [f"engine.backend = 'sglang': the interpreter {python} (${PYTHON_ENV}) does not exist; {fix}"]
+    probe = "import importlib.util, sys; sys.exit(importlib.util.find_spec('sglang') is None)"
+    try:
+        found = run([python, "-c", probe], capture_output=True, timeout=60).returncode == 0
+    except (OSError, subprocess.TimeoutExpired) as err:
+        return [f"engine.backend = 'sglang': cannot run {python} ({err}); {fix}"]
+    return [] if found else [f"engine.backend = 'sglang': SGLang is not installed for {python}; {fix}"]
+
+
+def placement_problems(cfg: TandemConfig) -> list[str]:
+    from tandem.orchestrator.cluster import check_configured_ports
+    from tandem.placement import plan_placement, visible_gpu_count
+
+    problems = []
+    for check in (check_configured_ports, lambda c: plan_placement(c, visible_gpu_count())):
+        try:
+            check(cfg)
+        except ConfigError as err:
+            problems.append(str(err))
+    return problems
+
+
+def disk_problems(cfg: TandemConfig, free_bytes: Callable[[Path], int] | None = None) -> list[str]:
+    """The weight versions (sync.keep_last + the one being written) and checkpoints (checkpoint.keep_last
+    + the one being written) the run keeps at once, against the free space where they go."""
+    need = disk_need(cfg)
+    if need is None:
+        return []
+    free_of = free_bytes or _free_bytes
+    where = Path(cfg.run.run_dir)
+    free = free_of(where)
+    if free >= need.total:
+        return []
+    return [f"not enough free disk under {_existing(where)}: this run keeps about {need.describe()}, "
+            f"{free / 1e9:.2f} GB are free; lower sync.keep_last or checkpoint.keep_last, or set run.run_dir on a "
+            f"larger disk"]
+
+
+class DiskNeed:
+    def __init__(self, weights: int, versions: int, checkpoint: int, checkpoints: int):
+        self.weights, self.versions, self.checkpoint, self.checkpoints = weights, versions, checkpoint, checkpoints
+        self.total = weights * versions + checkpoint * checkpoints
+
+    def describe(self) -> str:
+        return (f"{self.total / 1e9:.2f} GB ({self.versions} weight versions of {self.weights / 1e9:.3f} GB, "
+                f"{self.checkpoints} checkpoints of {self.checkpoint / 1e9:.3f} GB)")
+
+
+def disk_need(cfg: TandemConfig) -> DiskNeed | None:
+    """What the run's kept weight versions and checkpoints take, from the model's parameter count
+    (None when the model's config cannot be read here, e.g. a hub id with no network)."""
+    from tandem.plan.shape import PlanError, load_shape
+
+    try:
+        params = load_shape(cfg.model).total_params()
+    except (PlanError, OSError, ValueError):
+        return None
+    dtype_bytes = 4 if cfg.model.dtype == "float32" else 2
+    weights = params * dtype_bytes
+    if cfg.trainer.lora.enabled or cfg.trainer.backend == "sim":
+        per_checkpoint = weights  # adapters and their moments are a sliver of the weights
+    elif cfg.trainer.backend == "megatron" and cfg.trainer.megatron.bf16:
+        per_checkpoint = params * (2 + 4 + 4 + 4)  # bf16 weights, fp32 master weights, Adam's two moments
+    else:
+        per_checkpoint = weights * 3  # weights and Adam's two moments, in the model's dtype
+    checkpoints = cfg.checkpoint.keep_last + 1 if cfg.checkpoint.interval else 0
+    return DiskNeed(weights, cfg.sync.keep_last + 1, per_checkpoint, checkpoints)
+
+
+def _existing(path: Path) -> Path:
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
+def _free_bytes(path: Path) -> int:
+    return shutil.disk_usage(_existing(path)).free
+
+
+def check(cfg: TandemConfig, load_inputs: Callable[[TandemConfig], tuple], run_dir_refusal: str | None = None):
+    """Run every check; return `load_inputs(cfg)` (dataset and plug-ins), or raise PreflightFailed
+    listing every problem found."""
+    problems = [run_dir_refusal] if run_dir_refusal else []
+    for checker in (module_problems, sglang_problems, placement_problems, disk_problems):
+        problems += checker(cfg)
+    inputs = None
+    try:
+        inputs = load_inputs(cfg)
+    except ValueError as err:  # ConfigError, DataError, PluginError
+        problems.append(str(err))
+    if inputs is not None:
+        problems += environment_problems(cfg, inputs[1])
+    if problems:
+        raise PreflightFailed(problems)
+    return inputs
+
+
+def environment_problems(cfg: TandemConfig, rollout_fn) -> list[str]:
+    """An environment class may name what it needs (packages, a sandbox) through `requirements(cfg)`."""
+    env_class = getattr(rollout_fn, "env_class", None)
+    requirements = getattr(env_class, "requirements", None)
+    return list(requirements(cfg)) if requirements else []
