@@ -3,14 +3,17 @@
     python scripts/mutate.py defences               # reward and sandbox defences (about 5 minutes on 2 cores)
     python scripts/mutate.py suite                  # what the suite's end-to-end tests claim (about 12 minutes)
     python scripts/mutate.py suite "no drain"       # one, by name
+    python scripts/mutate.py core --table docs/mutants.md   # the core guarantees, and their table
 
 Each mutation replaces exact pieces of code (it refuses, STALE, when that code has moved on),
-runs the guarding test(s), and restores the files, whatever happens. CAUGHT means the test
-failed with the code broken. Do not edit the tree while it runs: it rewrites files in place.
+runs the guarding test(s), and restores the files, whatever happens. CAUGHT means pytest said the
+tests failed (exit 1) with the code broken; a missing test or any other pytest error is an ERROR,
+never a catch. Do not edit the tree while it runs: it rewrites files in place.
 """
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -18,43 +21,64 @@ NL = "\n"
 F = "tests/test_reward_forgery.py::"
 H = "tests/test_sandbox_hardening.py::"
 DEFENCES = [
- ("no canaries", "tandem/grading.py", "disguise = insert_canaries(sb.testbed, task.test_files, task.fail_to_pass)",
-  "disguise = insert_canaries(sb.testbed, [], ())", F + "test_forgery_scores_zero_with_tamper"),
- ("no stdout cross-check", "tandem/verdict.py", "    if forged:" + NL, "    if False:" + NL, F + "test_forgery_scores_zero_with_tamper"),
- ("one-way stdout check", "tandem/verdict.py", "    if denied:" + NL, "    if False:" + NL, F + "test_judge_flags_each_disagreement"),
- ("graded repo writable", "tandem/grading.py", "acquire(self.graded_template(task), graded=True)",
-  "acquire(self.graded_template(task), graded=False)", F + "test_forgery_scores_zero_with_tamper"),
- ("no entry-point scan", "tandem/grading.py", "planted = plugin_entry_points(sb.testbed)", "planted = []", F + "test_forgery_scores_zero_with_tamper"),
- ("plugin autoload on", "tandem/grading.py", 'env = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", ', 'env = {', F + "test_forgery_scores_zero_with_tamper"),
- ("graded .git kept", "tandem/grading.py", '            remove_tree(sb.testbed / ".git")' + NL, "", F + "test_forgery_scores_zero_with_tamper"),
- ("tests not restored", "tandem/grading.py",
-  '            restored = restore_protected(sb.testbed, sb.template / "testbed", task.test_files)',
-  "            restored = []", F + "test_edits_to_graded_tests_are_undone_however_the_diff_spells_the_path"),
- ("originals keep names", "tandem/canaries.py", "    renamed = _renames(source, tests, names)", "    renamed = {}",
-  F + "test_canary_names_and_places_tell_nothing"),
- ("twins only after original", "tandem/canaries.py",
-  "rng.choice([s for s in spots if s >= end] or [end]) if decorated else rng.choice(spots)",
-  "rng.choice([s for s in spots if s >= end] or [end])", F + "test_canary_names_and_places_tell_nothing"),
- ("no twin per hidden test", "tandem/canaries.py", "    hidden = [fn for fn in cloneable if fn.name in wanted]", "    hidden = []",
-  F + "test_canary_names_and_places_tell_nothing"),
- ("twin judged alone", "tandem/verdict.py",
-  '            original is None or stream.status.get(original + p) in ("PASSED", "XPASS"))]', ")]",
+ ("host checks ignored", "tandem/verdict.py",
+  "        why = host_check(lookup(stream.checks, t, []), sites, required.get(t, set()))", '        why = ""',
+  F + "test_forgery_scores_zero[unshare-generic_forger_trial_0]"),
+ ("required checks optional", "tandem/verdict.py", "    missing = sorted(required - seen)", "    missing = []",
   F + "test_judge_flags_each_disagreement"),
- ("float step unchecked", "tandem/canaries.py", "    return new_text if ast.literal_eval(new_text) != value else None  # 1e20 + 1.0 == 1e20",
-  "    return repr(value + 1.0) if isinstance(value, float) else new_text", F + "test_canaries_never_pass_on_code_the_originals_pass"),
- ("lenient matcher mutated", "tandem/canaries.py", "and isinstance(st.test.ops[0], ast.Eq) and not _lenient(source, st.test)",
-  "and isinstance(st.test.ops[0], ast.Eq)", F + "test_canaries_never_pass_on_code_the_originals_pass"),
- ("splitlines", "tandem/canaries.py", '    lines = io.StringIO(source, newline="").readlines()', "    lines = source.splitlines(keepends=True)",
-  F + "test_canaries_never_pass_on_code_the_originals_pass"),
- ("malformed record crashes", "tandem/verdict.py", "        except (ValueError, TypeError, OverflowError, AttributeError):",
-  "        except (ValueError,):", F + "test_forgery_scores_zero_with_tamper"),
+ ("unknown sites allowed", "tandem/verdict.py", "    if unknown:" + NL, "    if False:" + NL, F + "test_judge_flags_each_disagreement"),
+ ("no stdout cross-check", "tandem/verdict.py", "    if forged:" + NL, "    if False:" + NL, F + "test_judge_flags_each_disagreement"),
+ ("one-way stdout check", "tandem/verdict.py", "    if denied:" + NL, "    if False:" + NL, F + "test_judge_flags_each_disagreement"),
+ ("split files not written", "tandem/grading.py", "            write_inside(sb.testbed, rel, text)", "            pass",
+  F + "test_forgery_scores_zero[unshare-generic_forger_trial_0]"),
+ ("no refusal", "tandem/grading_plan.py", "    if reasons:" + NL, "    if False:" + NL,
+  "tests/test_host_checks.py::test_forms_without_twins_are_graded_by_the_host_or_refused[unshare]"),
+ ("every site strong", "tandem/checks.py", "            return not guessable(target, self.echoes)", "            return True",
+  "tests/test_host_checks.py::test_constants_fold_within_bounds_and_guesses_are_told_apart"),
+ ("echoes are no guess", "tandem/checks.py", "    return any(_same(value, g) for g in (*_GUESSES, *echoes))",
+  "    return any(_same(value, g) for g in _GUESSES)",
+  "tests/test_host_checks.py::test_constants_fold_within_bounds_and_guesses_are_told_apart"),
+ ("graded repo writable", "tandem/grading.py", "acquire(self.graded_template(task), graded=True) as sb:" + NL + "            try:",
+  "acquire(self.graded_template(task), graded=False) as sb:" + NL + "            try:",
+  F + "test_forgery_scores_zero[unshare-rewrite_test_files]"),
+ ("tests not restored", "tandem/grading.py",
+  "            restored = restore_protected(sb.testbed, template, task.test_files)",
+  "            restored = []", F + "test_edits_to_graded_tests_are_undone_however_the_diff_spells_the_path"),
+ ("leftovers graded", "tandem/graded_diff.py", "PROTECTED_NAMES or is_leftover(p) for p in norm)", "PROTECTED_NAMES for p in norm)",
+  "tests/test_sandbox_shared_state.py::test_bytecode_and_build_leftovers_are_not_graded"),
+ ("leftovers not scrubbed", "tandem/graded_diff.py", "        remove_tree(testbed / rel)" + NL, "        continue" + NL,
+  "tests/test_sandbox_shared_state.py::test_bytecode_and_build_leftovers_are_not_graded"),
+ ("graded bytecode kept", "tandem/graded_diff.py", "        if is_leftover(rel) and not any(", "        if False and not any(",
+  "tests/test_sandbox_shared_state.py::test_a_graded_interpreter_never_loads_the_agents_bytecode[unshare]"),
+ ("sparse diff applied", "tandem/graded_diff.py", "            if size > SPARSE_MIN_BYTES and size > SPARSE_RATIO * max(encoded, 1):",
+  "            if False:", "tests/test_sandbox_shared_state.py::test_sparse_and_huge_files_are_refused_by_name_before_git_applies"),
+ ("malformed record crashes", "tandem/verdict.py",
+  "        except Exception as err:  # KeyError, RecursionError (200,000-deep JSON), ...: never honest output",
+  "        except (ValueError,) as err:", F + "test_parse_stream_statuses_and_forged_records"),
  ("' - ' split back", "tandem/verdict.py", '        elif depth == 0 and rest.startswith(" - ", i):', '        elif rest.startswith(" - ", i):',
   F + "test_parse_pytest_report_keeps_parametrized_ids_whole"),
- ("no unicode id escape", "tandem/verdict.py", 'stream.status.get(t, stream.status.get(pytest_escaped(t), "MISSING"))',
-  'stream.status.get(t, "MISSING")', F + "test_parametrized_ids_with_separators_grade_exactly"),
+ ("no unicode id escape", "tandem/verdict.py", "    return by_id.get(node_id, by_id.get(pytest_escaped(node_id), default))",
+  "    return by_id.get(node_id, default)", F + "test_parametrized_ids_with_separators_grade_exactly"),
+ ("locks shared", "tandem/sandbox/seccomp.py", '    code += [(None, _JEQ, nr["flock"], "nolock", None),', "    code += [",
+  "tests/test_sandbox_shared_state.py::test_a_lock_on_a_shared_file_carries_no_signal_between_sandboxes[unshare]"),
+ ("fcntl locks shared", "tandem/sandbox/seccomp.py",
+  '    code += [(None, _JEQ, cmd, "nolock", None) for cmd in (F_SETLK, F_SETLKW, F_OFD_SETLK)]' + NL, "",
+  "tests/test_sandbox_shared_state.py::test_a_lock_on_a_shared_file_carries_no_signal_between_sandboxes[unshare]"),
+ ("inotify allowed", "tandem/sandbox/seccomp.py", '"clone3", "inotify_init", "inotify_init1", "inotify_add_watch",', '"clone3",',
+  "tests/test_sandbox_shared_state.py::test_file_events_io_uring_and_host_unix_sockets_are_refused[unshare]"),
+ ("unix sockets allowed", "tandem/sandbox/seccomp.py", '             (None, _JEQ, nr["socket"], "socket", None),' + NL, "",
+  "tests/test_sandbox_shared_state.py::test_file_events_io_uring_and_host_unix_sockets_are_refused[unshare]"),
+ ("memfd without a cgroup", "tandem/sandbox/seccomp.py", '        refused += ["memfd_create", "memfd_secret", "shmget"]', "        pass",
+  "tests/test_sandbox_shared_state.py::test_without_a_cgroup_memfd_and_sysv_shm_are_refused[unshare]"),
+ ("no memory cgroup", "tandem/sandbox/pool.py", "                    argv = cgroups.enter_argv(group, argv)", "                    pass",
+  "tests/test_sandbox_shared_state.py::test_memory_held_outside_mappings_counts_against_the_limit[unshare]"),
+ ("/dev writable", "tandem/sandbox/isolation.py", '"/dev/shm", "--remount-ro", "/dev",', '"/dev/shm",',
+  "tests/test_sandbox_shared_state.py::test_dev_is_read_only_and_shared_memory_lands_in_the_slot[bwrap]"),
+ ("inodes not counted", "tandem/sandbox/pool.py", "                inodes += 1" + NL, "",
+  "tests/test_sandbox_shared_state.py::test_inodes_are_measured_and_capped_without_a_tmpfs[unshare]"),
  ("no seccomp", "tandem/sandbox/isolation.py", 'return self.backend == "bwrap" and seccomp.supported()', "return False",
   H + "test_as_root_the_agent_runs_as_its_slot_uid_with_no_capability"),
- ("keyrings allowed", "tandem/sandbox/seccomp.py", '        (None, _JEQ, nr["add_key"], "eperm", None),' + NL, "",
+ ("keyrings allowed", "tandem/sandbox/seccomp.py", '    refused = ["add_key", "request_key", "keyctl"]', '    refused = []',
   H + "test_without_root_the_agent_holds_no_capability"),
  ("unshare maps root", "tandem/sandbox/isolation.py",
   'return ["--user", f"--map-user={UNPRIVILEGED_UID}", f"--map-group={UNPRIVILEGED_UID}", "--keep-caps"]',
@@ -107,7 +131,7 @@ SUITE = [
   RESUME),
  ("TensorBoard drops ints", "tandem/orchestrator/metrics.py", "if isinstance(value, (int, float)) and not isinstance(value, bool) and key != \"step\":",
   "if isinstance(value, float) and key != \"step\":", E2E_SYNC),
- ("plain line off by one", "tandem/orchestrator/live_view.py", 'print(f"step {row[\'step\'] + 1}/{self.total} "', 'print(f"step {row[\'step\']}/{self.total} "',
+ ("plain line off by one", "tandem/orchestrator/live_view.py", 'print(f"step {row[\'step\']}/{self.total} "', 'print(f"step {row[\'step\'] + 1}/{self.total} "',
   E2E_SYNC),
  ("live view ignores the terminal", "tandem/orchestrator/live_view.py", '(mode == "auto" and sys.stdout.isatty())', "False", E2E_ASYNC),
  ("watchdog never warns", "tandem/orchestrator/loop.py", "        elif not warned and time.monotonic() - last_progress > stall_s:",
@@ -122,22 +146,105 @@ SUITE = [
   "tests/test_engine_api.py::test_waiting_requests_are_admitted_by_priority_when_enabled"),
  ("priority leaks to the caller", "tandem/orchestrator/producer.py", "        dropped = 0" + NL,
   "        dropped = 0" + NL + "        REQUEST_PRIORITY.set(-step)  # the step's own retries first" + NL,
-  "tests/test_routing.py::test_the_producer_gives_every_group_the_priority_of_its_step"),
+  "tests/test_routing.py::test_the_producer_gives_every_group_its_priority"),
  ("publish without rename", "tandem/weights/publish.py", "        os.replace(tmp, final)", "        shutil.copytree(tmp, final)",
   "tests/test_weight_sync.py::test_a_publish_stopped_or_killed_at_any_moment_never_exposes_a_partial_version"),
- ("' - ' split back", "tandem/verdict.py", '        elif depth == 0 and rest.startswith(" - ", i):', '        elif rest.startswith(" - ", i):',
-  F + "test_parse_pytest_report_keeps_parametrized_ids_whole"),
+]
+S = "tests/test_run_safety.py::"
+C = "tests/test_config.py::"
+SUITE += [  # never lose a run, never fail silently
+ ("a used run dir is taken", "tandem/orchestrator/run_state.py", "    if not held or overwrite or replaceable:", "    if True:",
+  S + "test_a_fresh_run_refuses_a_run_dir_that_holds_a_run_and_overwrite_removes_only_its_outputs"),
+ ("overwrite removes the user's files", "tandem/orchestrator/run_state.py", "    for name in RUN_OUTPUTS if run_dir.exists() and describe_run(run_dir) else ():",
+  "    for name in [p.name for p in run_dir.iterdir()] if run_dir.exists() and describe_run(run_dir) else ():",
+  S + "test_a_fresh_run_refuses_a_run_dir_that_holds_a_run_and_overwrite_removes_only_its_outputs"),
+ ("an all-failed step trains", "tandem/orchestrator/failures.py", "        if counts.samples and counts.failed == counts.samples:",
+  "        if False:", S + "test_the_failure_bound_by_hand"),
+ ("the failure window is never read", "tandem/orchestrator/failures.py", "        if total and failed / total > self.max_fraction:",
+  "        if False:", S + "test_the_failure_bound_by_hand"),
+ ("a rollout error stops the run at once", "tandem/orchestrator/producer.py", "                await self._group_failed(seq, err)",
+  "                await self._fail_run(err)", S + "test_a_rollout_that_raises_drops_its_group_and_a_step_of_them_in_a_row_stops_the_run"),
+ ("a stop leaves no checkpoint", "tandem/orchestrator/loop.py", "        await trainer.checkpoint_only(step, samples, reason)" + NL,
+  "        return" + NL, S + "test_a_reward_that_always_raises_stops_the_run_and_resume_continues_after_the_fix"),
+ ("a stop forgets the failed prompts", "tandem/orchestrator/loop.py",
+  "        rows = [g.row_pos for g in batch.groups] + [g.row_pos for g in batch.failed_groups]", "        rows = []",
+  S + "test_a_reward_that_always_raises_stops_the_run_and_resume_continues_after_the_fix"),
+ ("no preflight", "tandem/orchestrator/launcher.py", "        inputs = preflight.check(cfg, check_inputs, refused)",
+  "        inputs = check_inputs(cfg)", S + "test_a_missing_megatron_core_fails_before_any_child_starts"),
+ ("every rollout file kept", "tandem/handoff.py", '            if int(path.stem.split("_")[1]) <= steps_done - int(keep):',
+  "            if False:", S + "test_keep_rollouts_keeps_the_last_n_steps_files"),
+ ("steps numbered from 0", "tandem/orchestrator/loop.py", '        row = {"step": step + 1, ', '        row = {"step": step, ',
+  S + "test_a_second_run_loses_nothing_and_overwrite_starts_afresh"),
+ ("the router's budget starts at once", "tandem/orchestrator/startup.py",
+  "        if self.started is None and all(p.ready_after_s is not None for p in self.after):", "        if self.started is None:",
+  S + "test_startup_gates_each_child_on_its_own_budget"),
+ ("lax TOML types", "tandem/config/loading.py", "json.dumps(tree), strict=True)", "json.dumps(tree), strict=False)",
+  C + "test_a_toml_file_gets_strict_types"),
+ ("only the first config error", "tandem/config/loading.py", "    raise ConfigError(problems[0] if len(problems) == 1 else",
+  "    raise ConfigError(problems[0] if True else", C + "test_every_config_error_at_once_with_a_suggestion_for_near_misses"),
+ ("TOML paths from the cwd", "tandem/config/loading.py", "        resolve_file_paths(tree, Path(path).resolve().parent)" + NL, "",
+  C + "test_paths_in_a_toml_file_are_relative_to_it"),
+ ("a restart spends the retries", "tandem/rollout/client.py", "                if self._fleet_down(status, body, fleet_down_since):",
+  "                if False:", S + "test_a_fleet_with_no_routable_engine_is_waited_for_within_one_request_timeout"),
+ ("the cache in the cwd", "tandem/paths.py", "if configured else user_cache_dir()", 'if configured else Path(".cache/tandem").resolve()',
+  C + "test_the_cache_is_the_users_wherever_tandem_runs"),
 ]
 SETS = {"defences": DEFENCES, "suite": SUITE}
 
 
-def run(name: str, rel: str, edits: list[tuple[str, str]], tests: str) -> None:
+P = "tests/test_producer.py::"
+W = "tests/test_weight_sync.py::"
+CORE = [  # one or more mutants per core guarantee, each guarded by a fast, hand-derived test
+ ("staleness: lag S+1 trained", "tandem/orchestrator/producer.py", "return step - self.key_version(group) <= self.staleness",
+  "return step - self.key_version(group) <= self.staleness + 1", P + "test_staleness_at_its_edge_lag_s_plus_one_is_dropped"),
+ ("admission: one group too many", "tandem/orchestrator/producer.py",
+  "return ahead * self.prompts_per_step + self.slack - len(self._running) - len(self._buffer)",
+  "return ahead * self.prompts_per_step + self.slack + 1 - len(self._running) - len(self._buffer)",
+  P + "test_admission_rule_by_hand"),
+ ("sync mode keeps a leftover running", "tandem/orchestrator/producer.py", "        if self.staleness == 0:" + NL + "            return True",
+  "        if self.staleness == 0:" + NL + "            return False", P + "test_sync_oversampling_keeps_the_first_to_finish"),
+ ("advantages ignore use_std_norm", "tandem/orchestrator/loop.py", "assign_advantages(batch.samples, cfg.trainer.loss.use_std_norm)",
+  "assign_advantages(batch.samples)", "tests/test_loop.py::test_the_loop_gives_each_group_its_own_advantages_as_configured"),
+ ("one group id per step", "tandem/orchestrator/producer.py", "s.group_id, s.prompt_index = seq, ", "s.group_id, s.prompt_index = 0, ",
+  P + "test_every_group_of_a_step_has_its_own_group_id"),
+ ("publish: a version deleted while listed", "tandem/weights/publish.py",
+  "    try:" + NL + "        os.replace(path, hidden)" + NL + "    except FileNotFoundError:" + NL + "        return" + NL
+  + "    shutil.rmtree(hidden, ignore_errors=True)", "    shutil.rmtree(path, ignore_errors=True)",
+  W + "test_a_publish_stopped_or_killed_at_any_moment_never_exposes_a_partial_version[several]"),
+ ("publish: manifest after listing", "tandem/weights/publish.py",
+  [("        write_manifest(tmp, version, manifest_extra, known)" + NL, ""),
+   ("        os.replace(tmp, final)" + NL + "    except Exception",
+    "        os.replace(tmp, final)" + NL + "        write_manifest(final, version, manifest_extra, known)" + NL + "    except Exception")],
+  None, W + "test_the_manifest_is_in_a_version_before_it_is_listed"),
+ ("resume: requeued prompts forgotten", "tandem/orchestrator/producer.py", '"in_flight_rows": list(self._requeue) + [i for',
+  '"in_flight_rows": [i for', P + "test_a_checkpoint_taken_before_the_requeued_prompts_are_readmitted_still_holds_them"),
+ ("resume: in-flight prompts not first", "tandem/orchestrator/producer.py",
+  "index = self._requeue.popleft() if self._requeue else self.cursor.next()", "index = self.cursor.next()",
+  P + "test_resume_regenerates_the_in_flight_prompts_first_none_lost_none_twice"),
+ ("resume: metrics kept past the checkpoint", "tandem/orchestrator/run_state.py", 'json.loads(line)["step"] <= steps_done]',
+  'json.loads(line)["step"] <= steps_done + 1]', "tests/test_run_state.py::test_resume_drops_what_the_crashed_run_wrote_after_its_checkpoint"),
+ ("delta: a tensor applied unchecked", "tandem/weights/delta.py", "    verify_tensors(base, manifest)" + NL, "",
+  "tests/test_weight_delta.py::test_a_delta_applied_to_the_wrong_base_is_refused_naming_the_tensor"),
+ ("failures: an all-failed step trains", "tandem/orchestrator/failures.py",
+  "        if counts.samples and counts.failed == counts.samples:", "        if False:",
+  "tests/test_run_safety.py::test_the_failure_bound_by_hand"),
+ ("run dir: a used one is taken", "tandem/orchestrator/run_state.py", "    if not held or overwrite or replaceable:", "    if True:",
+  "tests/test_run_safety.py::test_a_fresh_run_refuses_a_run_dir_that_holds_a_run_and_overwrite_removes_only_its_outputs"),
+]
+SETS = {"defences": DEFENCES, "suite": SUITE, "core": CORE}
+OUTCOME = {0: "MISSED", 1: "CAUGHT"}
+"""pytest's exit codes: 0 all passed (the mutant lived), 1 tests failed (caught). Anything else
+(2 interrupted, 3 internal error, 4 usage error such as a test that does not exist, 5 no tests
+collected) proves nothing and is an ERROR."""
+
+
+def run(name: str, rel: str, edits: list[tuple[str, str]], tests: str) -> str:
     path = ROOT / rel
     orig = text = path.read_text()
     for old, new in edits:
         if text.count(old) != 1:
             print(f"STALE  | {name} | {rel} | pattern found {text.count(old)} times", flush=True)
-            return
+            return "STALE"
         text = text.replace(old, new)
     path.write_text(text)
     try:
@@ -149,14 +256,34 @@ def run(name: str, rel: str, edits: list[tuple[str, str]], tests: str) -> None:
     last = r.stdout.strip().splitlines()[-1] if r.stdout.strip() else r.stderr[-200:]
     failed = [line.split(" - ")[0] for line in r.stdout.splitlines() if line.startswith("FAILED")]
     why = next((line[1:].strip()[:160] for line in r.stdout.splitlines() if line.startswith("E ")), "")
-    print(f"{'CAUGHT' if r.returncode else 'MISSED'} | {name} | {last} | {failed[:1]} | {why}", flush=True)
+    outcome = OUTCOME.get(r.returncode, "ERROR")
+    print(f"{outcome:6s} | {name} | {last} | {failed[:1]} | {why}", flush=True)
+    return outcome
+
+
+def main(argv: list[str]) -> int:
+    if not argv or argv[0] not in SETS:
+        sys.exit(f"usage: {sys.argv[0]} {{{','.join(SETS)}}} [--table FILE] [mutation name ...]")
+    which, rest = argv[0], argv[1:]
+    table = None
+    if rest[:1] == ["--table"]:
+        table, rest = Path(rest[1]), rest[2:]
+    started, rows = time.monotonic(), []
+    for name, rel, old, new, tests in SETS[which]:
+        if tests is not None and (not rest or name in rest):
+            # One (old, new) replacement, or a list of them with new = None.
+            rows.append((name, rel, tests, run(name, rel, old if new is None else [(old, new)], tests)))
+    caught = sum(r[3] == "CAUGHT" for r in rows)
+    took = time.monotonic() - started
+    print(f"{which}: {caught} / {len(rows)} caught in {took:.0f} s", flush=True)
+    if table is not None:
+        lines = [f"# Mutants: `python scripts/mutate.py {which}`", "",
+                 f"{caught} of {len(rows)} caught in {took:.0f} s on this machine's 2 cores.", "",
+                 "| mutant | file | guarding test | outcome |", "|---|---|---|---|"]
+        lines += [f"| {n} | `{f}` | `{t}` | {o} |" for n, f, t, o in rows]
+        table.write_text("\n".join(lines) + "\n")
+    return 0 if caught == len(rows) else 1
 
 
 if __name__ == "__main__":
-    if len(sys.argv) < 2 or sys.argv[1] not in SETS:
-        sys.exit(f"usage: {sys.argv[0]} {{{','.join(SETS)}}} [mutation name ...]")
-    only = sys.argv[2:]
-    for name, rel, old, new, tests in SETS[sys.argv[1]]:
-        if tests is not None and (not only or name in only):
-            # One (old, new) replacement, or a list of them with new = None.
-            run(name, rel, old if new is None else [(old, new)], tests)
+    sys.exit(main(sys.argv[1:]))

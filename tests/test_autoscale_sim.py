@@ -144,6 +144,7 @@ def test_the_client_time_averages_requests_in_flight_and_their_context():
     assert _context_tokens({"input_ids": [[1, 2], [3, 4]], "sampling_params": {"max_new_tokens": 4}}) == (2, 8)
 
 
+@pytest.mark.e2e
 def test_the_command_provider_starts_reports_and_stops_an_engine(tmp_path):
     """engine.autoscale.provider = 'command' with a real process: the command prints the engine's
     URL and keeps serving; the provider waits for /health, and stops it with stop_command and by

@@ -109,6 +109,7 @@ def documented_fields() -> dict[str, str]:
     return dict(fields(classes["TandemConfig"], ""))
 
 
+@pytest.mark.e2e
 def test_help_lists_every_key_with_its_docstring():
     """`python train.py --help` against the source: every field, its docstring, and nothing else."""
     out = subprocess.run([sys.executable, "train.py", "--help"], cwd=REPO, capture_output=True, text=True,
@@ -127,6 +128,7 @@ def test_help_lists_every_key_with_its_docstring():
         assert short in text
 
 
+@pytest.mark.e2e
 def test_train_py_help_and_bad_key_exit_codes():
     ok = subprocess.run([sys.executable, "train.py", "--help"], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert ok.returncode == 0 and "--rollout.max_staleness" in ok.stdout

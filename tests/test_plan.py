@@ -237,6 +237,7 @@ def test_unknown_local_directory_is_bad_input(tmp_path, capsys):
     assert "without config.json" in capsys.readouterr().err
 
 
+@pytest.mark.e2e
 def test_python_dash_m_runs_offline():
     run = subprocess.run([sys.executable, "-m", "tandem.plan", "--config", NODE_14B, "--gpu-memory-gb", "141"],
                          check=False, cwd=ROOT, capture_output=True, text=True, timeout=120,

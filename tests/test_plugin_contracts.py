@@ -52,6 +52,7 @@ def test_every_named_plugin_meets_its_contract(kind, spec):
     assert isinstance(fn, CONTRACTS[kind][0])
 
 
+@pytest.mark.e2e
 def test_the_old_names_resolve_to_the_package_without_importing_the_scripts(tmp_path):
     probe = ("import sys; from tandem.rollout import load_rollout_fn, load_reward_fn; "
              "import tandem.rollout, tandem.rewards; "

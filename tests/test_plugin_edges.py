@@ -84,6 +84,7 @@ def test_parquet_data_loads_like_jsonl(tmp_path):
         load_dataset_rows(str(tmp_path / "d.csv"), "prompt")
 
 
+@pytest.mark.e2e
 def test_auto_sandbox_refuses_to_run_commands_when_no_backend_works(tmp_path):
     """Neither bwrap nor unshare on PATH: a clear error naming bubblewrap, never an unisolated command."""
     code = "from tandem.sandbox.isolation import detect_backend; detect_backend('auto')"

@@ -319,6 +319,75 @@ def test_resume_regenerates_the_in_flight_prompts_first_none_lost_none_twice():
     assert before + after == full
 
 
+def test_a_checkpoint_taken_before_the_requeued_prompts_are_readmitted_still_holds_them():
+    """A resumed run requeues the checkpoint's in-flight rows [4, 5, 6, 7] at version 1, step 2:
+    room (1 + 1 + 1 - 2) * 2 = 2, so rows 4 and 5 run again and 6 and 7 wait in the queue. A
+    checkpoint taken now must hold all four, ahead of the cursor, or a second crash loses 6 and 7."""
+    async def never(ctx, row, g):
+        await asyncio.Event().wait()
+
+    async def go():
+        cursor = PromptCursor(50, 0, False, 0, 8)
+        producer, _ = make(staleness=1, prompts=2, steps=6, start_step=2, version=1, cursor=cursor,
+                           in_flight=[4, 5, 6, 7], fn=never)
+        producer.start()
+        await settle()
+        running = sorted(f.row_pos for f in producer._running.values())
+        state = producer.checkpoint_state()
+        await producer.stop()
+        return running, state
+    running, state = asyncio.run(go())
+    assert running == [4, 5]
+    assert sorted(state["in_flight_rows"]) == [4, 5, 6, 7] and state["cursor"]["position"] == 8
+
+
+def test_staleness_at_its_edge_lag_s_plus_one_is_dropped():
+    """S = 1, B = 1, G = 1, oldest_token. Rows 0 and 1 are admitted at v0 (room (0 + 1 + 1) * 1 = 2);
+    row 1 finishes at once and feeds step 0; row 0 runs on, reporting no answer (so it is never
+    doomed). Step 1 takes row 2 (v1). Row 3 is admitted at v2, then row 0 finishes with tokens of
+    v0: at step 2 its lag is 2 - 0 = 2 = S + 1, one past the bound: dropped (1 sample), and step 2
+    trains row 3 (lag 0)."""
+    async def go():
+        gate = asyncio.Event()
+
+        async def fn(ctx, row, g):
+            if row["_index"] == 0:
+                await gate.wait()
+                return [Sample(prompt_ids=[1], weight_version=0) for _ in range(g)]
+            return [Sample(prompt_ids=[1], weight_version=producer.version) for _ in range(g)]
+
+        producer, _ = make(staleness=1, prompts=1, group=1, steps=6, fn=fn)
+        producer.start()
+        assert rows_of(await producer.take(0)) == [1]
+        await producer.set_version(1)
+        assert rows_of(await producer.take(1)) == [2]
+        await producer.set_version(2)
+        await settle()
+        gate.set()
+        await settle()
+        assert sorted(g.row_pos for g in producer._buffer) == [0, 3], "both finished before step 2 takes"
+        batch = await producer.take(2)
+        await producer.stop()
+        return batch
+    batch = asyncio.run(go())
+    assert rows_of(batch) == [3] and batch.dropped_stale == 1
+
+
+def test_every_group_of_a_step_has_its_own_group_id():
+    """Advantages are normalised per group: the producer gives each group one id of its own."""
+    async def go():
+        producer, _ = make(mode="sync", prompts=3, group=4)
+        producer.start()
+        batch = await producer.take(0)
+        await producer.stop()
+        return batch
+    batch = asyncio.run(go())
+    ids = {}
+    for s in batch.samples:
+        ids.setdefault(s.prompt_index, set()).add(s.group_id)
+    assert all(len(v) == 1 for v in ids.values()) and len(set().union(*ids.values())) == 3, ids
+
+
 # ----------------------------------------------------------------------------- stats
 def test_turns_and_lag_histogram_by_hand():
     s = Sample(prompt_ids=[1], weight_version=3)

@@ -45,6 +45,7 @@ def finish(launch: Launch, timeout_s: float = 400) -> int:
 
 
 # --------------------------------------------------------------------------- end to end
+@pytest.mark.e2e
 def test_a_second_run_loses_nothing_and_overwrite_starts_afresh(tmp_path):
     run = tmp_path / "run"
     first = Launch(run, QUICK, tag="first")
@@ -88,6 +89,7 @@ def reward(sample, row):
 '''
 
 
+@pytest.mark.e2e
 def test_a_reward_that_always_raises_stops_the_run_and_resume_continues_after_the_fix(tmp_path):
     plugin = tmp_path / "my_reward.py"
     plugin.write_text(BOOM)
@@ -128,6 +130,7 @@ def hide_megatron(tmp_path: Path) -> dict[str, str]:
     return {"PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")])}
 
 
+@pytest.mark.e2e
 def test_a_missing_megatron_core_fails_before_any_child_starts(tmp_path):
     run = tmp_path / "run"
     out = subprocess.run([sys.executable, "train.py", "--config", "configs/node_qwen3_4b.toml", "--rehearse",

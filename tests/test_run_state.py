@@ -56,3 +56,25 @@ def test_a_checkpoint_saved_before_the_rng_was_recorded_still_resumes(tmp_path):
     del state["python_rng"]
     saved.write_text(json.dumps(state))
     assert run_state.resume(run, cfg).step == 1
+
+
+def test_resume_drops_what_the_crashed_run_wrote_after_its_checkpoint(tmp_path):
+    """Checkpoint 2 (steps numbered from 1): rows 1-2 stay, rows 3-4 go; so do the step files and
+    weight versions past it, so the resumed run numbers and trains steps 3, 4 afresh."""
+    cfg = TandemConfig()
+    run = tmp_path / "run"
+    run_state.fresh(run, cfg)
+    (run / "metrics.jsonl").write_text("".join(json.dumps({"step": s}) + "\n" for s in (1, 2, 3, 4)))
+    for kind in ("rollouts", "trainer"):
+        (run / kind).mkdir()
+        for s in (1, 2, 3, 4):
+            (run / kind / f"step_{s:06d}.json").write_text("{}")
+    for v in (1, 2, 3, 4):
+        (run / "weights" / f"step_{v:06d}").mkdir(parents=True)
+    checkpoint_at(run, 2)
+    start = run_state.resume(run, cfg)
+    assert (start.step, start.weight_version) == (2, 2)
+    assert [json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines()] == [1, 2]
+    for kind in ("rollouts", "trainer"):
+        assert sorted(p.name for p in (run / kind).iterdir()) == ["step_000001.json", "step_000002.json"]
+    assert sorted(p.name for p in (run / "weights").iterdir()) == ["step_000001", "step_000002"]

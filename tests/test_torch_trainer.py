@@ -240,6 +240,7 @@ def test_export_round_trips_through_from_pretrained(cache_dir, tmp_path):
         torch.testing.assert_close(fresh(ids).logits, trainer.model(ids).logits, atol=0, rtol=0)
 
 
+@pytest.mark.e2e
 def test_trainer_process_trains_publishes_and_answers(cache_dir, tmp_path):
     """`python -m tandem.trainer` against real handoff files and the real publish_weights.
 

@@ -239,6 +239,7 @@ def test_a_resume_in_the_middle_of_a_chain_restarts_it_from_an_anchor(tmp_path, 
     assert_same_as_full_publish(host.materialize(3), other, source, tmp_path)
 
 
+@pytest.mark.e2e
 def test_a_bf16_run_at_a_low_learning_rate_syncs_by_deltas(tmp_path):
     """The real launcher, two embedded engines, bf16 weights, lr 1e-6: every version after the
     first crosses as a delta of a few percent, and each whole checkpoint the engines reloaded

@@ -167,22 +167,32 @@ def test_failed_load_keeps_previous_version(cluster):
 PUBLISHER = """
 import os, sys, torch
 from tandem.weights import publish_weights, version_dir
-run_dir, model_path = sys.argv[1], sys.argv[2]
+run_dir, model_path, prunes = sys.argv[1], sys.argv[2], sys.argv[3]
 print("ready", flush=True)
 for v in range(1, 10_000):  # version v holds the value v; 2000 shard entries make deleting it take a while
+    # 'one': every publish prunes one version (it becomes the spare); 'several': every fourth prunes
+    # three, two of them retired (renamed out of the listing, then deleted) beside the spare.
+    keep = 2 if prunes == "one" else (1 if v % 4 == 0 else 8)
     path = publish_weights({"model.embed_tokens.weight": torch.full((256, 256), float(v))}, model_path, run_dir, v,
-                           keep_last=2)
+                           keep_last=keep)
     for i in range(2000):  # hard links: as cheap to make as to remove, so deletes are a large share of the time
         os.link(path / "config.json", path / f"shard-{i:05d}")
 """
 
 
 def check_listed_versions(run_dir: Path) -> None:
+    """Every listed version is whole: its manifest (written before it is listed) names it and its
+    files match their checksums, its weights are its own, and it has every shard."""
     from safetensors.torch import load_file
+
+    from tandem.weights.store import verify_dir
 
     versions = published_versions(run_dir)
     for v in versions:
         d = version_dir(run_dir, v)
+        manifest = json.loads((d / "manifest.json").read_text())
+        assert manifest["version"] == v
+        verify_dir(d, manifest)
         loaded = load_file(str(d / "model.safetensors"))
         assert torch.equal(loaded["model.embed_tokens.weight"], torch.full((256, 256), float(v))), v
         assert json.loads((d / "config.json").read_text())["model_type"] == "qwen3"
@@ -201,9 +211,11 @@ def caught_mid_delete(run_dir: Path) -> bool:
                if d.is_dir() and d.name != newest and not d.name.startswith(f".{newest}."))
 
 
-def test_a_publish_stopped_or_killed_at_any_moment_never_exposes_a_partial_version(tmp_path):
+@pytest.mark.parametrize("prunes", ["one", "several"])
+def test_a_publish_stopped_or_killed_at_any_moment_never_exposes_a_partial_version(tmp_path, prunes):
     """Freeze the publisher (SIGSTOP) at 200 random moments and look as a crash would leave it: every
-    listed version is complete. Then SIGKILL it: the next publish removes what it left behind."""
+    listed version is complete. Then SIGKILL it: the next publish removes what it left behind. With
+    'several', prunes also retire versions (not only recycle one as the spare)."""
     import random
     import signal
     import subprocess
@@ -213,7 +225,7 @@ def test_a_publish_stopped_or_killed_at_any_moment_never_exposes_a_partial_versi
     cfg = TandemConfig.model_validate({"run": {"cache_dir": str(REPO / ".cache/tandem")}})
     model_path = resolve_model_path(cfg)
     rng = random.Random(0)
-    proc = subprocess.Popen([sys.executable, "-c", PUBLISHER, str(tmp_path), str(model_path)], cwd=REPO,
+    proc = subprocess.Popen([sys.executable, "-c", PUBLISHER, str(tmp_path), str(model_path), prunes], cwd=REPO,
                             stdout=subprocess.PIPE, text=True)
     in_delete = 0
     try:
@@ -236,6 +248,28 @@ def test_a_publish_stopped_or_killed_at_any_moment_never_exposes_a_partial_versi
     # What is left hidden is at most this process's own spare (made when that publish pruned a version).
     left = set((tmp_path / "weights").glob(".step_*")) - {spare_dir(tmp_path / "weights")}
     assert not left, f"abandoned temporary copies were left behind: {left}"
+
+
+def test_the_manifest_is_in_a_version_before_it_is_listed(tmp_path, monkeypatch):
+    """The rename that lists version V (step_V appears) moves a directory that already holds V's
+    manifest: a reader (an engine, a weight agent) never sees a listed version without one. Each
+    listing rename is watched as it happens (os.replace wrapped)."""
+    import os
+
+    cfg = TandemConfig.model_validate({"run": {"cache_dir": str(REPO / ".cache/tandem")}})
+    model_path = resolve_model_path(cfg)
+    listed = []
+    real = os.replace
+
+    def replace(src, dst):
+        if Path(dst).parent.name == "weights" and Path(dst).name.startswith("step_"):
+            listed.append((Path(dst).name, (Path(src) / "manifest.json").exists()))
+        return real(src, dst)
+
+    monkeypatch.setattr(os, "replace", replace)
+    for v in (1, 2, 3):
+        publish_weights({"model.embed_tokens.weight": torch.zeros(4, 4)}, model_path, tmp_path, v, keep_last=2)
+    assert listed == [("step_000001", True), ("step_000002", True), ("step_000003", True)]
 
 
 def test_publish_is_atomic_and_prunes(tmp_path):

@@ -1,0 +1,66 @@
+"""The suite's tiers, and the rule that keeps them honest.
+
+- unit: code in this process only, edges faked (no child process, no sandbox): `pytest -m unit`
+  runs them all in about a minute.
+- e2e: real engines, routers, trainers, launchers, sandboxes or torch.distributed workers.
+- gpu: needs CUDA; skipped without it (the GPU checks themselves are scripts/gpu_check.py).
+
+A test file is e2e or unit as a whole by E2E_FILES below; a test marked otherwise keeps its own
+mark. A unit test that starts a process fails, naming the process, so a test cannot sit in the
+fast tier while doing an end-to-end test's work. CI runs every tier (the README's command).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+E2E_FILES = {
+    "test_agent_e2e.py", "test_agent_loop.py", "test_agent_tokens.py", "test_deploy_skypilot.py",
+    "test_engine_api.py", "test_env_adapters.py", "test_external_engines.py", "test_faults.py", "test_host_checks.py",
+    "test_launcher.py", "test_lora.py", "test_megatron_cpu.py", "test_megatron_lora.py", "test_megatron_memory.py",
+    "test_rehearse.py", "test_reward_forgery.py", "test_routing.py", "test_sandbox.py", "test_sandbox_hardening.py",
+    "test_sandbox_shared_state.py", "test_swe_tasks.py", "test_weight_sync.py",
+}
+"""Files whose tests start real processes; every other file's tests are unit tests."""
+TIERS = ("unit", "e2e")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if not any(item.get_closest_marker(t) for t in TIERS):
+            item.add_marker(pytest.mark.e2e if Path(item.fspath).name in E2E_FILES else pytest.mark.unit)
+        if item.get_closest_marker("gpu") and not _cuda():
+            item.add_marker(pytest.mark.skip(reason="needs a CUDA GPU"))
+
+
+def _cuda() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return torch.cuda.is_available()
+
+
+@pytest.fixture(autouse=True)
+def _unit_tests_start_no_process(request, monkeypatch):
+    """In a unit test, starting a process is an error naming it (mark the test e2e instead)."""
+    if not request.node.get_closest_marker("unit"):
+        yield
+        return
+    def refuse(what):
+        def start(*args, **kwargs):
+            shown = next((a for a in args if isinstance(a, (list, tuple, str, bytes))), "")
+            raise AssertionError(f"a unit test started a process ({what}: {str(shown)[:200]}); "
+                                 f"mark it @pytest.mark.e2e or fake the process")
+        return start
+    import multiprocessing.util
+
+    monkeypatch.setattr(subprocess.Popen, "_execute_child", refuse("subprocess"))  # asyncio's too
+    monkeypatch.setattr(multiprocessing.util, "spawnv_passfds", refuse("multiprocessing"))
+    monkeypatch.setattr(os, "fork", refuse("os.fork"))
+    monkeypatch.setattr(os, "posix_spawn", refuse("os.posix_spawn"))
+    yield

@@ -1,0 +1,99 @@
+"""The RL loop itself (tandem.orchestrator.loop.run_loop) with its edges faked: a producer that hands
+out fixed batches, a trainer link that records what it was given, a fleet that syncs nothing.
+What is checked is what the loop adds between them: advantages computed per group as configured,
+the metrics row, and where a failing step stops the run."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from types import SimpleNamespace
+
+import pytest
+
+from tandem.config import build_config
+from tandem.orchestrator.live_view import LiveView
+from tandem.orchestrator.loop import run_loop
+from tandem.orchestrator.metrics import MetricsLog
+from tandem.orchestrator.producer import StepBatch
+from tandem.sample import Sample
+
+
+def group(group_id: int, rewards: list[float]) -> list[Sample]:
+    out = []
+    for i, r in enumerate(rewards):
+        s = Sample(prompt_ids=[1], group_id=group_id, prompt_index=group_id, reward=r)
+        s.append_model_tokens([5 + i], [-1.0], 0)
+        out.append(s)
+    return out
+
+
+class Producer:
+    def __init__(self, batches: list[list[Sample]]):
+        self.batches, self.version, self.rollout_fn = batches, 0, None
+
+    async def take(self, step: int) -> StepBatch:
+        return StepBatch(step=step, samples=self.batches[step], rollout_time=1.0, dropped_stale=0, recycled=0,
+                         discarded=0, longest_group_s=1.0)
+
+    async def set_version(self, version: int) -> None:
+        self.version = version
+
+
+class Trainer:
+    def __init__(self):
+        self.given: dict[int, list[Sample]] = {}
+
+    async def submit(self, step, samples, cpu_threads=None):
+        self.given[step] = samples
+
+    async def result(self, step):
+        return {"loss": 0.0, "train_time": 0.1, "weight_version": None}
+
+
+class Fleet:
+    apply_s = 0.0
+
+    def metrics(self):
+        return {}
+
+
+def run(tmp_path, batches, **loss) -> Trainer:
+    tmp_path.mkdir(exist_ok=True)
+    cfg = build_config({"run": {"steps": len(batches)}, "trainer": {"loss": loss}, "checkpoint": {"interval": 0}})
+    ctx = SimpleNamespace(engine=SimpleNamespace(retried=0, load=SimpleNamespace(take=dict)))
+    trainer = Trainer()
+    view = LiveView(len(batches), 0, None, "off")
+    asyncio.run(run_loop(cfg, tmp_path, Producer(batches), ctx, trainer, Fleet(), MetricsLog(tmp_path, False),
+                         view, 0))
+    return trainer
+
+
+def test_the_loop_gives_each_group_its_own_advantages_as_configured(tmp_path, capsys):
+    """Group 1 rewards [1, 0, 0, 0]: mean 0.25, centred [0.75, -0.25 x 3], unbiased std
+    sqrt(0.75 / 3) = 0.5 -> [1.5, -0.5 x 3]. Group 2 [1, 1, 0, 0]: centred [0.5 x 2, -0.5 x 2],
+    std sqrt(1 / 3) -> +-0.8660. Without the std step the centred rewards themselves. (One group
+    id for the whole step would centre on 0.375 instead.)"""
+    batch = group(1, [1, 0, 0, 0]) + group(2, [1, 1, 0, 0])
+    normed = [s.advantage for s in run(tmp_path / "a", [batch]).given[0]]
+    assert normed == pytest.approx([1.5, -0.5, -0.5, -0.5, 0.8660254, 0.8660254, -0.8660254, -0.8660254], abs=1e-5)
+    batch = group(1, [1, 0, 0, 0]) + group(2, [1, 1, 0, 0])
+    plain = [s.advantage for s in run(tmp_path / "b", [batch], use_std_norm=False).given[0]]
+    assert plain == pytest.approx([0.75, -0.25, -0.25, -0.25, 0.5, 0.5, -0.5, -0.5], abs=1e-6)
+    rows = [json.loads(line) for line in (tmp_path / "b" / "metrics.jsonl").read_text().splitlines()]
+    assert rows[0]["step"] == 1 and rows[0]["reward_mean"] == pytest.approx(0.375)
+    assert "step 1/1" in capsys.readouterr().out
+
+
+def test_the_loop_stops_before_training_a_step_whose_every_reward_failed(tmp_path):
+    from tandem.orchestrator.failures import RunStopped
+
+    good = group(1, [1, 0])
+    bad = group(2, [0, 0])
+    for s in bad:
+        s.reward_info = {"reason": "error: KeyError: 'label'", "traceback": "Traceback ...\nKeyError: 'label'"}
+    with pytest.raises(RunStopped, match="every sample of step 2 failed.*KeyError: 'label'.*nothing to resume"):
+        run(tmp_path, [good, bad])
+    rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [1], "the failing step was not trained"
+    assert json.loads((tmp_path / "failures.json").read_text())["stopped"].startswith("every sample of step 2")
