@@ -8,14 +8,15 @@
 2. tandem's Megatron stack on CPU (fp32, TP = 1, one process over gloo, as tests/test_megatron_cpu.py):
    - the activations one layer keeps, summed over the unique storages autograd saves during a
      forward (torch.autograd.graph.saved_tensors_hooks), against memory.layer_bytes_per_token;
-   - the loss's peak per logit element (tandem.losses at TP = 1, megatron_step.vocab_parallel_logprobs
-     at TP > 1, each with the no-grad entropy metric and the backward), read as the peak resident
+   - the loss head's peak per logit element, whole (tandem.losses at TP = 1, megatron_head's
+     vocab-parallel log-probs at TP > 1, each with the no-grad entropy metric and the backward) and
+     chunked (losses.chunked_scores, per element of one chunk's logits), read as the peak resident
      set (VmHWM, reset through /proc/self/clear_refs) with glibc made to mmap every allocation
      over 64 KiB so freed tensors leave the resident set at once;
    - a whole train step's peak resident set against the planner's activations.
    Each measurement runs in a fresh process.
-3. The planner's verdicts for configs/node_qwen3_14b.toml and node_qwen3_4b.toml on 4 x 80 GB,
-   TP 2 and 4, recompute off and on.
+3. The planner's verdicts for configs/node_qwen3_14b.toml and node_qwen3_4b.toml on 4 x 80 GB: as
+   shipped (with their memory features), and with the features off at TP 2 and 4, recompute off and on.
 Results: bench/results/plan_validation.md and .json.
 """
 
@@ -44,6 +45,7 @@ CPU_MODEL = {"hidden_size": 512, "num_layers": 4, "num_heads": 8, "num_kv_heads"
              "intermediate_size": 1536, "max_position_embeddings": 8192}
 CPU_BATCH, CPU_SEQ = 4, 1024
 LOSS_TOKENS, LOSS_VOCAB = 4096, 8192
+CHUNK, CHUNK_HIDDEN = 1024, 64  # a small hidden size: the head's logits dominate what the chunked head allocates
 
 
 # --------------------------------------------------------------------------- measurements (child processes)
@@ -85,7 +87,7 @@ def measure_layers(trainer) -> dict:
         return x
 
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda x: x):
-        trainer.step.forward(trainer.train_model, ids)
+        trainer.step.logits(trainer.train_model, ids)
     tokens, layers = CPU_BATCH * CPU_SEQ, CPU_MODEL["num_layers"]
     # The final norm block keeps 3 h-sized tensors (counted with the head, not the layers).
     final = 3 * 4 * CPU_MODEL["hidden_size"] * tokens
@@ -111,33 +113,38 @@ def measure_step() -> dict:
     return out
 
 
-def measure_loss(vocab_parallel: bool) -> dict:
+def measure_head(kind: str) -> dict:
+    """Peak bytes per logit element of the loss head as MegatronTrainStep runs it (megatron_head.LossHead: log-probs
+    with grad, the entropy metric without), forward and backward. kind: loss_tp1 / loss_vp (the whole
+    micro-batch's logits) or chunk_tp1 / chunk_vp (chunks of CHUNK positions from hidden states)."""
     from tandem import losses
+    from tandem.config import MegatronConfig
+    from tandem.trainer.megatron_dist import init_parallel
+    from tandem.trainer.megatron_head import LossHead
 
-    if vocab_parallel:
-        from tandem.config import MegatronConfig
-        from tandem.trainer.megatron_dist import init_parallel
-        from tandem.trainer.megatron_step import vocab_parallel_logprobs
-
-        init_parallel(MegatronConfig(tensor_parallel=1), 0)  # a TP group of one runs the TP > 1 code
-    logits = torch.randn(1, LOSS_TOKENS + 1, LOSS_VOCAB, requires_grad=True)
+    init_parallel(MegatronConfig(tensor_parallel=1), 0)  # a TP group of one runs the TP > 1 code
+    head = LossHead(2 if kind.endswith("vp") else 1, LOSS_VOCAB, 1.0, 0)  # tp > 1 selects the vocab-parallel code
     targets = torch.randint(0, LOSS_VOCAB, (1, LOSS_TOKENS))
+    if kind.startswith("loss"):
+        logits = torch.randn(1, LOSS_TOKENS + 1, LOSS_VOCAB, requires_grad=True)
 
-    def loss_forward_backward():  # what MegatronTrainStep.micro_loss runs on a micro-batch's logits
-        x = logits[:, :-1]
-        if vocab_parallel:
-            logp, _ = vocab_parallel_logprobs(x, targets, 1.0, LOSS_VOCAB, False)
-            with torch.no_grad():
-                vocab_parallel_logprobs(x, targets, 1.0, LOSS_VOCAB, True)
-        else:
-            logp = losses.token_logprobs(x, targets, 1.0)
-            with torch.no_grad():
-                losses.entropy_from_logits(x)
+        def forward_backward():
+            logp, _ = head.scores(None, logits, targets, with_entropy=True, entropy_grad=False)
+            logp.sum().backward()
+
+        # + 4: the fp32 logits themselves, resident before the measurement starts.
+        return {"bytes_per_logit": peak_above_now(forward_backward) / (LOSS_TOKENS * LOSS_VOCAB) + 4}
+    hidden = torch.randn(1, LOSS_TOKENS, CHUNK_HIDDEN, requires_grad=True)
+    weight = torch.randn(LOSS_VOCAB, CHUNK_HIDDEN, requires_grad=True)
+
+    def chunked_forward_backward():
+        logp, _ = losses.chunked_scores(hidden, lambda rows: rows @ weight.t(), targets, CHUNK, head.logp,
+                                        head.entropy)
         logp.sum().backward()
 
-    elements = LOSS_TOKENS * LOSS_VOCAB
-    # + 4: the fp32 logits themselves, resident before the measurement starts.
-    return {"bytes_per_logit": peak_above_now(loss_forward_backward) / elements + 4}
+    # Less the gradients the backward allocates for the hidden states and the weight (not the head's logits).
+    grads = 4 * (LOSS_TOKENS + LOSS_VOCAB) * CHUNK_HIDDEN
+    return {"bytes_per_chunk_logit": (peak_above_now(chunked_forward_backward) - grads) / (CHUNK * LOSS_VOCAB)}
 
 
 def child(kind: str) -> None:
@@ -145,7 +152,7 @@ def child(kind: str) -> None:
     import warnings
 
     warnings.filterwarnings("ignore")
-    result = measure_step() if kind == "step" else measure_loss(kind == "loss_vp")
+    result = measure_step() if kind == "step" else measure_head(kind)
     print("RESULT " + json.dumps(result))
 
 
@@ -162,35 +169,45 @@ def cpu_checks() -> list[dict]:
     shape = tiny_shape(cpu_config(tempfile.mkdtemp()).model.tiny)
     fp32 = replace(mem.TANDEM_MEGATRON, act_bytes=4)
     step, tp1, vp = run_child("step"), run_child("loss_tp1"), run_child("loss_vp")
+    chunk_tp1, chunk_vp = run_child("chunk_tp1"), run_child("chunk_vp")
     acts = mem.stage_activations(shape, fp32, tokens=CPU_BATCH * CPU_SEQ, tp=1, pp=1, stage=0, recompute=False)
     return [
         {"what": "activation bytes per token per layer (saved tensors)", "measured": step["saved_bytes_per_token_per_layer"],
          "planner": mem.layer_bytes_per_token(shape, fp32, 1)},
         {"what": "loss peak, bytes per logit element, TP = 1 (tandem.losses)", "measured": tp1["bytes_per_logit"],
          "planner": fp32.logit_bytes_tp1},
-        {"what": "loss peak, bytes per logit element, TP > 1 (vocab_parallel_logprobs)",
+        {"what": "loss peak, bytes per logit element, TP > 1 (vocab_parallel_logprobs + vocab_parallel_entropy)",
          "measured": vp["bytes_per_logit"], "planner": fp32.logit_bytes_tp},
+        {"what": f"chunked head peak, bytes per element of one {CHUNK}-token chunk's logits, TP = 1",
+         "measured": chunk_tp1["bytes_per_chunk_logit"], "planner": fp32.chunk_logit_bytes_tp1},
+        {"what": f"chunked head peak, bytes per element of one {CHUNK}-token chunk's logits, TP > 1",
+         "measured": chunk_vp["bytes_per_chunk_logit"], "planner": fp32.chunk_logit_bytes_tp},
         {"what": f"train step peak above the step before, bytes (includes up to {step['grad_bytes']:,} of grads)",
          "measured": step["step_peak_bytes"], "planner": acts.total},
     ]
 
 
+FEATURES_OFF = ["--trainer.logprob_chunk_tokens", "0", "--trainer.max_tokens_per_micro_batch", "0",
+                "--trainer.megatron.optimizer_cpu_offload", "false", "--trainer.megatron.precision_aware_optimizer",
+                "false"]
+
+
 def verdict_grid() -> list[dict]:
     rows = []
     for config in ("configs/node_qwen3_14b.toml", "configs/node_qwen3_4b.toml"):
-        for tp in (2, 4):
-            for recompute in (False, True):
-                cfg = load_config(["--config", str(ROOT / config), "--trainer.megatron.tensor_parallel", str(tp),
-                                   "--trainer.megatron.recompute", str(recompute).lower()])
-                shape = load_shape(cfg.model)
-                plan = plan_node(cfg, shape, 80 * mem.GIB)
-                rank, setting = plan.rank, plan.trainer
-                assert rank is not None and setting is not None
-                rows.append({"config": config, "tp": tp, "dp": setting.dp, "recompute": recompute,
-                             "state_gib": rank.state.total / mem.GIB, "activations_gib": rank.activations.total / mem.GIB,
-                             "total_gib": rank.total / mem.GIB, "budget_gib": plan.trainer_budget / mem.GIB,
-                             "fits": plan.trainer_fits,
-                             "longest_fitting_seq": longest_fitting_seq(shape, setting, plan.trainer_budget)})
+        for features, tp, recompute in [(True, 4, True), *((False, t, r) for t in (2, 4) for r in (False, True))]:
+            cfg = load_config(["--config", str(ROOT / config), *([] if features else FEATURES_OFF),
+                               "--trainer.megatron.tensor_parallel", str(tp),
+                               "--trainer.megatron.recompute", str(recompute).lower()])
+            shape = load_shape(cfg.model)
+            plan = plan_node(cfg, shape, 80 * mem.GIB)
+            rank, setting = plan.rank, plan.trainer
+            assert rank is not None and setting is not None
+            rows.append({"config": config, "features": features, "tp": tp, "dp": setting.dp, "recompute": recompute,
+                         "state_gib": rank.state.total / mem.GIB, "activations_gib": rank.activations.total / mem.GIB,
+                         "total_gib": rank.total / mem.GIB, "budget_gib": plan.trainer_budget / mem.GIB,
+                         "fits": plan.trainer_fits,
+                         "longest_fitting_seq": longest_fitting_seq(shape, setting, plan.trainer_budget)})
     return rows
 
 
@@ -204,8 +221,17 @@ Notes:
 - SGLang: the log's "avail mem=63.48 GB, mem usage=15.11 GB" after loading puts 78.6 GiB free before loading (an
   80 GB card); the 1.3 GiB device reserve the planner keeps comes from such logs (without it: +2.6%).
 - ZeRO: arithmetic of the sharding only (16 and 4 + 12/64 bytes per parameter with fp16 gradients).
+- Liger-Kernel: both rows come from one benchmark run (both heads are built in it, and the weight's gradient is
+  not zeroed between its 10 iterations: the estimate counts those resident tensors, see tandem.plan.published).
+  The planner's head term takes each implementation's bytes per logit element (torch's bf16 cross entropy 6,
+  Liger's chunk 6) from their code, not from the measurement.
+- Megatron-Bridge: the doc reports the saving in "GB"; read as GiB the error would be -7.1%. Its saving is linear
+  in the fraction (3.8 GB per 25%), as the planner's term is. The flags it lists do not include the
+  precision-aware optimizer: the distributed optimizer's fp32 master stays on the GPU, Adam's moments leave.
 - CPU rows: tandem's Megatron stack (megatron-core local spec, torch RMSNorm, tandem's SDPA wrapper) in fp32 at
-  TP = 1; the loss rows run the TP > 1 code on a TP group of one. Peaks are resident-set peaks (VmHWM).
+  TP = 1; the loss rows run the TP > 1 code on a TP group of one. Peaks are resident-set peaks (VmHWM). The
+  chunked-head rows are less the gradients the backward allocates for the hidden states and the weight; on a GPU
+  in bf16 the planner adds 2 bytes per chunk element for the bf16 matmul output beside its fp32 copy.
 """
 
 
@@ -223,11 +249,14 @@ def markdown(published: list[dict], cpu: list[dict], grid: list[dict]) -> str:
         lines += [f"| {r['what']} | {r['measured']:,.1f} | {r['planner']:,} | {r['planner'] / r['measured'] - 1:+.2%} |"
                   for r in cpu]
     lines += ["", "## Qwen3 on the reference node: trainer on 4 x 80 GB (per rank, GiB; budget = 80 - 1.3 - 2)", "",
-              ("| config | TP x DP | recompute | weights+grads+optimizer | activations | total | fits | "
-               "longest micro-batch sequence that fits there (tokens, of 32,768) |"), "|---|---|---|---|---|---|---|---|"]
+              "Memory features: as the config ships them (chunked loss head, packed micro-batches, and for the 14B "
+              "half of the optimizer offloaded), or all off.", "",
+              ("| config | memory features | TP x DP | recompute | weights+grads+optimizer | activations | total | fits | "
+               "longest micro-batch sequence that fits there (tokens, of 32,768) |"), "|---|---|---|---|---|---|---|---|---|"]
     for r in grid:
         longest = f"{r['longest_fitting_seq']:,}"
-        lines.append(f"| {r['config']} | {r['tp']} x {r['dp']} | {'on' if r['recompute'] else 'off'} | "
+        lines.append(f"| {r['config']} | {'as shipped' if r['features'] else 'off'} | {r['tp']} x {r['dp']} | "
+                     f"{'on' if r['recompute'] else 'off'} | "
                      f"{r['state_gib']:.1f} | {r['activations_gib']:.1f} | {r['total_gib']:.1f} | "
                      f"{'yes' if r['fits'] else 'no'} | {longest} |")
     return "\n".join(lines) + "\n" + NOTES

@@ -8,6 +8,8 @@
 #   TANDEM_SGLANG_PYTHON=.venv-sglang/bin/python bash scripts/gpu_check.sh   # SGLang in its own venv
 #   bash scripts/gpu_check.sh --conformance   # + the engine API conformance tests against that SGLang
 #   bash scripts/gpu_check.sh --allow-cpu     # rehearsal of the same flow on a CPU box
+#   bash scripts/gpu_check.sh --memory [--out DIR]   # instead: peak memory of the Megatron trainer per memory
+#                                             # feature against tandem.plan (scripts/gpu_memory.py; --allow-cpu too)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONWARNINGS=ignore
@@ -16,4 +18,8 @@ if command -v nvidia-smi >/dev/null 2>&1; then
 fi
 python -c "import torch, megatron.core; print('torch', torch.__version__, 'cuda', torch.version.cuda, \
 'available', torch.cuda.is_available(), '| megatron-core', megatron.core.__version__)"
+if [ "${1:-}" = "--memory" ]; then
+  shift
+  exec timeout --signal=TERM --kill-after=20 540 python scripts/gpu_memory.py "$@"
+fi
 exec timeout --signal=TERM --kill-after=20 480 python scripts/gpu_check.py "$@"

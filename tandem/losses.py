@@ -11,7 +11,12 @@ slime's (see notes in LANDSCAPE.md, "math used by the peers"):
 - TIS: w = clamp(exp(logp_old - logp_rollout), low, high) multiplies the token loss.
 
 All per-token tensors share one shape (usually [batch, seq]); `mask` is 1.0 where a token
-is trained on and 0.0 elsewhere (prompt, padding, tool/observation tokens).
+is trained on and 0.0 elsewhere (prompt, padding, tool/observation tokens). A packed row
+holds several samples; `segments` tells `aggregate` which positions are whose.
+
+`chunked_scores` computes log-probs and entropy from hidden states a chunk of positions at a
+time (trainer.logprob_chunk_tokens), each chunk's logits recomputed in the backward, so the
+whole micro-batch's [tokens, vocab] logits never exist.
 
 `PolicyLoss` puts those pieces together into the one micro-batch objective (policy
 gradient + KL - entropy) and its metric sums, which every trainer backend calls; it reads
@@ -25,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterable, Literal, Pr
 
 import torch
 from torch import Tensor
+from torch.utils.checkpoint import checkpoint
 
 if TYPE_CHECKING:  # only for typing; keeps this module free of runtime deps besides torch
     from tandem.sample import Sample
@@ -101,6 +107,51 @@ def entropy_from_logits(logits: Tensor) -> Tensor:
     x = logits.float()
     logp = torch.log_softmax(x, dim=-1)
     return -(logp.exp() * logp).sum(-1)
+
+
+ScoreFn = Callable[[Tensor, Tensor], Tensor]
+"""(logits [c, V], targets [c]) -> log p(target) [c]."""
+EntropyFn = Callable[[Tensor], Tensor]
+"""logits [c, V] -> entropy [c]."""
+
+
+def chunked_scores(hidden: Tensor, head: Callable[[Tensor], Tensor], targets: Tensor, chunk_tokens: int,
+                   logp_fn: ScoreFn, entropy_fn: EntropyFn | None = None,
+                   entropy_grad: bool = False) -> tuple[Tensor, Tensor | None]:
+    """Log-probs (and entropies) of `targets` from hidden states, `chunk_tokens` positions at a time.
+
+    `hidden` [..., h] and `targets` [...] share their leading shape; `head` maps rows of hidden
+    states to logits (the LM head, whole or vocab-parallel). Only one chunk's logits exist at a
+    time: with grad, each chunk runs under activation checkpointing, so its logits are recomputed
+    in the backward instead of kept for the whole micro-batch. Rows are independent, so the
+    numbers are those of scoring everything at once. The entropy carries grad only with
+    `entropy_grad` (the entropy term is in the loss); otherwise it is a metric and keeps nothing.
+    """
+    if chunk_tokens < 1:
+        raise ValueError(f"chunk_tokens must be >= 1, got {chunk_tokens}")
+    lead = targets.shape
+    rows, ids = hidden.reshape(-1, hidden.shape[-1]), targets.reshape(-1)
+
+    def one(h: Tensor, t: Tensor) -> tuple[Tensor, ...]:
+        logits = head(h)
+        logp = logp_fn(logits, t)
+        if entropy_fn is None:
+            return (logp,)
+        with torch.set_grad_enabled(entropy_grad and torch.is_grad_enabled()):
+            return logp, entropy_fn(logits)
+
+    recompute = torch.is_grad_enabled()
+    parts = []
+    for start in range(0, rows.shape[0], chunk_tokens):
+        h, t = rows[start:start + chunk_tokens], ids[start:start + chunk_tokens]
+        # No RNG inside (the head has no dropout), so its state need not be saved for the recompute.
+        parts.append(checkpoint(one, h, t, use_reentrant=False, preserve_rng_state=False) if recompute else one(h, t))
+    if not parts:  # no positions at all
+        empty = rows.new_zeros(lead)
+        return empty, (empty if entropy_fn is not None else None)
+    logp = torch.cat([p[0] for p in parts]).reshape(lead)
+    entropy = torch.cat([p[1] for p in parts]).reshape(lead) if entropy_fn is not None else None
+    return logp, entropy
 
 
 # --------------------------------------------------------------------------- losses
@@ -180,6 +231,7 @@ def aggregate(
     mode: Aggregation = "seq_mean_token_mean",
     num_samples: int | None = None,
     num_tokens: float | None = None,
+    segments: Tensor | None = None,
 ) -> Tensor:
     """Reduce a [batch, seq] per-token quantity to a scalar.
 
@@ -188,17 +240,32 @@ def aggregate(
     masked tokens. `num_samples` / `num_tokens` override the denominators so a micro-batch
     can contribute its exact share of a larger batch: summing the micro-batch results then
     equals the full-batch value, which is what gradient accumulation needs.
+
+    `segments` (same shape, the sample index of each position, -1 for none) is for packed
+    rows that hold several samples: a sample's mean is then taken over its own positions,
+    so a packed micro-batch gives the numbers of the padded one.
     """
     mask = mask.to(per_token.dtype)
     masked = per_token * mask
     if mode == "seq_mean_token_mean":
-        per_seq = masked.sum(-1) / mask.sum(-1).clamp_min(1.0)
+        if segments is None:
+            per_seq = masked.sum(-1) / mask.sum(-1).clamp_min(1.0)
+        else:
+            per_seq = segment_sum(masked, segments) / segment_sum(mask, segments).clamp_min(1.0)
         denom = per_seq.shape[0] if num_samples is None else num_samples
         return per_seq.sum() / max(denom, 1)
     if mode == "token_mean":
         denom = float(mask.sum()) if num_tokens is None else float(num_tokens)
         return masked.sum() / max(denom, 1.0)
     raise ValueError(f"unknown aggregation {mode!r} (seq_mean_token_mean, token_mean)")
+
+
+def segment_sum(values: Tensor, segments: Tensor) -> Tensor:
+    """Per-sample sums of a packed per-token tensor: [num_samples] where segments holds 0..n-1 (-1: no sample)."""
+    flat, ids = values.reshape(-1), segments.reshape(-1)
+    keep = ids >= 0
+    n = int(ids.max().item()) + 1 if bool(keep.any()) else 0
+    return torch.zeros(n, dtype=values.dtype, device=values.device).index_add(0, ids[keep], flat[keep])
 
 
 def masked_mean(x: Tensor, mask: Tensor) -> Tensor:
@@ -222,6 +289,8 @@ class LossInputs(Protocol):
     rollout_logp: Tensor
     old_logp: Tensor | None  # None: on-policy, the live log-probs (detached) are the old policy
     ref_logp: Tensor | None  # None: no KL term
+    # Optional (read with getattr): segments, the sample index of each position of a packed row
+    # (-1 for none), for the per-sample means of seq_mean_token_mean (see `aggregate`).
 
 
 @dataclass(frozen=True)
@@ -257,7 +326,8 @@ class PolicyLoss:
         """`logp`: log-probs of the targets, with grad. `entropy`: computes the per-token entropy;
         it is called with grad only when the entropy term is in the loss, because it needs the
         full softmax and would otherwise keep it alive for backward."""
-        agg = dict(mode=self.aggregation, num_samples=num_samples, num_tokens=num_tokens)
+        agg = dict(mode=self.aggregation, num_samples=num_samples, num_tokens=num_tokens,
+                   segments=getattr(batch, "segments", None))
         mask = batch.mask
         old = logp.detach() if batch.old_logp is None else batch.old_logp
         w = tis_weights(old, batch.rollout_logp, high=self.tis_clip_high) if self.tis else None

@@ -30,6 +30,8 @@ from tandem.paths import PROJECT_ROOT
 REHEARSAL_STEPS = 3
 NOT_REHEARSABLE = "not rehearsable on CPU"
 REHEARSAL_TOL = 1e-4
+PLAN_VERDICT_FAILED = "verdict: DOES NOT FIT"
+"""The last line a rehearsal prints when the node's plan does not fit (the exit status is then 1)."""
 """Largest |engine - trainer| logprob a sync may leave (fp32 on CPU: numerics only)."""
 BUNDLED_DATA = {"tandem.agent:CodingEnv": "data/swe_tasks/tasks.jsonl"}
 """Data of the project's own for an environment whose configured data exists only on the node."""
@@ -37,7 +39,10 @@ FAMILIES = ("qwen3",)
 """Model families with a tiny stand-in (tandem's tiny model is a Qwen3)."""
 # The rehearsal's sizes: enough for every path to run, small enough for a 2-core CPU.
 SIZES = {"rollout.prompts_per_step": 2, "rollout.samples_per_prompt": 2, "rollout.max_new_tokens": 16,
-         "environment.max_turns": 3, "environment.max_context_tokens": 4096, "trainer.micro_batch_size": 2}
+         "environment.max_turns": 3, "environment.max_context_tokens": 4096, "trainer.micro_batch_size": 2,
+         # Kept on when the node has them (0 stays 0), sized so that a rehearsal's short samples still
+         # make several chunks and several packed micro-batches.
+         "trainer.logprob_chunk_tokens": 64, "trainer.max_tokens_per_micro_batch": 1024}
 
 
 @dataclass
@@ -55,6 +60,10 @@ class Rehearsal:
     swaps: list[Swap] = field(default_factory=list)
     real: list[str] = field(default_factory=list)
     unverified: list[str] = field(default_factory=list)
+    plan: str = ""
+    """The node's plan (tandem.plan's report), or why there is none."""
+    plan_fits: bool | None = None
+    """Whether the plan fits the node's GPUs; None: no plan could be made."""
 
 
 def _tiny_stand_in(node: TandemConfig) -> dict:
@@ -167,18 +176,39 @@ def _what_is_real(cfg: TandemConfig) -> list[str]:
                        f"export back to HF")
     if cfg.rollout.environment:
         real.append(f"the environment {cfg.rollout.environment} on the agent loop, its tools and reward")
+    real += _memory_features(cfg)
     return real
+
+
+def _memory_features(cfg: TandemConfig) -> list[str]:
+    """The trainer's memory features that run here (at rehearsal sizes)."""
+    tc, mp = cfg.trainer, cfg.trainer.megatron
+    out = []
+    if tc.logprob_chunk_tokens:
+        out.append(f"the chunked loss head ({tc.logprob_chunk_tokens} positions per chunk, recomputed in the backward)")
+    if tc.max_tokens_per_micro_batch:
+        out.append(f"packed micro-batches (up to {tc.max_tokens_per_micro_batch} tokens, block-diagonal attention)")
+    if tc.backend == "megatron" and mp.optimizer_cpu_offload:
+        out.append(f"megatron-core's HybridDeviceOptimizer ({mp.optimizer_offload_fraction:.0%} of the optimizer "
+                   "offloaded), with the CPU playing the GPU (tandem/trainer/megatron_cpu_shim.py)")
+    return out
 
 
 def _unverified(node: TandemConfig) -> list[str]:
     out = ["CUDA kernels, NCCL collectives and GPU placement",
            "bf16 numerics (the rehearsal trains in fp32)",
-           "memory: see the plan (python -m tandem.plan --config ...), printed above",
+           "memory: see the plan (python -m tandem.plan --config ...), at the top",
            "throughput and step times at the node's sizes",
            f"the real model's weights and tokenizer ({node.model.path}): the stand-in is random, byte-level"]
     if node.engine.backend == "sglang":
         out.append(f"SGLang itself: engine.sglang_args {node.engine.sglang_args} are checked against its argument "
                    f"list, not run")
+    mp = node.trainer.megatron
+    if node.trainer.backend == "megatron" and mp.optimizer_cpu_offload:
+        out.append("the optimizer offload's real device-host copies, CUDA streams and pinned memory, and its step time")
+    if node.trainer.backend == "megatron" and (mp.precision_aware_optimizer or mp.main_grads_dtype != "float32"):
+        out.append("trainer.megatron.precision_aware_optimizer and main_grads_dtype: they change the distributed "
+                   "optimizer's bf16 bookkeeping on GPUs; the CPU ranks train in fp32 without it")
     return out
 
 
@@ -298,7 +328,11 @@ def report(rehearsal: Rehearsal, rows: list[dict], checks: list[dict]) -> tuple[
     """The rehearsal's report (markdown) and whether every sync agreed within REHEARSAL_TOL."""
     cfg = rehearsal.config
     lines = [f"# Rehearsal of {rehearsal.node.model.path} ({cfg.run.mode} mode, {len(rows)} steps)", "",
-             "## Substituted", "", "| key | on the node | here | why |", "|---|---|---|---|"]
+             "## Plan on the node's GPUs", "", "```", rehearsal.plan or "(no plan was made)", "```", ""]
+    if rehearsal.plan_fits is False:
+        lines += [f"**{PLAN_VERDICT_FAILED}**: this config does not fit the node's GPUs (python -m tandem.plan "
+                  "says what would), whatever the rehearsal below shows.", ""]
+    lines += ["## Substituted", "", "| key | on the node | here | why |", "|---|---|---|---|"]
     lines += [f"| {s.key} | {s.node} | {s.here} | {s.why} |" for s in rehearsal.swaps]
     lines += ["", "## Ran for real", ""] + [f"- {item}" for item in rehearsal.real]
     lines += ["", "## Unverified", ""] + [f"- {item}" for item in rehearsal.unverified]
@@ -336,6 +370,10 @@ def finish(rehearsal: Rehearsal) -> bool:
     text, agreed = report(rehearsal, rows, checks)
     (run_dir / "rehearsal.md").write_text(text)
     print(text, flush=True)
+    if rehearsal.plan_fits is False:  # the run here worked; the node's GPUs would not hold it
+        print(f"{PLAN_VERDICT_FAILED} (the plan above and in {run_dir / 'rehearsal.md'}): the rehearsal ran, "
+              f"but this config does not fit the node's GPUs", flush=True)
+        return False
     return agreed
 
 
@@ -346,9 +384,13 @@ def start(node: TandemConfig, gpu_memory_gb: float = 80.0) -> Rehearsal:
     from tandem.plan.planner import plan_node
     from tandem.plan.shape import PlanError, load_shape
 
+    text, fits = "", None
     try:
         plan = plan_node(node, load_shape(node.model), int(gpu_memory_gb * mem.GIB), None)
-        print(plan_report.text(plan), flush=True)
-    except PlanError as err:  # a plan is advice; the rehearsal itself still runs
-        print(f"tandem: no plan for this config: {err}", flush=True)
-    return rehearsal_config(node)
+        text, fits = plan_report.text(plan), plan.fits
+    except PlanError as err:  # no plan (e.g. an unknown model): the rehearsal itself still runs
+        text = f"tandem: no plan for this config: {err}"
+    print(text, flush=True)
+    rehearsal = rehearsal_config(node)
+    rehearsal.plan, rehearsal.plan_fits = text, fits
+    return rehearsal

@@ -15,6 +15,7 @@ from tandem.losses import (
     PolicyLoss,
     aggregate,
     assign_advantages,
+    chunked_scores,
     entropy_from_logits,
     grpo_advantages,
     kl_penalty,
@@ -213,6 +214,21 @@ def test_aggregate_micro_batches_sum_to_the_full_batch():
     close(sum(parts), 4.0)
 
 
+def test_aggregate_of_a_packed_row_is_the_padded_batch_s():
+    # The padded batch of test_aggregate_modes, packed into one row: sample 0's 4 positions, sample 1's
+    # 2 (its padding gone), then a position of no sample (-1) whose value must not count.
+    x = torch.tensor([[1.0, 2.0, 3.0, 4.0, 10.0, 20.0, 99.0]])
+    m = torch.tensor([[1.0, 1.0, 1.0, 0.0, 1.0, 0.0, 1.0]])
+    seg = torch.tensor([[0, 0, 0, 0, 1, 1, -1]])
+    # per sample: (1+2+3)/3 = 2 and 10/1 = 10 -> (2+10)/2 = 6, as padded (not 116/5 over the row)
+    close(aggregate(x, m, "seq_mean_token_mean", segments=seg), 6.0)
+    close(aggregate(x, m, "seq_mean_token_mean", num_samples=4, segments=seg), 3.0)  # (2+10)/4
+    # token_mean needs no segments: masked tokens of the row, the no-sample one excluded by the mask only,
+    # so a packer must never mask a position of no sample: (1+2+3+10)/4 = 4 with that position's mask 0.
+    m[0, 6] = 0.0
+    close(aggregate(x, m, "token_mean", segments=seg), 4.0)
+
+
 def test_logprob_mismatch():
     old = torch.tensor([[-1.0, -2.0, -3.0]])
     rollout = torch.tensor([[-1.5, -2.0, -2.0]])
@@ -300,3 +316,76 @@ def test_policy_loss_object_on_policy_with_defaults():
     loss.backward()
     # d/dlogp = -A / (tokens of the sample) / 4: sample 0: -2 / 2 / 4 = -0.25; sample 1: +1 / 1 / 4 = 0.25
     close(logp.grad, [[-0.25, -0.25], [0.25, 0.0]])
+
+
+# --------------------------------------------------------------------------- the chunked loss head
+def chunked_case(entropy_coef: float):
+    """Hidden states [2, 9, 16] of a random LM head over 50 tokens; a loss with every path the
+    trainers take (log-probs through a weight, entropy with or without grad)."""
+    g = torch.Generator().manual_seed(0)
+    hidden = torch.randn(2, 9, 16, generator=g, dtype=torch.float64).float().requires_grad_()
+    weight = (torch.randn(50, 16, generator=g) * 0.5).requires_grad_()
+    targets = torch.randint(0, 50, (2, 9), generator=g)
+    coef = torch.randn(2, 9, generator=g)
+
+    def loss_of(logp, ent):
+        return (logp * coef).sum() - entropy_coef * ent.sum()
+
+    return hidden, weight, targets, loss_of
+
+
+@pytest.mark.parametrize("chunk", [1, 4, 7, 18, 100])
+@pytest.mark.parametrize("entropy_coef", [0.0, 0.3])
+def test_chunked_scores_equal_the_whole_logits(chunk, entropy_coef):
+    """Log-probs, entropy and their gradients (hidden states and head weight) from chunks of positions,
+    each chunk's logits recomputed in the backward, against the whole [18, 50] logits at once (fp32,
+    1e-6 relative). Chunks of 4 and 7 leave a ragged last chunk; 100 is one chunk."""
+    hidden, weight, targets, loss_of = chunked_case(entropy_coef)
+    logits = hidden @ weight.t()
+    logp_whole = token_logprobs(logits, targets, 0.8)
+    ent_whole = entropy_from_logits(logits)
+    loss_of(logp_whole, ent_whole).backward()
+    grads_whole = hidden.grad.clone(), weight.grad.clone()
+    hidden.grad, weight.grad = None, None
+
+    logp, ent = chunked_scores(hidden, lambda rows: rows @ weight.t(), targets, chunk,
+                               lambda lg, t: token_logprobs(lg, t, 0.8), entropy_from_logits,
+                               entropy_grad=entropy_coef != 0.0)
+    assert logp.shape == targets.shape and ent.shape == targets.shape
+    assert ent.requires_grad == (entropy_coef != 0.0)  # a metric only: no graph through the softmax
+    torch.testing.assert_close(logp, logp_whole, rtol=1e-6, atol=0)
+    torch.testing.assert_close(ent, ent_whole, rtol=1e-6, atol=0)
+    loss_of(logp, ent if entropy_coef else ent.detach()).backward()
+    for mine, whole in zip((hidden.grad, weight.grad), grads_whole):
+        assert (mine - whole).abs().max() <= 1e-6 * whole.abs().max()
+
+
+def test_chunked_scores_never_keep_the_whole_logits_for_the_backward():
+    """What autograd keeps for the backward of the chunked head: no [positions, vocab] tensor at all
+    (each chunk's logits are recomputed when its backward runs), where the whole head keeps its logits."""
+    hidden, weight, targets, _ = chunked_case(0.0)
+    kept: list[tuple[int, ...]] = []
+
+    def pack(t):
+        kept.append(tuple(t.shape))
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        whole = token_logprobs(hidden @ weight.t(), targets)
+    assert any(shape[-1] == 50 for shape in kept)  # the whole head does keep [.., 50] logits
+    kept.clear()
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        logp, _ = chunked_scores(hidden, lambda rows: rows @ weight.t(), targets, 4, token_logprobs)
+    assert kept and not any(shape and shape[-1] == 50 for shape in kept), kept
+    logp.sum().backward()  # and the recompute in the backward gives the whole head's gradient
+    torch.testing.assert_close(logp, whole, rtol=1e-6, atol=0)
+
+
+def test_chunked_scores_without_grad_and_bad_chunk():
+    hidden, weight, targets, _ = chunked_case(0.0)
+    with torch.no_grad():
+        logp, ent = chunked_scores(hidden, lambda rows: rows @ weight.t(), targets, 5, token_logprobs)
+        torch.testing.assert_close(logp, token_logprobs(hidden @ weight.t(), targets), rtol=1e-6, atol=0)
+    assert ent is None and not logp.requires_grad
+    with pytest.raises(ValueError, match="chunk_tokens must be >= 1"):
+        chunked_scores(hidden, lambda rows: rows @ weight.t(), targets, 0, token_logprobs)

@@ -188,4 +188,4 @@ def test_the_trainer_process_publishes_the_gathered_adapter(tmp_path, cache_dir)
     for part in sorted(Path(result["checkpoint_tmp"]).glob("trainer_rank*.pt")):
         state = torch.load(part, weights_only=False)["backend"]
         assert state["model"] and all(".lora." in k for k in state["model"]), part.name
-    assert proc.stdout.count('"trainer_step": 0') == 1
+    assert proc.stdout.count('"trainer_step": 1,') == 1  # steps are numbered from 1

@@ -71,16 +71,42 @@ def test_what_cannot_be_rehearsed_fails_once_naming_the_cause(tmp_path):
                  "--rollout.data_path", "nowhere.jsonl")
 
 
-@pytest.mark.parametrize("config,mode", [("configs/node_qwen3_14b.toml", "sync"), ("configs/node_qwen3_4b.toml", "async")])
-def test_rehearsal_of_the_example_node_configs(tmp_path, config, mode):
+def test_the_memory_features_stay_on_at_rehearsal_sizes():
+    r, swaps = swaps_of("configs/node_qwen3_14b.toml")
+    tc, mp = r.config.trainer, r.config.trainer.megatron
+    # kept: the offloaded optimizer as configured (megatron-core's HybridDeviceOptimizer runs on the CPU ranks)
+    assert (mp.optimizer_cpu_offload, mp.optimizer_offload_fraction, mp.precision_aware_optimizer) == (True, 0.5, True)
+    # resized so that the rehearsal's short samples make several chunks and packed micro-batches
+    assert swaps["trainer.logprob_chunk_tokens"] == (4096, 64)
+    assert swaps["trainer.max_tokens_per_micro_batch"] == (32768, 1024)
+    assert any("HybridDeviceOptimizer" in item for item in r.real) and any("chunked loss head" in item for item in r.real)
+    off, off_swaps = swaps_of("configs/node_qwen3_14b.toml", "--trainer.logprob_chunk_tokens", "0")
+    assert off.config.trainer.logprob_chunk_tokens == 0 and "trainer.logprob_chunk_tokens" not in off_swaps
+
+
+# The 4B run also has the node's plan fail: its memory features off, recompute off (137 GiB per rank at TP 4).
+NOT_FITTING = ["--trainer.logprob_chunk_tokens", "0", "--trainer.max_tokens_per_micro_batch", "0",
+               "--trainer.megatron.recompute", "false"]
+
+
+@pytest.mark.parametrize("config,mode,extra", [("configs/node_qwen3_14b.toml", "sync", []),
+                                               ("configs/node_qwen3_4b.toml", "async", NOT_FITTING)],
+                         ids=["14b-sync-fits", "4b-async-does-not-fit"])
+def test_rehearsal_of_the_example_node_configs(tmp_path, config, mode, extra):
     run = tmp_path / "node"
     done = subprocess.run([sys.executable, "train.py", "--config", config, "--rehearse", "--run.mode", mode,
-                           "--run.run_dir", str(run), "--logging.live", "off"],
+                           "--run.run_dir", str(run), "--logging.live", "off", *extra],
                           cwd=ROOT, capture_output=True, text=True, timeout=900)
-    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    fits = not extra
+    assert done.returncode == (0 if fits else 1), done.stdout[-4000:] + done.stderr[-4000:]
     out = done.stdout
     assert "verdict:" in out and "tandem plan:" in out  # the plan is printed first
     report = (tmp_path / "node-rehearsal" / "rehearsal.md").read_text()
+    # the plan is in the report, and a plan that does not fit is the run's verdict: exit 1, said last
+    plan = report.split("## Plan on the node's GPUs", 1)[1].split("## Substituted", 1)[0]
+    assert "tandem plan:" in plan and ("verdict: FITS" if fits else "verdict: DOES NOT FIT") in plan
+    last = out.strip().splitlines()[-1]
+    assert last.startswith("verdict: DOES NOT FIT") if not fits else last == "Verdict: every sync agreed."
     for section in ("## Substituted", "## Ran for real", "## Unverified", "## Logprob agreement"):
         assert section in report and section in out
     rows = [json.loads(line) for line in (tmp_path / "node-rehearsal" / "metrics.jsonl").read_text().splitlines()]

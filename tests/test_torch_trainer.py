@@ -95,6 +95,55 @@ def test_micro_batching_gives_the_full_batch_gradient(cache_dir, aggregation):
     assert any(g.abs().sum() > 0 for g in full)
 
 
+def test_packing_by_token_budget_and_the_packed_layout():
+    """First fit, longest first, within the budget; a sample over the budget alone; batch order kept
+    inside a micro-batch; the packed row's positions, segments, mask and cu_seqlens by hand."""
+    from tandem.trainer.batching import collate_packed, pack_by_tokens
+
+    lengths = [6, 3, 9, 4, 12, 2]  # prompt 1 + response (n - 1)
+    batch = [sample([i], list(range(10, 9 + n)), adv=float(i)) for i, n in enumerate(lengths)]
+    bins = pack_by_tokens(batch, 10)
+    got = [[int(s.prompt_ids[0]) for s in b] for b in bins]
+    # longest first: 12 alone (over the budget), 9 (+ nothing fits: room 1), 6 + 4, 3 + 2
+    assert got == [[4], [2], [0, 3], [1, 5]]
+    assert sorted(i for b in got for i in b) == list(range(6))
+    assert all(sum(lengths[i] for i in b) <= 10 for b in got if len(b) > 1)
+    mb = collate_packed([batch[0], batch[3]], torch.device("cpu"))  # 6 + 4 tokens
+    assert mb.input_ids.tolist() == [[0, 10, 11, 12, 13, 14, 3, 10, 11, 12]]
+    assert mb.position_ids.tolist() == [[0, 1, 2, 3, 4, 5, 0, 1, 2, 3]]
+    # shifted positions 0..4 score sample 0's tokens 1..5; position 5 would score sample 1's first token: -1
+    assert mb.segments.tolist() == [[0, 0, 0, 0, 0, -1, 1, 1, 1]]
+    assert mb.mask.tolist() == [[1, 1, 1, 1, 1, 0, 1, 1, 1]]
+    assert mb.advantages.tolist() == [[0, 0, 0, 0, 0, 0, 3, 3, 3]]
+    assert mb.cu_seqlens.tolist() == [0, 6, 10] and mb.num_samples == 2 and mb.packed
+
+
+@pytest.mark.parametrize("aggregation", ["seq_mean_token_mean", "token_mean"])
+def test_packed_micro_batches_and_the_chunked_head_give_the_padded_whole_head_numbers(cache_dir, aggregation):
+    """fp32, every loss term on (KL to a frozen reference, entropy bonus, TIS), two mini-batches: the
+    gradient each optimizer step receives and the step's metrics are the same (1e-6 relative) with
+    padded micro-batches and the whole LM head, with micro-batches packed by tokens (block-diagonal
+    attention, positions restarting per sample, per-sample means over segments), with the LM head and
+    log-softmax in chunks of 5 positions, and with both."""
+    loss = {"aggregation": aggregation, "kl_coef": 0.1, "entropy_coef": 0.01, "tis": True}
+    trainer = TorchTrainer(make_cfg(cache_dir, micro_batch_size=3, minibatches=2, grad_clip=0.0, temperature=0.8,
+                                    loss=loss))
+    batch = mixed_batch()
+    for s in batch:  # engine logprobs near the model's, so TIS weights differ per token
+        s.rollout_logprobs = [-5.5 + 0.1 * j for j in range(len(s.response_ids))]
+    ref_stats, ref = step_at_lr0(trainer, batch)
+    assert len(ref) == 2 and any(g.abs().sum() > 0 for g in ref[0])
+    tc = trainer.cfg.trainer
+    for packed, chunk in [(24, 0), (0, 5), (24, 5)]:
+        tc.max_tokens_per_micro_batch, tc.logprob_chunk_tokens = packed, chunk
+        stats, got = step_at_lr0(trainer, batch)
+        for step_ref, step_got in zip(ref, got):
+            for a, b in zip(step_ref, step_got):
+                assert (a - b).abs().max() <= 1e-6 * max(a.abs().max(), 1e-12), (packed, chunk)
+        for key in ("loss", "pg_loss", "kl", "entropy", "clip_frac", "ppo_kl", "logprob_mismatch", "tokens"):
+            assert stats[key] == pytest.approx(ref_stats[key], rel=1e-6, abs=1e-9), (key, packed, chunk)
+
+
 def test_loss_covers_exactly_the_masked_response_tokens(cache_dir):
     """Gradient equals a hand-built loss over the mask-1 response tokens only.
 

@@ -188,6 +188,54 @@ class MegatronConfig(Section):
     """Train in bf16 with fp32 master weights."""
     recompute: bool = False
     """Recompute each layer's activations in the backward pass (Megatron full recompute): far less memory for long contexts, about a third more compute."""
+    optimizer_cpu_offload: bool = False
+    """Keep the optimizer on the CPU: megatron-core's HybridDeviceOptimizer holds the fp32 master copy, Adam's moments and the update of trainer.megatron.optimizer_offload_fraction of the parameters in pinned host memory (16 bytes per offloaded parameter per rank) and runs torch's AdamW there; gradients go to the host and updated weights come back every step. Needs use_distributed_optimizer and precision_aware_optimizer."""
+    optimizer_offload_fraction: float = Field(1.0, ge=0.0, le=1.0)
+    """With optimizer_cpu_offload: the fraction of the parameters (by count) whose optimizer state and update live on the CPU; the rest stay on the GPU."""
+    overlap_cpu_optimizer_d2h_h2d: bool = True
+    """With optimizer_cpu_offload: copy gradients to the host and weights back on their own CUDA streams, overlapped with the CPU update (one CPU optimizer per parameter)."""
+    precision_aware_optimizer: bool = False
+    """megatron-core's precision-aware optimizer. On this stack (no Transformer Engine) it runs only with optimizer_cpu_offload, and the two go together: it drops the distributed optimizer's fp32 master copy from the GPU (the HybridDeviceOptimizer keeps its own, on the CPU for the offloaded part), 4 bytes per offloaded parameter less on the GPU, and without it megatron-core 0.16.1 cannot resume an offloaded optimizer from a checkpoint. Needs use_distributed_optimizer."""
+    main_grads_dtype: Literal["float32", "bfloat16"] = "float32"
+    """Dtype of the gradient buffer gradients accumulate and are reduced in (megatron's main grads): bfloat16 halves it (2 bytes per parameter) at the cost of accumulation precision. bfloat16 needs precision_aware_optimizer (megatron-core's rule)."""
+    exp_avg_dtype: Literal["float32", "bfloat16", "float16"] = "float32"
+    """Dtype of Adam's first moment. Only float32 runs on this stack: megatron-core 0.16.1 passes lower precision to Transformer Engine's FusedAdam alone (torch's AdamW has no such argument, and the CPU-offload path keeps torch AdamW's fp32 moments)."""
+    exp_avg_sq_dtype: Literal["float32", "bfloat16", "float16"] = "float32"
+    """Dtype of Adam's second moment; only float32 runs on this stack (see exp_avg_dtype)."""
+    context_parallel: int = Field(1, ge=1)
+    """Context-parallel size. Only 1 runs on this stack: megatron-core 0.16.1 implements context-parallel attention in Transformer Engine alone (its local DotProductAttention asserts context_parallel_size == 1)."""
+
+    @model_validator(mode="after")
+    def _memory_features_run_on_this_stack(self) -> MegatronConfig:
+        # tandem's Megatron stack is megatron-core's local layers without Transformer Engine; what
+        # only TE provides is refused here by name instead of failing deep inside megatron-core.
+        needs_te = [f"{k} = {getattr(self, k)!r}" for k in ("exp_avg_dtype", "exp_avg_sq_dtype")
+                    if getattr(self, k) != "float32"]
+        if needs_te:
+            raise rule_broken(f"trainer.megatron.{' and '.join(needs_te)} cannot run on this stack: megatron-core 0.16.1 "
+                              "takes lower-precision Adam moments only through Transformer Engine's FusedAdam, which "
+                              "tandem's Megatron stack does not use (torch's AdamW keeps them in float32)")
+        if self.context_parallel > 1:
+            raise rule_broken(f"trainer.megatron.context_parallel = {self.context_parallel} cannot run on this stack: "
+                              "megatron-core 0.16.1 implements context-parallel attention only in Transformer Engine "
+                              "(its local DotProductAttention asserts context_parallel_size == 1)")
+        if self.precision_aware_optimizer and not self.optimizer_cpu_offload:
+            raise rule_broken("trainer.megatron.precision_aware_optimizer needs trainer.megatron.optimizer_cpu_offload on "
+                              "this stack: without offload megatron-core 0.16.1 requires Transformer Engine's FusedAdam "
+                              "for it (OptimizerConfig raises), with offload its HybridDeviceOptimizer takes that place")
+        if self.optimizer_cpu_offload and not self.precision_aware_optimizer:
+            raise rule_broken("trainer.megatron.optimizer_cpu_offload needs trainer.megatron.precision_aware_optimizer on "
+                              "megatron-core 0.16.1: without it the distributed optimizer hands HybridDeviceOptimizer fp32 "
+                              "main params, and resuming from a checkpoint fails (KeyError in its "
+                              "_update_fp32_params_by_new_state)")
+        if (self.optimizer_cpu_offload or self.precision_aware_optimizer) and not self.use_distributed_optimizer:
+            raise rule_broken("trainer.megatron.optimizer_cpu_offload and precision_aware_optimizer need "
+                              "trainer.megatron.use_distributed_optimizer = true")
+        if self.main_grads_dtype != "float32" and not self.precision_aware_optimizer:
+            raise rule_broken(f"trainer.megatron.main_grads_dtype = {self.main_grads_dtype!r} needs "
+                              "trainer.megatron.precision_aware_optimizer (megatron-core keeps main grads in float32 "
+                              "otherwise)")
+        return self
 
 
 class LoraConfig(Section):
@@ -237,7 +285,11 @@ class TrainerConfig(Section):
     grad_clip: float = Field(1.0, ge=0.0)
     """Clip the global gradient norm to this value (0 disables clipping)."""
     micro_batch_size: int = Field(16, ge=1)
-    """Samples per forward/backward micro-batch (gradients accumulate)."""
+    """Samples per forward/backward micro-batch (gradients accumulate); right-padded to the longest. Not used when max_tokens_per_micro_batch is set."""
+    max_tokens_per_micro_batch: int = Field(0, ge=0)
+    """Form micro-batches by token budget instead: samples packed end to end, without padding, up to this many tokens each (a longer sample gets one of its own), with block-diagonal attention. Per-token and per-sample loss means are those of the padded layout. 0: off (micro_batch_size samples, padded)."""
+    logprob_chunk_tokens: int = Field(0, ge=0)
+    """Compute the LM head, log-probs and entropy this many token positions at a time, each chunk's logits recomputed in the backward instead of kept, so a micro-batch's whole [tokens, vocab] logits never exist. 0: the whole micro-batch at once."""
     minibatches: int = Field(1, ge=1)
     """Optimizer steps per training step; the batch is split into this many mini-batches."""
     loss: LossConfig = LossConfig()

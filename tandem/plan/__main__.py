@@ -15,7 +15,8 @@ USAGE = """usage: python -m tandem.plan [--config FILE] [--section.key VALUE ...
 
 Estimates, per GPU rank, the trainer's weights, grads, optimizer state and activations and each
 engine's weights and KV cache for the config (the same files and overrides as train.py), then
-says whether they fit and, if not, the smallest change of TP, recompute and micro-batch that does.
+says whether they fit and, if not, the smallest change that does (the loss head in chunks, TP,
+recompute, the micro-batch, the optimizer offloaded to the CPU).
 
   --gpu-memory-gb G   memory of one GPU as sold, e.g. 80 for an H100 80GB (read as GiB; default 80)
   --seq-len N         sequence length of a training micro-batch (default: the longest the config allows)

@@ -16,8 +16,18 @@ it is KV-limited (a warning, not a failure) when the requests it may run at once
 (min(engine.max_running_requests, its share of the rollouts in flight)) would not all fit at
 full length.
 
-Smallest change: single changes first, in the order TP up (within trainer.gpus), recompute on,
-micro-batch down, then pairs, then all three; the first candidate that fits is reported.
+Memory features (trainer.logprob_chunk_tokens, trainer.max_tokens_per_micro_batch, and with
+Megatron trainer.megatron.{optimizer_cpu_offload, optimizer_offload_fraction,
+precision_aware_optimizer, main_grads_dtype}) enter through tandem.plan.memory. A packed
+micro-batch holds max(budget, longest sample) tokens. Context parallelism is not a knob: this
+stack cannot run it (megatron-core 0.16.1 implements it only with Transformer Engine).
+
+Smallest change: the knobs are, in this order, the chunked loss head (off -> 4096 -> 1024
+positions), TP up (within trainer.gpus), recompute on, the micro-batch (samples halved down to 1,
+or the packing budget halved down to the longest sample) and the optimizer offload to the CPU
+(megatron: fraction 0.5 -> 1.0, with the precision-aware optimizer this stack requires with it).
+Single changes first in that order, then pairs, and so on; within a group smaller steps first.
+The first candidate that fits is reported.
 """
 
 from __future__ import annotations
@@ -47,10 +57,23 @@ class TrainerSetting:
     lora_rank: int = 0
     lora_targets: tuple[str, ...] = ()
     reference_model: bool = False
+    logit_chunk: int = 0
+    """trainer.logprob_chunk_tokens (0: the whole micro-batch's logits at once)."""
+    max_tokens: int = 0
+    """trainer.max_tokens_per_micro_batch (0: padded micro-batches of micro_batch samples)."""
+    offload_fraction: float = 0.0
+    """Of the optimizer, the fraction on the CPU (0: not offloaded)."""
+    precision_aware: bool = False
+    grad_bytes: int = 4
 
     @property
     def dp(self) -> int:
         return self.gpus // (self.tp * self.pp) if self.backend == "megatron" else 1
+
+    @property
+    def tokens(self) -> int:
+        """Tokens of the largest micro-batch: a packed one holds up to its budget, or one longer sample."""
+        return max(self.max_tokens, self.seq_len) if self.max_tokens else self.micro_batch * self.seq_len
 
 
 @dataclass(frozen=True)
@@ -135,7 +158,9 @@ def _state(shape: ModelShape, s: TrainerSetting, params: int) -> tuple[mem.Train
         state = mem.TrainingState(weights=(params + adapters) * 4 + (params * 2 if s.bf16 else 0),
                                   grads=trainable * 4, optimizer=trainable * 8)
         return state, (params * 4 if s.reference_model else 0)
-    state = mem.training_state(params, trainable, s.dp, bf16=s.bf16, distributed=s.distributed_optimizer)
+    state = mem.training_state(params, trainable, s.dp, bf16=s.bf16, distributed=s.distributed_optimizer,
+                               grad_bytes=s.grad_bytes, offload_fraction=s.offload_fraction,
+                               precision_aware=s.precision_aware)
     param_bytes = 2 if s.bf16 else 4
     state = replace(state, weights=state.weights + adapters * param_bytes)
     return state, (params * param_bytes if s.reference_model else 0)
@@ -145,8 +170,8 @@ def _stage_memory(shape: ModelShape, s: TrainerSetting, stage: int) -> RankMemor
     params = shape.rank_params(s.tp, s.pp, stage)
     state, reference = _state(shape, s, params)
     kernels = mem.TANDEM_MEGATRON if s.bf16 else replace(mem.TANDEM_MEGATRON, act_bytes=4)
-    acts = mem.stage_activations(shape, kernels, tokens=s.micro_batch * s.seq_len, tp=s.tp, pp=s.pp,
-                                 stage=stage, recompute=s.recompute)
+    acts = mem.stage_activations(shape, kernels, tokens=s.tokens, tp=s.tp, pp=s.pp, stage=stage,
+                                 recompute=s.recompute, logit_chunk=s.logit_chunk)
     return RankMemory(stage=stage, params=params, state=state, reference=reference, activations=acts)
 
 
@@ -166,41 +191,65 @@ def trainer_setting(cfg: TandemConfig, shape: ModelShape, seq_len: int) -> Train
         bf16=(m.bf16 if megatron else cfg.model.dtype != "float32"),
         distributed_optimizer=m.use_distributed_optimizer, lora_rank=tc.lora.rank,
         lora_targets=tuple(tc.lora.target_modules),
-        reference_model=tc.loss.kl_coef > 0 and not tc.lora.enabled)
+        reference_model=tc.loss.kl_coef > 0 and not tc.lora.enabled,
+        logit_chunk=tc.logprob_chunk_tokens, max_tokens=tc.max_tokens_per_micro_batch,
+        offload_fraction=m.optimizer_offload_fraction if megatron and m.optimizer_cpu_offload else 0.0,
+        precision_aware=megatron and m.precision_aware_optimizer,
+        grad_bytes=2 if megatron and m.main_grads_dtype == "bfloat16" else 4)
 
 
-def knob_options(shape: ModelShape, s: TrainerSetting) -> tuple[list[int], list[bool], list[int]]:
-    """Values each knob may take, the current one first: TP up (dividing trainer.gpus / PP and the
-    model's heads, KV heads and MLP width), recompute on, micro-batch halved down to 1."""
-    tps, recomputes = [s.tp], [s.recompute]
+CHUNK_STEPS = (4096, 1024)
+"""The chunked loss head's sizes the search tries (positions per chunk)."""
+OFFLOAD_STEPS = (0.5, 1.0)
+"""The optimizer offload fractions the search tries."""
+
+
+def knob_options(shape: ModelShape, s: TrainerSetting) -> list[list[dict]]:
+    """The values each knob may take, the current one first, as `replace` arguments, in the search's
+    order: the chunked loss head, TP up (dividing trainer.gpus / PP and the model's heads, KV heads and
+    MLP width), recompute on, the micro-batch down (samples halved to 1, or the packing budget halved
+    to the longest sample), the optimizer offloaded (Megatron's distributed optimizer only)."""
+    chunks = [s.logit_chunk] + [c for c in CHUNK_STEPS if 0 < c < (s.logit_chunk or s.tokens + 1)]
+    tps, recomputes, offloads = [s.tp], [s.recompute], [s.offload_fraction]
     if s.backend == "megatron":
         room = s.gpus // s.pp
         tps = [t for t in range(s.tp, room + 1) if room % t == 0 and shape.heads % t == 0
                and shape.kv_heads % t == 0 and shape.ffn % t == 0]
         recomputes = [s.recompute] if s.recompute else [False, True]
-    mbs = [s.micro_batch]
-    while mbs[-1] > 1:
-        mbs.append(mbs[-1] // 2)
-    return tps, recomputes, mbs
+        if s.distributed_optimizer and not s.lora_rank:
+            offloads += [f for f in OFFLOAD_STEPS if f > s.offload_fraction]
+    if s.max_tokens:
+        sizes, key = [s.max_tokens], "max_tokens"
+        while sizes[-1] // 2 >= s.seq_len:
+            sizes.append(sizes[-1] // 2)
+    else:
+        sizes, key = [s.micro_batch], "micro_batch"
+        while sizes[-1] > 1:
+            sizes.append(sizes[-1] // 2)
+    return [[{"logit_chunk": c} for c in chunks], [{"tp": t} for t in tps],
+            [{"recompute": r} for r in recomputes], [{key: n} for n in sizes],
+            [{"offload_fraction": f, "precision_aware": s.precision_aware or f > s.offload_fraction}
+             for f in offloads]]
 
 
 def candidate_changes(shape: ModelShape, s: TrainerSetting) -> list[TrainerSetting]:
-    """Every change of the knobs: fewest knobs first; among single changes TP, then recompute,
-    then micro-batch (pairs likewise); smaller steps first."""
-    tps, recomputes, mbs = knob_options(shape, s)
+    """Every change of the knobs: fewest knobs first; among changes of as many knobs, in the knobs'
+    order (`knob_options`); smaller steps first."""
+    options = knob_options(shape, s)
     keyed = []
-    for i, j, k in itertools.product(range(len(tps)), range(len(recomputes)), range(len(mbs))):
-        unchanged = (i == 0, j == 0, k == 0)
+    for picks in itertools.product(*(range(len(o)) for o in options)):
+        unchanged = tuple(i == 0 for i in picks)
         if not all(unchanged):
-            keyed.append(((3 - sum(unchanged), unchanged, i, j, k),
-                          replace(s, tp=tps[i], recompute=recomputes[j], micro_batch=mbs[k])))
+            changes = {k: v for o, i in zip(options, picks) for k, v in o[i].items()}
+            keyed.append(((len(picks) - sum(unchanged), unchanged, picks), replace(s, **changes)))
     return [setting for _, setting in sorted(keyed, key=lambda pair: pair[0])]
 
 
 def most_frugal(shape: ModelShape, s: TrainerSetting) -> TrainerSetting:
-    """Every knob at its end: the most TP, recompute on, micro-batch 1."""
-    tps, recomputes, mbs = knob_options(shape, s)
-    return replace(s, tp=tps[-1], recompute=recomputes[-1], micro_batch=mbs[-1])
+    """Every knob at its end: the smallest chunk, the most TP, recompute on, the smallest micro-batch,
+    the whole optimizer offloaded."""
+    changes = {k: v for o in knob_options(shape, s) for k, v in o[-1].items()}
+    return replace(s, **changes)
 
 
 def longest_fitting_seq(shape: ModelShape, s: TrainerSetting, budget: int) -> int:

@@ -13,14 +13,31 @@ def gib(n: int) -> str:
     return f"{n / mem.GIB:8.2f}"
 
 
+def micro_batch(s: TrainerSetting) -> str:
+    if s.max_tokens:
+        return f"packed micro-batches of up to {s.max_tokens:,} tokens (longest sample {s.seq_len:,})"
+    return f"micro-batch {s.micro_batch} x {s.seq_len} tokens"
+
+
+def loss_head(s: TrainerSetting) -> str:
+    return f"loss head in chunks of {s.logit_chunk:,} tokens" if s.logit_chunk else "whole-micro-batch loss head"
+
+
+def offload(s: TrainerSetting) -> str:
+    if not s.offload_fraction:
+        return "optimizer on the GPU"
+    return (f"{s.offload_fraction:.0%} of the optimizer on the CPU"
+            + (" (precision-aware)" if s.precision_aware else ""))
+
+
 def describe(s: TrainerSetting) -> str:
     layout = f"TP {s.tp} x PP {s.pp} x DP {s.dp}" if s.backend == "megatron" else "one GPU"
-    extras = ["recompute " + ("on" if s.recompute else "off"), "bf16" if s.bf16 else "fp32"]
+    extras = ["recompute " + ("on" if s.recompute else "off"), "bf16" if s.bf16 else "fp32", loss_head(s)]
     if s.backend == "megatron":
-        extras.append("distributed optimizer" if s.distributed_optimizer else "replicated optimizer")
+        extras += ["distributed optimizer" if s.distributed_optimizer else "replicated optimizer", offload(s)]
     if s.lora_rank:
         extras.append(f"LoRA rank {s.lora_rank}")
-    return f"{layout}, micro-batch {s.micro_batch} x {s.seq_len} tokens, " + ", ".join(extras)
+    return f"{layout}, {micro_batch(s)}, " + ", ".join(extras)
 
 
 def count(n: int) -> str:
@@ -28,26 +45,36 @@ def count(n: int) -> str:
 
 
 def knobs(s: TrainerSetting) -> str:
-    return f"TP {s.tp}, recompute {'on' if s.recompute else 'off'}, micro-batch {s.micro_batch}"
+    size = f"packing budget {s.max_tokens:,} tokens" if s.max_tokens else f"micro-batch {s.micro_batch}"
+    parts = [loss_head(s), f"TP {s.tp}", f"recompute {'on' if s.recompute else 'off'}", size]
+    if s.backend == "megatron":
+        parts.append(offload(s))
+    return ", ".join(parts)
 
 
 def row(label: str, n: int) -> str:
-    return f"      {label:<40}{gib(n)} GiB"
+    return f"      {label:<52}{gib(n)} GiB"
 
 
 def rank_lines(rank: RankMemory, s: TrainerSetting) -> list[str]:
     st, a = rank.state, rank.activations
     shard = f", / DP {s.dp}" if s.backend == "megatron" and s.distributed_optimizer else ""
+    where = f", {s.offload_fraction:.0%} offloaded" if s.offload_fraction else ""
+    head = (f"final norm + one {s.logit_chunk:,}-token chunk of logits" if s.logit_chunk
+            else "final norm + logits at the loss")
     lines = [f"    most loaded rank: pipeline stage {rank.stage}, {count(rank.params)} parameters",
              row(f"weights ({'bf16' if s.bf16 else 'fp32'})", st.weights),
-             row("grads (fp32)", st.grads),
-             row(f"optimizer ({'fp32 master + Adam' if s.bf16 else 'Adam'}{shard})", st.optimizer)]
+             row(f"grads ({'bf16' if s.grad_bytes == 2 else 'fp32'})", st.grads),
+             row(f"optimizer ({'fp32 master + Adam' if s.bf16 else 'Adam'}{shard}{where})", st.optimizer)]
     optional = [("KL reference weights", rank.reference), ("activations kept by the layers", a.layers),
                 ("one layer recomputed in backward", a.recompute_working_set),
-                ("final norm + logits at the loss", a.head), ("embedding dropout masks", a.embedding)]
+                (head, a.head), ("embedding dropout masks", a.embedding)]
     lines += [row(label, n) for label, n in optional if n or label.startswith("activations")]
     lines.append(row("total (peak: the larger of the two above)" if a.recompute_working_set and a.head
                      else "total", rank.total))
+    if st.host:
+        lines.append(f"      pinned host memory of the offloaded optimizer: {gib(st.host).strip()} GiB per rank, "
+                     f"{gib(st.host * s.gpus).strip()} GiB for the {s.gpus} ranks")
     return lines
 
 
@@ -86,9 +113,12 @@ def change_lines(plan: NodePlan) -> list[str]:
     if plan.change is not None and plan.change_rank is not None:
         return [f"  smallest change that fits: {knobs(plan.change)} -> {gib(plan.change_rank.total).strip()} GiB per rank"]
     frugal = plan.frugal or plan.trainer
-    return ["  smallest change that fits: none; no TP (within trainer.gpus), recompute or micro-batch setting fits.",
+    return ["  smallest change that fits: none; no setting of the loss head, TP (within trainer.gpus), recompute, "
+            "micro-batch or optimizer offload fits.",
             (f"    At {knobs(frugal)} the longest micro-batch sequence that fits is "
-             f"{plan.longest_fitting_seq:,} tokens (configured: {plan.trainer.seq_len:,})")]
+             f"{plan.longest_fitting_seq:,} tokens (configured: {plan.trainer.seq_len:,})"),
+            "    (context parallelism would split a sequence over GPUs, but this stack cannot run it: "
+            "megatron-core 0.16.1 implements it only with Transformer Engine)"]
 
 
 def text(plan: NodePlan) -> str:

@@ -74,7 +74,7 @@ class MegatronTrainer(TrainerBackend):
             ref_model=ref_model, optimizer=self.optimizer, vocab_size=self.shape.vocab_size,
             ref_context=ref_context,
             temperature=t if t > 0 else 1.0,  # same rule as the torch backend
-            pad_id=int(pad) if pad is not None else 0)
+            pad_id=int(pad) if pad is not None else 0, bf16=self.bf16)
 
     @property
     def rank(self) -> int:
@@ -98,7 +98,7 @@ class MegatronTrainer(TrainerBackend):
 
         if self.layout.pp != 1:
             raise NotImplementedError("full_logits is a PP = 1 debugging helper")
-        logits = self.step.forward(self.train_model, input_ids.to(self.layout.device)).float()
+        logits = self.step.logits(self.train_model, input_ids.to(self.layout.device)).float()
         if self.layout.tp > 1:
             logits = gather_from_tensor_model_parallel_region(logits)
         return logits[..., : self.shape.vocab_size]

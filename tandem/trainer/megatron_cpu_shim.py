@@ -20,13 +20,23 @@ What megatron-core 0.16 hard-codes to CUDA, and what stands in for it here:
 4. `finalize_model_grads` works on DDP's CUDA buffers: `CpuAdamW.finalize_grads` does its
    two jobs that apply here - sum the q/k-layernorm gradients over TP (each rank only saw
    its own heads, the weight is shared by all of them) and average over data parallel.
+5. trainer.megatron.optimizer_cpu_offload: megatron-core's own HybridDeviceOptimizer takes the
+   place of the AdamW above, built with the arguments `get_megatron_optimizer` gives it
+   (optimizer/__init__.py). It moves "GPU" parameters to the host and back on CUDA streams, so
+   while it runs (`device_stand_ins`) the model's parameters play the GPU tensors (is_cuda),
+   streams and events are synchronous no-ops (the CPU runs every copy at once), pinning is a
+   no-op and .to("cuda") stays on the CPU. Its own logic - which parameters it offloads, the
+   host copies of grads and fp32 weights, one CPU AdamW per parameter with overlap, the copy
+   back - runs as it is. One bug of megatron-core 0.16.1 is stepped around when loading a
+   checkpoint (`CpuAdamW.load_state_dict`): its loader fails when every parameter is fp32.
 Pipeline parallelism is not supported on CPU (Megatron's schedule allocates on CUDA).
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
-from typing import Iterable
+from typing import Any, Iterable, Iterator
 
 import torch
 import torch.distributed as dist
@@ -62,14 +72,89 @@ def _no_weight_decay(name: str, param: Tensor) -> bool:
     return name.endswith(".bias") or param.dim() == 1
 
 
+class _SyncStream:
+    """A CUDA stream on the CPU: every copy has finished when it returns, so waits are no-ops."""
+
+    def wait_stream(self, stream: Any) -> None:
+        pass
+
+    def record_event(self, event: Any = None) -> "_SyncStream":
+        return self  # an event that has already happened
+
+    def synchronize(self) -> None:
+        pass
+
+    def wait(self, stream: Any = None) -> None:
+        pass
+
+
+_SYNC_STREAM = _SyncStream()
+_MISSING = object()
+
+
+def _on_cpu(device: Any) -> Any:
+    return "cpu" if (isinstance(device, str) and device.startswith("cuda")) or \
+        (isinstance(device, torch.device) and device.type == "cuda") else device
+
+
+@contextlib.contextmanager
+def device_stand_ins(device_params: Iterable[Tensor]) -> Iterator[None]:
+    """While active, the CPU plays CUDA for HybridDeviceOptimizer (point 5 in the module docstring)."""
+    storages = {p.untyped_storage().data_ptr() for p in device_params}
+    tensor_to, torch_empty = torch.Tensor.to, torch.empty
+
+    def to(t: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+        if "device" in kwargs:
+            kwargs["device"] = _on_cpu(kwargs["device"])
+        return tensor_to(t, *(_on_cpu(a) for a in args), **kwargs)
+
+    def empty(*args: Any, **kwargs: Any) -> Tensor:
+        kwargs.pop("pin_memory", None)
+        return torch_empty(*args, **kwargs)
+
+    patches = [(torch.Tensor, "is_cuda", property(lambda t: t.untyped_storage().data_ptr() in storages)),
+               (torch.Tensor, "pin_memory", lambda t, *a, **k: t), (torch.Tensor, "to", to), (torch, "empty", empty),
+               (torch.cuda, "current_stream", lambda *a, **k: _SYNC_STREAM),
+               (torch.cuda, "Stream", lambda *a, **k: _SYNC_STREAM),
+               (torch.cuda, "stream", lambda *a, **k: contextlib.nullcontext())]
+    saved = [(owner, name, owner.__dict__.get(name, _MISSING)) for owner, name, _ in patches]
+    try:
+        for owner, name, value in patches:
+            setattr(owner, name, value)
+        yield
+    finally:
+        for owner, name, value in saved:
+            if value is _MISSING:
+                delattr(owner, name)
+            else:
+                setattr(owner, name, value)
+
+
+def hybrid_device_optimizer(groups: list[dict], device_params: list[Tensor], *, lr: float, betas: tuple[float, float],
+                            eps: float, weight_decay: float, offload_fraction: float, overlap: bool):
+    """megatron-core's HybridDeviceOptimizer with the arguments megatron-core 0.16.1's
+    `_get_megatron_optimizer_based_on_param_groups` passes it for Adam (no TE: torch AdamW on both sides)."""
+    from megatron.core.optimizer.cpu_offloading.hybrid_optimizer import HybridDeviceOptimizer
+
+    with device_stand_ins(device_params):
+        return HybridDeviceOptimizer(
+            groups, offload_fraction=offload_fraction, cpu_optimizer_cls=torch.optim.AdamW,
+            gpu_optimizer_cls=torch.optim.AdamW, overlap_cpu_optimizer_d2h_h2d=overlap, pin_cpu_grads=True,
+            pin_cpu_params=True, param_update_in_fp32=True, lr=lr, weight_decay=weight_decay,
+            betas=betas, eps=eps, bias_correction=True, fused=True)
+
+
 class CpuAdamW:
-    """Stand-in for megatron.core.optimizer's optimizer on CPU (see point 3 above).
+    """Stand-in for megatron.core.optimizer's optimizer on CPU (see points 3 and 5 above).
 
     `step()` returns (update_successful, grad_norm, num_zeros_in_grad) like Megatron's.
+    `offload` (trainer.megatron: optimizer_offload_fraction, overlap_cpu_optimizer_d2h_h2d), when
+    given, makes the inner optimizer megatron-core's HybridDeviceOptimizer.
     """
 
     def __init__(self, named_params: Iterable[tuple[str, torch.nn.Parameter]], *, lr: float,
-                 betas: tuple[float, float], weight_decay: float, clip_grad: float, eps: float = 1e-8):
+                 betas: tuple[float, float], weight_decay: float, clip_grad: float, eps: float = 1e-8,
+                 offload: tuple[float, bool] | None = None):
         from megatron.core import parallel_state as ps
 
         named = [(n, p) for n, p in named_params if p.requires_grad]
@@ -80,7 +165,13 @@ class CpuAdamW:
         self.params = [p for _, p in named]
         # Same rule as megatron.core.distributed.finalize_model_grads (qk_layernorm weights).
         self.tp_summed = [p for n, p in named if "q_layernorm" in n or "k_layernorm" in n]
-        self.optimizer = torch.optim.AdamW(groups, lr=lr, betas=betas, eps=eps)
+        self.offloaded = offload is not None
+        if offload is None:
+            self.optimizer = torch.optim.AdamW(groups, lr=lr, betas=betas, eps=eps)
+        else:
+            self.optimizer = hybrid_device_optimizer(groups, self.params, lr=lr, betas=betas, eps=eps,
+                                                     weight_decay=weight_decay, offload_fraction=offload[0],
+                                                     overlap=offload[1])
         self.clip_grad = clip_grad
         self.dp_group = ps.get_data_parallel_group()
         self.tp_group = ps.get_tensor_model_parallel_group()
@@ -127,8 +218,12 @@ class CpuAdamW:
                 for p in self.params:
                     if p.grad is not None:
                         p.grad.mul_(coef)
-        self.optimizer.step()
+        with self._devices():
+            self.optimizer.step()
         return True, norm, 0
+
+    def _devices(self) -> contextlib.AbstractContextManager:
+        return device_stand_ins(self.params) if self.offloaded else contextlib.nullcontext()
 
     @property
     def param_groups(self) -> list[dict]:
@@ -138,4 +233,16 @@ class CpuAdamW:
         return self.optimizer.state_dict()
 
     def load_state_dict(self, state: dict) -> None:
-        self.optimizer.load_state_dict(state)
+        with self._devices():
+            if not self.offloaded:
+                self.optimizer.load_state_dict(state)
+                return
+            # megatron-core 0.16.1's HybridDeviceOptimizer cannot load a state whose parameters are all
+            # fp32 with param_update_in_fp32 on (KeyError in _update_fp32_params_by_new_state: it keeps
+            # fp32 copies only of lower-precision parameters). Every parameter here is fp32, for which
+            # the flag changes nothing else, so it is off while loading.
+            self.optimizer.param_update_in_fp32 = False
+            try:
+                self.optimizer.load_state_dict(state)
+            finally:
+                self.optimizer.param_update_in_fp32 = True

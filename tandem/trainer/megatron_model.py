@@ -6,7 +6,9 @@ score matrix and Transformer Engine is not part of this stack. Weights come from
 safetensors through `megatron_convert` (every Megatron parameter must have an HF source).
 `build_optimizer` wraps the model for training: on CUDA megatron.core's
 DistributedDataParallel, distributed optimizer and bf16 (Float16Module, fp32 main
-params); without CUDA the CPU shim's AdamW over the same parameter groups.
+params), with trainer.megatron's memory features (HybridDeviceOptimizer CPU offload, the
+precision-aware optimizer, bf16 main grads) passed to its OptimizerConfig and DDP config;
+without CUDA the CPU shim's AdamW (or HybridDeviceOptimizer) over the same parameter groups.
 """
 
 from __future__ import annotations
@@ -33,14 +35,29 @@ def _sdpa_core_attention_cls():
     class SDPACoreAttention(DotProductAttention):
         """Inputs [s, b, heads, d] as Megatron passes them; output [s, b, heads_per_partition * d].
 
-        Causality comes from `is_causal`: tandem batches are right-padded, so padding only
-        ever follows the real tokens and a causal mask is the whole mask.
+        Causality comes from `is_causal`: padded batches are right-padded, so padding only
+        ever follows the real tokens and a causal mask is the whole mask. A packed row
+        (PackedSeqParams, 'thd': inputs [t, heads, d]) is attended one sample at a time between
+        its cu_seqlens: block-diagonal causal attention without a [t, t] mask.
         """
 
         def forward(self, query, key, value, attention_mask, attn_mask_type=None, attention_bias=None,
                     packed_seq_params=None):
-            if packed_seq_params is not None or attention_bias is not None:
+            if attention_bias is not None:
                 raise NotImplementedError("SDPA core attention supports plain causal attention only")
+            if packed_seq_params is not None:
+                if packed_seq_params.qkv_format != "thd":
+                    raise NotImplementedError("packed sequences must come in megatron-core's 'thd' format")
+                bounds = packed_seq_params.cu_seqlens_q.tolist()
+                lengths = [b - a for a, b in zip(bounds[:-1], bounds[1:])]
+                # split, not slices: its backward concatenates the samples' gradients once, where every
+                # slice's backward would fill a zero tensor of the whole row
+                parts = [self._causal(q.unsqueeze(1), k.unsqueeze(1), v.unsqueeze(1))
+                         for q, k, v in zip(*(t.split(lengths) for t in (query, key, value)))]
+                return torch.cat(parts)[:, 0]
+            return self._causal(query, key, value)
+
+        def _causal(self, query, key, value):
             q, k, v = (t.permute(1, 2, 0, 3) for t in (query, key, value))  # [b, h, s, d]
             rep = q.shape[1] // k.shape[1]
             if rep > 1:
@@ -185,17 +202,19 @@ def build_reference(shape: conv.ModelShape, tconfig, layout: ParallelLayout, rea
 
 def build_optimizer(tc: TrainerConfig, model, tconfig, layout: ParallelLayout, bf16: bool):
     """(the model to run forward/backward on, its optimizer), per device (module docstring)."""
+    mcfg = tc.megatron
     if not layout.cuda:
+        offload = (mcfg.optimizer_offload_fraction, mcfg.overlap_cpu_optimizer_d2h_h2d) \
+            if mcfg.optimizer_cpu_offload else None
         optimizer = shim.CpuAdamW(model.named_parameters(), lr=tc.lr, betas=tuple(tc.betas),
-                                  weight_decay=tc.weight_decay, clip_grad=tc.grad_clip)
+                                  weight_decay=tc.weight_decay, clip_grad=tc.grad_clip, offload=offload)
         return model, optimizer
     from megatron.core.distributed import DistributedDataParallel, DistributedDataParallelConfig
     from megatron.core.optimizer import OptimizerConfig, get_megatron_optimizer
 
-    mcfg = tc.megatron
     ddp_config = DistributedDataParallelConfig(
-        grad_reduce_in_fp32=True, overlap_grad_reduce=False, overlap_param_gather=False,
-        use_distributed_optimizer=mcfg.use_distributed_optimizer)
+        grad_reduce_in_fp32=mcfg.main_grads_dtype == "float32", overlap_grad_reduce=False,
+        overlap_param_gather=False, use_distributed_optimizer=mcfg.use_distributed_optimizer)
     train_model = DistributedDataParallel(tconfig, ddp_config, wrap_precision(model, tconfig, bf16))
     # clip_grad = 0 makes Megatron skip the norm; a huge bound keeps the metric without clipping.
     clip = tc.grad_clip if tc.grad_clip > 0 else 1e30
@@ -203,7 +222,11 @@ def build_optimizer(tc: TrainerConfig, model, tconfig, layout: ParallelLayout, b
         optimizer="adam", lr=tc.lr, min_lr=tc.lr, weight_decay=tc.weight_decay, adam_beta1=tc.betas[0],
         adam_beta2=tc.betas[1], adam_eps=1e-8, clip_grad=clip, bf16=bf16,
         params_dtype=torch.bfloat16 if bf16 else torch.float32,
-        use_distributed_optimizer=mcfg.use_distributed_optimizer)
+        use_distributed_optimizer=mcfg.use_distributed_optimizer,
+        # Memory features (trainer.megatron; the config refuses what this stack cannot run).
+        optimizer_cpu_offload=mcfg.optimizer_cpu_offload, optimizer_offload_fraction=mcfg.optimizer_offload_fraction,
+        overlap_cpu_optimizer_d2h_h2d=mcfg.overlap_cpu_optimizer_d2h_h2d,
+        use_precision_aware_optimizer=mcfg.precision_aware_optimizer, main_grads_dtype=getattr(torch, mcfg.main_grads_dtype))
     optimizer = get_megatron_optimizer(opt_config, [train_model])
     # Megatron keeps biases and 1-D params out of weight decay through per-group wd_mult,
     # which Megatron-LM's LR scheduler applies each step. tandem has a constant LR and no

@@ -2,16 +2,14 @@
 backward, gradient finalization and the optimizer step.
 
 Numbers match the torch backend by construction:
-- the batch layout is `tandem.trainer.batching`'s, the step structure is
-  `backend.run_minibatches` and the micro-batch loss is the same `losses.PolicyLoss` object;
+- the batch layout is `tandem.trainer.batching`'s (padded or packed micro-batches), the step
+  structure is `backend.run_minibatches` and the micro-batch loss is the same
+  `losses.PolicyLoss` object;
 - the loss of a micro-batch is normalized by the *mini-batch* totals across all DP ranks
   and multiplied by the DP size, because Megatron averages gradients over DP: the
   accumulated gradient is then exactly that of one big forward;
-- with TP > 1 the logits are vocab-parallel ([b, L, V/tp] per rank). Log-probs and entropy
-  are computed without gathering the vocab (max / sum-exp / target logit all-reduced over
-  TP, as Megatron's own vocab-parallel cross entropy does); at TP = 1
-  `losses.token_logprobs` / `entropy_from_logits` are called directly. The padded vocab
-  rows never get probability mass (masked to -inf).
+- the per-token scores come from `megatron_head` (vocab-parallel at TP > 1, whole or chunked
+  logits by trainer.logprob_chunk_tokens).
 """
 
 from __future__ import annotations
@@ -28,55 +26,13 @@ from tandem import losses
 from tandem.config import TrainerConfig
 from tandem.sample import Sample
 from tandem.trainer.backend import run_minibatches
-from tandem.trainer.batching import MicroBatch, chunks, collate, split_even
+from tandem.trainer.batching import MicroBatch, micro_batches, split_even
 from tandem.trainer.megatron_dist import ParallelLayout
+# vocab_parallel_logprobs is re-exported: tests and tools import it from this module.
+from tandem.trainer.megatron_head import LossHead, run_model, vocab_parallel_logprobs  # noqa: F401
 
-MicroLoss = Callable[[MicroBatch, Tensor], tuple[Tensor, dict[str, Tensor]]]
-
-
-def vocab_parallel_logprobs(logits: Tensor, targets: Tensor, temperature: float, vocab_size: int,
-                            with_entropy: bool) -> tuple[Tensor, Tensor | None]:
-    """Per-token log p(target) at `temperature`, and entropy of the untempered softmax, from
-    vocab-parallel logits [..., V_padded/tp] - without gathering the vocab.
-
-    Same definitions as `losses.token_logprobs` / `losses.entropy_from_logits` (which the
-    TP = 1 path calls directly); the tests check the two agree. Padded vocab columns are
-    -inf. Differentiable: the all-reduces are Megatron's reduce_from_tensor_model_parallel_region
-    (all-reduce forward, identity backward), valid because everything after them is
-    computed identically on every TP rank.
-    """
-    from megatron.core import parallel_state as ps
-    from megatron.core.tensor_parallel.mappings import reduce_from_tensor_model_parallel_region as tp_sum
-
-    group = ps.get_tensor_model_parallel_group()
-    part = logits.shape[-1]
-    start = ps.get_tensor_model_parallel_rank() * part
-    valid = (torch.arange(start, start + part, device=logits.device) < vocab_size)
-
-    def lse_parts(x: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-        x = x.masked_fill(~valid, float("-inf"))
-        gmax = x.detach().max(dim=-1).values
-        dist.all_reduce(gmax, op=dist.ReduceOp.MAX, group=group)
-        shifted = torch.exp(x - gmax.unsqueeze(-1))
-        total = tp_sum(shifted.sum(-1))
-        return x, gmax, shifted, total
-
-    x = logits.float()
-    xt = x / temperature if temperature != 1.0 else x
-    xt, gmax, _, total = lse_parts(xt)
-    local_t = targets - start
-    here = (local_t >= 0) & (local_t < part)
-    picked = torch.gather(xt, -1, local_t.clamp(0, part - 1).unsqueeze(-1)).squeeze(-1)
-    picked = tp_sum(torch.where(here, picked, torch.zeros_like(picked)))
-    logp = picked - (gmax + torch.log(total))
-    if not with_entropy:
-        return logp, None
-    xr, rmax, rexp, rtotal = lse_parts(x)
-    # H = logsumexp(x) - sum(p * x). Padded columns have p = 0 and x = -inf: zero x there
-    # (not the product, whose backward would be 0 * inf = nan).
-    px = tp_sum((rexp * xr.masked_fill(~valid, 0.0)).sum(-1))
-    entropy = (rmax + torch.log(rtotal)) - px / rtotal
-    return logp, entropy
+MicroLoss = Callable[[MicroBatch, Tensor, Any], tuple[Tensor, dict[str, Tensor]]]
+"""(micro-batch, the last stage's output, the model that made it) -> (loss, metric sums)."""
 
 
 @dataclass(eq=False)
@@ -100,36 +56,36 @@ class MegatronTrainStep:
     optimizer_steps: int = 0
     ref_context: Callable[[], ContextManager] = contextlib.nullcontext
 
+    bf16: bool = False
+
     def __post_init__(self) -> None:
         self.policy_loss = losses.PolicyLoss.from_config(self.tc.loss)
+        self.head = LossHead(self.layout.tp, self.vocab_size, self.temperature, self.tc.logprob_chunk_tokens)
 
     def __call__(self, samples: list[Sample]) -> dict[str, float]:
+        self.head.chunk_tokens = self.tc.logprob_chunk_tokens  # trainer settings are read at every step
         return run_minibatches(samples, self.tc.minibatches, prepare=self.prepare, accumulate=self.accumulate,
                                zero_grads=self.zero_grads, optimizer_step=self.optimizer_step,
                                lr=lambda: self.optimizer.param_groups[0]["lr"])
 
     # ------------------------------------------------------------------ forward pieces
-    def forward(self, model, input_ids: Tensor) -> Tensor:
-        """Model output for a micro-batch: logits [b, L, V_pad/tp] on the last stage."""
+    def forward(self, model, mb: MicroBatch) -> Tensor:
+        """The last stage's output for a micro-batch: logits [b, L, V_pad/tp], or hidden states with
+        trainer.logprob_chunk_tokens (megatron_head.run_model)."""
+        return run_model(model, mb, hidden=self.head.chunk_tokens > 0, bf16=self.bf16)
+
+    def logits(self, model, input_ids: Tensor) -> Tensor:
+        """Whole logits [b, L, V_pad/tp] of right-padded token ids, whatever the head (tests, tools)."""
         pos = torch.arange(input_ids.shape[1], device=input_ids.device).unsqueeze(0).expand_as(input_ids)
         return model(input_ids, pos, None)
 
-    def scores(self, logits: Tensor, targets: Tensor, with_entropy: bool) -> tuple[Tensor, Tensor | None]:
-        """(logp [b, L-1], entropy [b, L-1] or None) of the shifted targets."""
-        logits = logits[:, :-1]
-        if self.layout.tp == 1:
-            logits = logits[..., : self.vocab_size]  # drop padded vocab columns
-            logp = losses.token_logprobs(logits, targets, self.temperature)
-            return logp, losses.entropy_from_logits(logits) if with_entropy else None
-        return vocab_parallel_logprobs(logits, targets, self.temperature, self.vocab_size, with_entropy)
-
-    def micro_loss(self, mb: MicroBatch, logits: Tensor, num_samples: int,
+    def micro_loss(self, mb: MicroBatch, output: Tensor, model, num_samples: int,
                    num_tokens: float) -> tuple[Tensor, dict[str, Tensor]]:
-        """The shared `PolicyLoss` on (possibly vocab-parallel) logits, scaled by the DP size
-        (module docstring); metric sums unscaled."""
-        logp, _ = self.scores(logits, mb.targets, with_entropy=False)
-        loss, sums = self.policy_loss(logp, lambda: self.scores(logits, mb.targets, with_entropy=True)[1], mb,
-                                      num_samples, num_tokens)
+        """The shared `PolicyLoss` on the micro-batch's scores, scaled by the DP size (module
+        docstring); metric sums unscaled."""
+        logp, entropy = self.head.scores(model, output, mb.targets, with_entropy=True,
+                                         entropy_grad=self.policy_loss.entropy_coef != 0.0)
+        loss, sums = self.policy_loss(logp, lambda: entropy, mb, num_samples, num_tokens)
         return loss * self.layout.dp, sums
 
     # ------------------------------------------------------------------ batching across ranks
@@ -137,7 +93,8 @@ class MegatronTrainStep:
         """This DP rank's share of a mini-batch, as micro-batches (TP/PP peers get the same)."""
         mine = split_even(samples, self.layout.dp)
         share = mine[self.layout.dp_rank] if self.layout.dp_rank < len(mine) else []
-        return [collate(c, self.layout.device, self.pad_id) for c in chunks(share, self.tc.micro_batch_size)]
+        return micro_batches(share, self.tc.micro_batch_size, self.tc.max_tokens_per_micro_batch,
+                             self.layout.device, self.pad_id)
 
     def prepare(self, minibatch: list[Sample], with_old_logp: bool) -> tuple[list[Sample], list[MicroBatch]]:
         micro = self.micro_batches(minibatch)
@@ -153,11 +110,11 @@ class MegatronTrainStep:
         """Fill mb.old_logp / mb.ref_logp with a no-grad forward (on the last pipeline stage)."""
         if self.layout.pp == 1:
             for mb in micro:
-                setattr(mb, attr, self.scores(self.forward(model, mb.input_ids), mb.targets, False)[0])
+                setattr(mb, attr, self.head.scores(model, self.forward(model, mb), mb.targets, False, False)[0])
             return
         outs = self.run_schedule(model, micro, forward_only=True,
-                                 loss_fn=lambda mb, logits: (logits.sum() * 0.0, {
-                                     "logp": self.scores(logits, mb.targets, False)[0]}))
+                                 loss_fn=lambda mb, out, m: (out.sum() * 0.0, {
+                                     "logp": self.head.scores(m, out, mb.targets, False, False)[0]}))
         if self.layout.last_stage:
             for mb, out in zip(micro, outs):
                 setattr(mb, attr, out["logp"])
@@ -173,10 +130,10 @@ class MegatronTrainStep:
 
         def forward_step(data_iterator: Iterator[MicroBatch], m):
             mb = next(data_iterator)
-            out = self.forward(m, mb.input_ids)
+            out = self.forward(m, mb)
 
             def finish(output):
-                loss, stats = loss_fn(mb, output)
+                loss, stats = loss_fn(mb, output, m)
                 return loss * n, stats  # Megatron divides a 2-tuple loss by num_microbatches
 
             return out, finish
@@ -193,8 +150,8 @@ class MegatronTrainStep:
         minibatch, micro = prepared
         num_tokens = float(sum(sum(s.loss_mask) for s in minibatch))
 
-        def loss_fn(mb: MicroBatch, logits: Tensor) -> tuple[Tensor, dict[str, Tensor]]:
-            return self.micro_loss(mb, logits, len(minibatch), num_tokens)
+        def loss_fn(mb: MicroBatch, output: Tensor, model) -> tuple[Tensor, dict[str, Tensor]]:
+            return self.micro_loss(mb, output, model, len(minibatch), num_tokens)
 
         if self.layout.pp == 1:
             stats = self._backward_each(micro, loss_fn)
@@ -208,7 +165,7 @@ class MegatronTrainStep:
     def _backward_each(self, micro: list[MicroBatch], loss_fn: MicroLoss) -> list[dict[str, Tensor]]:
         stats = []
         for mb in micro:
-            loss, sums = loss_fn(mb, self.forward(self.train_model, mb.input_ids))
+            loss, sums = loss_fn(mb, self.forward(self.train_model, mb), self.train_model)
             if loss.requires_grad:
                 loss.backward()
             stats.append(sums)

@@ -1,15 +1,19 @@
 """Plain-torch trainer: an HF causal LM with AdamW on one device (CPU or one GPU).
 
 One `train_step` takes a batch of finished samples (advantages filled in) and applies
-`trainer.minibatches` optimizer steps. Each mini-batch is run as micro-batches of
-`trainer.micro_batch_size` samples whose losses are normalized by the *mini-batch*
-totals (samples or tokens), so the accumulated gradient equals that of one big forward.
-The batch layout is `tandem.trainer.batching`'s; the loss is `tandem.losses.PolicyLoss`.
+`trainer.minibatches` optimizer steps. Each mini-batch is run as micro-batches (of
+`trainer.micro_batch_size` samples, or packed up to `trainer.max_tokens_per_micro_batch`
+tokens) whose losses are normalized by the *mini-batch* totals (samples or tokens), so the
+accumulated gradient equals that of one big forward. The batch layout is
+`tandem.trainer.batching`'s; the loss is `tandem.losses.PolicyLoss`. With
+`trainer.logprob_chunk_tokens` the LM head and log-softmax run per chunk of positions.
 """
 
 from __future__ import annotations
 
+import functools
 import math
+from typing import Callable
 
 import torch
 from torch import Tensor
@@ -21,7 +25,7 @@ from tandem.sample import Sample
 from tandem.trainer.backend import (TrainerBackend, check_lora_settings, configure_threads, lora_settings,
                                     run_minibatches)
 # collate and validate_samples are re-exported: callers import them from this module.
-from tandem.trainer.batching import MicroBatch, chunks, collate, validate_samples
+from tandem.trainer.batching import MicroBatch, collate, micro_batches, validate_samples
 
 __all__ = ["TorchTrainer", "MicroBatch", "collate", "configure_threads", "validate_samples"]
 
@@ -41,6 +45,9 @@ class TorchTrainer(TrainerBackend):
         if self.lora is not None:
             self.model = with_lora_adapters(self.model, self.lora)
         self.model.eval()  # no dropout: the trainer must score tokens like the engines do
+        if tc.logprob_chunk_tokens and getattr(self.model.config, "final_logit_softcapping", None):
+            raise ValueError("config key 'trainer.logprob_chunk_tokens': this model soft-caps its logits after the LM "
+                             "head, which the chunked head does not apply; set it to 0")
         self.lora_dropouts = [m for n, m in self.model.named_modules()
                               if ".lora_dropout." in n and isinstance(m, torch.nn.Dropout)]
         """trainer.lora.dropout: active in the training forward only (the engines never drop)."""
@@ -63,19 +70,50 @@ class TorchTrainer(TrainerBackend):
         self.optimizer_steps = 0
 
     # ------------------------------------------------------------------ forward pieces
-    def _logits(self, model: torch.nn.Module, mb: MicroBatch) -> Tensor:
-        """Logits for positions 0..L-2 ([b, L-1, V]): position t predicts token t+1."""
-        with torch.autocast(self.device.type, dtype=self.autocast_dtype, enabled=self.autocast_dtype is not None):
-            out = model(input_ids=mb.input_ids, attention_mask=mb.attention_mask, use_cache=False)
-        return out.logits[:, :-1]
+    def _autocast(self):
+        return torch.autocast(self.device.type, dtype=self.autocast_dtype, enabled=self.autocast_dtype is not None)
+
+    @staticmethod
+    def _inputs(mb: MicroBatch) -> dict[str, Tensor]:
+        # Packed rows: positions restart per sample and no attention mask, from which transformers
+        # builds the block-diagonal causal mask (each sample attends to itself only).
+        if mb.packed:
+            return {"input_ids": mb.input_ids, "position_ids": mb.position_ids}
+        return {"input_ids": mb.input_ids, "attention_mask": mb.attention_mask}
+
+    def _token_scores(self, model: torch.nn.Module, mb: MicroBatch,
+                      with_entropy: bool) -> tuple[Tensor, Callable[[], Tensor]]:
+        """(log p of the shifted targets [b, L-1], a thunk giving the entropy [b, L-1]) - position t
+        predicts token t+1. With trainer.logprob_chunk_tokens the LM head and log-softmax run per
+        chunk of positions (`losses.chunked_scores`), the whole micro-batch's logits never exist."""
+        chunk = self.cfg.trainer.logprob_chunk_tokens
+        logp_fn = functools.partial(losses.token_logprobs, temperature=self.temperature)
+        if chunk == 0:
+            with self._autocast():
+                logits = model(**self._inputs(mb), use_cache=False).logits[:, :-1]
+            return logp_fn(logits, mb.targets), lambda: losses.entropy_from_logits(logits)
+        base = model.get_base_model() if hasattr(model, "get_base_model") else model
+        with self._autocast():
+            hidden = base.get_decoder()(**self._inputs(mb), use_cache=False).last_hidden_state[:, :-1]
+        lm_head = base.get_output_embeddings()
+
+        def head(rows: Tensor) -> Tensor:
+            with self._autocast():  # the head as the whole-model forward runs it
+                return lm_head(rows)
+
+        logp, entropy = losses.chunked_scores(hidden, head, mb.targets, chunk, logp_fn,
+                                              losses.entropy_from_logits if with_entropy else None,
+                                              entropy_grad=self.policy_loss.entropy_coef != 0.0)
+        return logp, lambda: entropy
 
     @torch.no_grad()
     def _score(self, model: torch.nn.Module, mb: MicroBatch) -> Tensor:
-        return losses.token_logprobs(self._logits(model, mb), mb.targets, self.temperature)
+        return self._token_scores(model, mb, with_entropy=False)[0]
 
     def _prepare(self, samples: list[Sample], with_old_logp: bool) -> list[MicroBatch]:
         """Collate into micro-batches and attach the no-grad scores they need (old, reference)."""
-        micro = [collate(c, self.device, self.pad_id) for c in chunks(samples, self.cfg.trainer.micro_batch_size)]
+        tc = self.cfg.trainer
+        micro = micro_batches(samples, tc.micro_batch_size, tc.max_tokens_per_micro_batch, self.device, self.pad_id)
         for mb in micro:
             if with_old_logp:
                 mb.old_logp = self._score(self.model, mb)
@@ -92,7 +130,7 @@ class TorchTrainer(TrainerBackend):
         Returns the mini-batch loss and token sums for the metrics (divided by the token
         count in `summarize_step`).
         """
-        n_samples = sum(mb.input_ids.shape[0] for mb in micro)
+        n_samples = sum(mb.num_samples for mb in micro)
         n_tokens = float(sum(mb.mask.sum().item() for mb in micro))
         sums = dict.fromkeys(losses.PolicyLoss.METRICS, 0.0)
         for dropout in self.lora_dropouts:
@@ -107,9 +145,8 @@ class TorchTrainer(TrainerBackend):
         return sums
 
     def _accumulate_one(self, mb: MicroBatch, n_samples: int, n_tokens: float, sums: dict[str, float]) -> None:
-        logits = self._logits(self.model, mb)
-        logp = losses.token_logprobs(logits, mb.targets, self.temperature)
-        loss, metrics = self.policy_loss(logp, lambda: losses.entropy_from_logits(logits), mb, n_samples, n_tokens)
+        logp, entropy = self._token_scores(self.model, mb, with_entropy=True)
+        loss, metrics = self.policy_loss(logp, entropy, mb, n_samples, n_tokens)
         if loss.requires_grad:
             loss.backward()
         for key, value in metrics.items():
