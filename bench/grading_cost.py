@@ -3,6 +3,7 @@
     python bench/grading_cost.py --repeats 2                 # 8 bundled tasks, every working backend
     python bench/grading_cost.py --before-rev <rev>          # another baseline than the pre-rewrite grader
     python bench/grading_cost.py --before /path/to/old/tree --tasks 4 --per-task 1 --backends bwrap
+    git archive HEAD | tar -x -C /tmp/before && python bench/grading_cost.py --before /tmp/before   # vs HEAD
 
 BEFORE is another checkout (default: a detached git worktree of --before-rev, by default the
 commit before issue 10's grader rewrite, at .cache/bench-before, created if missing, kept for
@@ -14,7 +15,8 @@ seconds, and alternating grade by grade puts each burst on both sides.
 
 Not timed, in each worker: building the runtime (the AFTER tree's sandbox self-check is start-up
 cost), each task's fix diff (its bug patch reversed in an agent sandbox, taken as `git diff`),
-and one warm-up grade per task (it builds the graded template). Timed: wall clock of
+and one warm-up grade per task (it builds the graded template; AFTER's grading plan, its two
+reference runs, is timed apart as plan_s: a one-time cost per task and process). Timed: wall clock of
 `runtime.grader.grade(task, diff)`, --per-task times per task, next to the grader's test_time_s
 (the sandboxed pytest run inside it). No CPU time: under bwrap the test processes are reaped in
 its pid namespace, so os.times() never sees them. Any reward other than 1.0 fails the run.
@@ -94,9 +96,15 @@ def worker(args) -> None:
             raise SystemExit(f"asked for backend {args.backend}, the runtime uses {runtime.backend}")
         tasks = load_bundled()
         diffs = {i: fix_diff(runtime, tasks[i]) for i in args.task_ids}
-        for i in args.task_ids:  # warm-up: builds each graded template, checks the reward
+        plan_s = []
+        for i in args.task_ids:  # warm-up: builds each graded template (and grading plan), checks the reward
+            runtime.grader.graded_template(tasks[i])
+            if hasattr(runtime.grader, "plan"):  # one-time per task: the two reference runs (issue 34)
+                t0 = time.perf_counter()
+                runtime.grader.plan(tasks[i])
+                plan_s.append(time.perf_counter() - t0)
             timed_grade(runtime, tasks[i], diffs[i])
-        reply({"tree": str(tree), "fingerprint": fingerprint, "startup_s": startup_s})
+        reply({"tree": str(tree), "fingerprint": fingerprint, "startup_s": startup_s, "plan_s": plan_s})
         for line in sys.stdin:  # one task index per line, until the driver closes stdin
             reply(timed_grade(runtime, tasks[int(line)], diffs[int(line)]))
     finally:
@@ -215,11 +223,18 @@ def print_table(runs: list[dict], heads: dict) -> None:
     for b, h in heads.items():
         per = ", ".join(f"{x:.3f}" for x in h["ratio_per_repeat"])
         print(f"after/before median grade time, {b}: {per}  (min {h['min']:.3f}, max {h['max']:.3f})")
+    for r in runs:
+        if r.get("plan_s"):
+            print(f"{r['side']} {r['backend_asked']} r{r['repeat']}: grading plan once per task, median "
+                  f"{statistics.median(r['plan_s']):.3f}s (min {min(r['plan_s']):.3f}, max {max(r['plan_s']):.3f})")
 
 
 def git_state(tree: Path) -> dict:
+    """The tree's commit and uncommitted files; a plain tree (e.g. `git archive HEAD` unpacked) has none."""
     def git(*a: str) -> str:
         return subprocess.run(["git", "-C", str(tree), *a], capture_output=True, text=True, check=True).stdout
+    if not (tree / ".git").exists():
+        return {"commit": "", "dirty_files": 0, "plain_tree": True}
     return {"commit": git("rev-parse", "HEAD").strip(), "dirty_files": len(git("status", "--porcelain").splitlines())}
 
 

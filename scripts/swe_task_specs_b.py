@@ -40,6 +40,7 @@ spec("editdist", {
 
         def test_identical():
             assert levenshtein("abc", "abc") == 0
+            assert levenshtein("kitten", "kitchen") == 2
 
 
         def test_classic():
@@ -51,15 +52,17 @@ spec("editdist", {
             assert levenshtein("", "abc") == 3
     """,
     "tests/test_editdist_closest.py": """
-        from editdist import closest
+        from editdist import closest, levenshtein
 
 
         def test_closest():
             assert closest("appel", ["apple", "maple", "apply"]) in ("apple", "apply")
+            assert [levenshtein("appel", w) for w in ("apple", "maple", "apply")] == [2, 3, 2]
 
 
         def test_none_close_enough():
             assert closest("zzzzzz", ["apple"]) is None
+            assert levenshtein("zzzzzz", "apple") == 6
     """,
 }, "editdist/distance.py",
     "cost = 0 if ca == cb else 1",
@@ -146,8 +149,9 @@ spec("depgraph", {
 
 
         def test_cycle_next_to_independent_nodes():
-            with pytest.raises(CycleError, match="a, b"):
+            with pytest.raises(CycleError) as err:
                 toposort({"a": ["b"], "b": ["a"], "c": []})
+            assert str(err.value) == "dependency cycle among: a, b"
     """,
 }, "depgraph/graph.py",
     "if len(order) != len(nodes):",
@@ -222,6 +226,7 @@ spec("ratio", {
 
         def test_sub():
             assert Frac(1, 2) - Frac(1, 3) == Frac(1, 6)
+            assert repr(Frac(1, 2) - Frac(1, 3)) == "Frac(1, 6)"
             assert Frac(1, 3) - Frac(1, 2) == Frac(-1, 6)
 
 
@@ -478,6 +483,7 @@ spec("ledger", {
             a.deposit(500)
             a.withdraw(500)
             assert a.balance == 0
+            assert a.history == [("deposit", 500), ("withdraw", 500)]
 
 
         def test_overdraft_limit():

@@ -268,6 +268,7 @@ spec("radix", {
 
         def test_roundtrip_base36():
             assert from_base(to_base(123456789, 36), 36) == 123456789
+            assert to_base(123456789, 36) == "21i3v9"
     """,
 }, "radix/convert.py",
     'return sign + "".join(reversed(out))',
@@ -334,6 +335,7 @@ spec("calendarx", {
             assert not is_leap(1900)
             assert is_leap(2024)
             assert not is_leap(2023)
+            assert [y for y in (1800, 1900, 1996, 2000, 2023, 2024) if is_leap(y)] == [1996, 2000, 2024]
 
 
         def test_february():
@@ -418,11 +420,12 @@ spec("throttle", {
 
         def test_refill_is_capped():
             clock = Clock()
-            b = TokenBucket(rate=1, capacity=2, clock=clock)
-            assert b.try_acquire(2)
+            b = TokenBucket(rate=2, capacity=5, clock=clock)
+            assert b.try_acquire(5)
             clock.t = 100
-            assert b.try_acquire(2)
-            assert not b.try_acquire(1)
+            assert b.try_acquire(3)
+            assert b.tokens == 2
+            assert not b.try_acquire(3)
 
 
         def test_wait_time():

@@ -258,6 +258,7 @@ spec("minimat", {
 
         def test_det_needs_swap():
             assert Matrix([[0, 1], [1, 0]]).determinant() == -1
+            assert Matrix([[0, 2], [3, 0]]).determinant() == -6
 
 
         def test_det_3x3():
@@ -357,6 +358,7 @@ spec("sortedlist", {
 
         def test_lower_bound_duplicates():
             assert lower_bound([1, 2, 2, 2, 3], 2) == 1
+            assert lower_bound([0, 5, 5, 7, 7, 7, 9], 7) == 3
 
 
         def test_lower_bound_edges():
@@ -366,8 +368,8 @@ spec("sortedlist", {
 
 
         def test_count_range():
-            s = SortedList([5, 1, 3, 3, 9])
-            assert s.count_range(3, 6) == 3
+            s = SortedList([5, 1, 3, 3, 9, 4, 6])
+            assert s.count_range(3, 6) == 4
     """,
     "tests/test_sortedlist_ops.py": """
         import pytest
@@ -388,6 +390,7 @@ spec("sortedlist", {
 
         def test_contains():
             assert 4 in SortedList([4])
+            assert [x for x in range(10) if x in SortedList([8, 4, 8, 2])] == [2, 4, 8]
     """,
 }, "sortedlist/core.py",
     "if xs[mid] < x:",
@@ -794,6 +797,7 @@ spec("globmatch", {
         def test_star_backtracks():
             assert match("abcabd", "*abd")
             assert match("a.tar.gz", "*.gz")
+            assert [n for n in ("abcabd", "abd", "abcab", "xabd", "abdx") if match(n, "*abd")] == ["abcabd", "abd", "xabd"]
 
 
         def test_trailing_stars():

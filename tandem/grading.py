@@ -5,30 +5,34 @@ Threat model. The policy is an adversary: RL reinforces any forged 1 on every ta
   test process: the package the tests import, new files (a tests/__init__.py, a
   *.dist-info with entry points), anything that code does at import time or at exit.
   Anything that process prints, writes or reports is therefore not evidence on its own.
-- It must never control: the verdict, the hidden tests, the host, other rollouts.
+- It must never control: the verdict, the hidden tests' expectations, the host, other
+  rollouts.
 
 How the verdict is kept out of its reach:
- 1. the diff is applied on the host to a clean copy of the task's graded state (bug +
-    every test) in a fresh sandbox slot, minus any change to the graded test files and
-    to conftest.py files;
- 2. that copy stays owned by tandem and is mounted read-only inside the sandbox: the
-    tests' process (an unprivileged uid, no capabilities, no_new_privs) can write /tmp
-    only, so it cannot rewrite the tests, the grader's plugin or its ini;
- 3. the graded copy has no .git, and whatever the diff did to the graded test files and
-    conftest.py files is undone from the template (filter_diff only names them for the
-    reason); canary tests, twins of real tests with one assert changed, are written into
-    each graded test file, and every test there gets a fresh name (tandem.canaries); pytest
-    runs as `python -P -m pytest -c <grader ini> -p tandem_report`,
-    with plugin autoload off (allowed plugins are named one by one, from the sandbox
+ 1. the hidden checks are split (tandem.instrument, tandem.grading_plan): the graded copy
+    of each test file holds only what a check computes, its expected value stays on the
+    host, and the value the run writes back is compared there (tandem.checks). A task
+    whose hidden tests the bug fails only through checks a forger could guess is refused
+    (reward 0 with the reason, logged and counted), never graded on trust;
+ 2. the diff is applied on the host, bounded in size before git runs, to a clean copy of
+    the task's graded state in a fresh sandbox slot, minus edits to the graded test files,
+    conftest.py files, bytecode and build leftovers (tandem.graded_diff); the graded test
+    files are then written from the plan, and no .git is left to compare them with;
+ 3. that copy stays owned by tandem and is mounted read-only: the tests' process (an
+    unprivileged uid, no capabilities, no_new_privs, tandem's seccomp filter) can write
+    /tmp only; pytest runs as `python -P -B -m pytest -c <grader ini> -p tandem_report`:
+    the repository holds no bytecode (scrubbed, read-only), so its code is compiled from
+    source, and the run writes none; plugin autoload off (allowed plugins are named one by one, from the sandbox
     interpreter's own environment, never from the repository);
- 4. per-test results come out of band on a pipe (tandem_report) and are cross-checked
-    against the canaries, the exit status the host saw and the printed summary
-    (tandem.verdict). Any disagreement is tampering: reward 0, reward_info["tamper"]
-    names it, and the step's agent_tamper_rate counts it.
+ 4. per-test results and check values come out of band on a pipe (tandem_report) and are
+    cross-checked with the exit status the host saw and the printed summary
+    (tandem.verdict). A record no honest run writes is tampering: reward 0,
+    reward_info["tamper"] names it, and the step's agent_tamper_rate counts it.
 
-Reward 1 only if every FAIL_TO_PASS and PASS_TO_PASS test passed, every canary failed
-and nothing disagreed. A test absent from the stream (not collected, crashed run) counts
-as failed. Per-test results and the reason for any 0 go into sample.reward_info.
+Reward 1 only if every FAIL_TO_PASS and PASS_TO_PASS test passed in the run, every
+host-held check they reached held, they reached every check the reference fix reached,
+and nothing disagreed. A test absent from the stream (not collected, crashed run) counts as
+failed. Per-test results and the reason for any 0 go into sample.reward_info.
 """
 
 from __future__ import annotations
@@ -37,9 +41,7 @@ import json
 import logging
 import math
 import os
-import re
 import shlex
-import shutil
 import subprocess
 import threading
 import time
@@ -48,65 +50,54 @@ from pathlib import Path
 from typing import Any
 
 from tandem.config import TandemConfig
+from tandem.graded_diff import bounded_apply, filter_diff, restore_protected, scrub_leftovers
+from tandem.grading_plan import GradingPlan, PlanUnavailable, build_plan
 from tandem.sandbox.isolation import SandboxUnavailable
 from tandem.sandbox.pool import SandboxInfraError, SandboxPool
-from tandem.sandbox.storage import remove_tree, walk_tree
+from tandem.sandbox.runner import ExecResult
+from tandem.sandbox.storage import remove_tree
 from tandem.sandbox.templates import PrepareError, TemplateCache
 from tandem.swe_data import SweTask, apply_patch, task_from_row
-from tandem.canaries import insert_canaries
-from tandem.verdict import judge, parse_stream, plugin_entry_points
+from tandem.verdict import Stream, judge, parse_stream
 
 log = logging.getLogger(__name__)
 
 GRADER_DIR = Path(__file__).resolve().parent / "grader_plugin"
 """tandem_report.py and pytest.ini, bound read-only into every grading sandbox."""
 SANDBOX_GRADER_DIR = "/.tandem/grader"
-PROTECTED_NAMES = {"conftest.py"}
-_DIFF_HEADER = re.compile(r'^diff --git (?:"?a/(.+?)"?) (?:"?b/(.+?)"?)$')
-
-
-def restore_protected(testbed: Path, clean: Path, test_files: list[str]) -> list[str]:
-    """Put every graded test file and conftest.py back as the clean template has it; return what changed."""
-    changed = []
-    protected = set(test_files)
-    protected |= {str(Path(p).relative_to(testbed)) for p, st in walk_tree(testbed)
-                  if os.path.basename(p) in PROTECTED_NAMES}
-    protected |= {str(Path(p).relative_to(clean)) for p, st in walk_tree(clean)
-                  if os.path.basename(p) in PROTECTED_NAMES}
-    for rel in sorted(protected):
-        ours, theirs = testbed / rel, clean / rel
-        if _same_file(ours, theirs):
-            continue
-        changed.append(rel)
-        if ours.is_symlink() or ours.exists():
-            remove_tree(ours)
-        if theirs.is_file() and not theirs.is_symlink():
-            ours.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(theirs, ours)
-    return changed
-
-
-def _same_file(a: Path, b: Path) -> bool:
-    if a.is_symlink() or b.is_symlink():
-        return False
-    if not (a.is_file() and b.is_file()):
-        return not a.exists() and not b.exists()
-    return a.read_bytes() == b.read_bytes()
+_PLANS: dict[tuple, GradingPlan] = {}
+"""Grading plans of this process (two reference runs each), shared by its graders."""
+_PLAN_LOCKS: dict[tuple, threading.Lock] = {}
+_PLANS_GUARD = threading.Lock()
+REFERENCE_TIMEOUT_S = 120.0
+"""Least time a reference run (the fix, the bug) gets, whatever sandbox.test_timeout_s is."""
 
 
 def pytest_command(test_files: list[str], plugins: list[str] | None = None, report_fd: int | None = None,
                    protected: list[str] | None = None, ini: str = f"{SANDBOX_GRADER_DIR}/pytest.ini") -> str:
     """The graded pytest run: autoload off, only `plugins` (module names) and tandem's reporter."""
     files = " ".join(shlex.quote(f) for f in test_files)
-    env = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTHONPATH": SANDBOX_GRADER_DIR}
+    env = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTHONPATH": SANDBOX_GRADER_DIR, "PYTHONDONTWRITEBYTECODE": "1"}
     if report_fd is not None:
         env["TANDEM_REPORT_FD"] = str(report_fd)
     if protected:
         env["TANDEM_PROTECTED"] = ":".join(protected)
     extra = "".join(f" -p {shlex.quote(m)}" for m in plugins or [])
     assignments = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
-    return (f"{assignments} python -P -m pytest -c {shlex.quote(ini)} --rootdir=/testbed -p no:cacheprovider "
+    return (f"{assignments} python -P -B -m pytest -c {shlex.quote(ini)} --rootdir=/testbed -p no:cacheprovider "
             f"-p tandem_report{extra} -rA --tb=no -q --no-header --color=no {files}")
+
+
+def write_inside(testbed: Path, rel: str, text: str) -> None:
+    """Write a graded file at testbed/rel, never through a link that leads out of the repository."""
+    target = testbed / rel
+    root = os.path.realpath(testbed)
+    if not os.path.realpath(target.parent).startswith(root + os.sep) and os.path.realpath(target.parent) != root:
+        raise ValueError(f"{rel}: its directory leads out of the repository")
+    if target.is_symlink() or target.exists():
+        remove_tree(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text, errors="surrogateescape")
 
 
 def trusted_pytest_plugins(python: str) -> list[str]:
@@ -116,41 +107,6 @@ def trusted_pytest_plugins(python: str) -> list[str]:
     out = subprocess.run([python, "-P", "-c", code], capture_output=True, text=True, timeout=60, cwd="/",
                          env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")}, check=True)
     return [str(m) for m in json.loads(out.stdout)]
-
-
-# ----------------------------------------------------------------------------- diff filtering
-def split_diff(diff: str) -> list[tuple[list[str], str]]:
-    """[(paths touched, text of that file's section)] of a git diff."""
-    sections: list[tuple[list[str], str]] = []
-    current: list[str] = []
-    paths: list[str] = []
-    for line in diff.splitlines(keepends=True):
-        if line.startswith("diff --git "):
-            if current:
-                sections.append((paths, "".join(current)))
-            m = _DIFF_HEADER.match(line.rstrip("\n"))
-            paths = [p for p in (m.groups() if m else ()) if p]
-            current = [line]
-        elif current:
-            current.append(line)
-            if line.startswith(("--- a/", "+++ b/", "rename from ", "rename to ")):
-                p = line.rstrip("\n").split(" ", 2)[-1]
-                paths.append(p[2:] if p.startswith(("a/", "b/")) else p)
-    if current:
-        sections.append((paths, "".join(current)))
-    return sections
-
-
-def filter_diff(diff: str, protected: set[str]) -> tuple[str, list[str]]:
-    """Drop file sections that touch protected test files or any conftest.py."""
-    kept, dropped = [], []
-    for paths, text in split_diff(diff):
-        norm = {os.path.normpath(p) for p in paths}
-        if norm & protected or any(os.path.basename(p) in PROTECTED_NAMES for p in norm):
-            dropped.extend(sorted(norm))
-        else:
-            kept.append(text)
-    return "".join(kept), sorted(set(dropped))
 
 
 # ----------------------------------------------------------------------------- grader
@@ -165,10 +121,15 @@ class GradeResult:
     p2p_passed: int = 0
     p2p_total: int = 0
     dropped_paths: list[str] = field(default_factory=list)
-    """Parts of the diff not graded (edits to test files / conftest.py)."""
+    """Parts of the diff not graded (edits to test files / conftest.py, bytecode and build leftovers)."""
     tamper: list[str] = field(default_factory=list)
     """What gave a forgery away; non-empty means reward 0 whatever the tests said."""
-    canaries: int = 0
+    refused: str = ""
+    """Why this task is not graded at all (tandem.grading_plan); reward 0 for every sample."""
+    check_failures: dict[str, str] = field(default_factory=dict)
+    """Test -> the host-held check it failed or never reached."""
+    host_checks: int = 0
+    """Checks of the graded files judged on the host."""
     test_time_s: float = 0.0
     grade_time_s: float = 0.0
     output_tail: str = ""
@@ -191,6 +152,9 @@ class Grader:
                                             uid_offset=uid_offset, command_timeout_s=sc.test_timeout_s)
         self.plugins = trusted_pytest_plugins(self.pool.isolation.python_exe) if sc.test_plugin_autoload else []
         self.ro_binds = ((str(GRADER_DIR), SANDBOX_GRADER_DIR),)
+        self.max_file_bytes, self.max_total_bytes = sc.max_file_mb << 20, sc.max_workdir_mb << 20
+        self.refused: dict[str, str] = {}
+        """Tasks refused from grading in this process -> why (each logged once)."""
 
     def task(self, row: dict) -> SweTask:
         return task_from_row(row, self.data_base_dir)
@@ -199,61 +163,105 @@ class Grader:
         return self.templates.get(f"{task.instance_id}::graded",
                                   lambda d: task.materialize_graded(d, self.swesmith_cache), "graded state")
 
+    def plan(self, task: SweTask) -> GradingPlan:
+        """The task's grading plan, from its two reference runs the first time it is asked for."""
+        template = self.graded_template(task)
+        # What a plan depends on: the graded files (the template's commit), the task's tests and bug
+        # patch, and the interpreter and plugins that run them; not the sandbox backend.
+        key = (task.instance_id, TemplateCache.commit_of(template), task.patch, task.tests,
+               self.pool.isolation.python_exe, tuple(self.plugins))
+        with _PLANS_GUARD:
+            lock = _PLAN_LOCKS.setdefault(key, threading.Lock())
+        with lock:
+            if key not in _PLANS:
+                plan = build_plan(task, template / "testbed",
+                                  lambda clean, files: self._reference_run(task, clean, files))
+                if plan.refused:
+                    log.warning("task %s is refused from grading: %s", task.instance_id, plan.refused)
+                _PLANS[key] = plan
+            plan = _PLANS[key]
+        if plan.refused:
+            self.refused[task.instance_id] = plan.refused
+        return plan
+
+    def _reference_run(self, task: SweTask, clean: bool, files: dict[str, str]) -> tuple[ExecResult, Stream]:
+        with self.pool.acquire(self.graded_template(task), graded=True) as sb:
+            if clean:
+                try:
+                    apply_patch(sb.testbed, task.patch, reverse=True)
+                except ValueError as err:
+                    raise PlanUnavailable(f"the reference fix (the bug patch reversed) does not apply: {err}") from err
+            # tandem's own run of trusted code: a load spike must not decide the plan, so it gets room
+            run = self._run_tests(sb, task, files, max(self.test_timeout_s, REFERENCE_TIMEOUT_S))
+        return run, parse_stream(run.side)
+
+    def _run_tests(self, sb, task: SweTask, files: dict[str, str], timeout_s: float | None = None) -> ExecResult:
+        """Write the graded test files, drop .git, run pytest with the report pipe."""
+        # No .git in the graded copy: its HEAD would show the test files with their expectations.
+        remove_tree(sb.testbed / ".git")
+        for rel, text in files.items():
+            write_inside(sb.testbed, rel, text)
+        protected = [f"/testbed/{f}" for f in task.test_files] + [SANDBOX_GRADER_DIR]
+        read_end, write_end = os.pipe()
+        return sb.exec(pytest_command(task.test_files, self.plugins, write_end, protected),
+                       timeout_s=timeout_s or self.test_timeout_s, ro_binds=self.ro_binds,
+                       side_channel=(read_end, write_end))
+
     def grade(self, task: SweTask, diff: str) -> GradeResult:
         """The reward for `diff`; an empty diff scores 0 without running anything."""
         if not diff.strip():
             return self._not_run(task, "no changes: the agent's diff is empty", [], time.monotonic())
         return self.evaluate(task, diff)
 
-    def _not_run(self, task: SweTask, reason: str, dropped: list[str], start: float) -> GradeResult:
+    def _not_run(self, task: SweTask, reason: str, dropped: list[str], start: float, refused: str = "") -> GradeResult:
         return GradeResult(0.0, reason, tests={t: "NOT_RUN" for t in task.tests}, dropped_paths=dropped,
-                           f2p_total=len(task.fail_to_pass), p2p_total=len(task.pass_to_pass),
+                           f2p_total=len(task.fail_to_pass), p2p_total=len(task.pass_to_pass), refused=refused,
                            grade_time_s=time.monotonic() - start)
 
     def evaluate(self, task: SweTask, diff: str) -> GradeResult:
-        """Apply the filtered diff to a clean graded copy, add canaries, run the tests, judge."""
+        """Apply the filtered diff to a clean graded copy, write the split test files, run them, judge."""
         start = time.monotonic()
+        plan = self.plan(task)
+        if plan.refused:
+            return self._not_run(task, f"task refused from grading: {plan.refused}", [], start, plan.refused)
         graded, dropped = filter_diff(diff, {os.path.normpath(f) for f in task.test_files})
         with self.pool.acquire(self.graded_template(task), graded=True) as sb:
             try:
-                apply_patch(sb.testbed, graded)
-            except ValueError as err:
+                bounded_apply(sb.testbed, graded, self.max_file_bytes, self.max_total_bytes)
+            except ValueError as err:  # DiffRefused too
                 return self._not_run(task, f"diff does not apply to the clean repository: {err}", dropped, start)
             # What the diff did to the graded tests is undone from the template, whatever path spelling
             # (C-quoted names, a plain unified diff) got it past filter_diff: that parse is not the guard.
-            restored = restore_protected(sb.testbed, sb.template / "testbed", task.test_files)
-            dropped = sorted(set(dropped) | set(restored))
-            # No .git in the graded copy: its HEAD would show the test files as they were before the canaries.
-            remove_tree(sb.testbed / ".git")
-            disguise = insert_canaries(sb.testbed, task.test_files, task.fail_to_pass)
-            planted = plugin_entry_points(sb.testbed)
-            protected = [f"/testbed/{f}" for f in task.test_files] + [SANDBOX_GRADER_DIR]
-            read_end, write_end = os.pipe()
-            run = sb.exec(pytest_command(task.test_files, self.plugins, write_end, protected),
-                          timeout_s=self.test_timeout_s, ro_binds=self.ro_binds, side_channel=(read_end, write_end))
-        verdict = judge(list(task.tests), disguise.canaries, parse_stream(run.side), run.returncode, run.output,
-                        disguise.unmask, disguise.twin_of)
-        tamper = verdict.tamper + [f"the repository declares a pytest plugin entry point ({p})" for p in planted]
-        tests = verdict.tests
+            template = sb.template / "testbed"
+            restored = restore_protected(sb.testbed, template, task.test_files)
+            dropped = sorted(set(dropped) | set(restored) | set(scrub_leftovers(sb.testbed, template)))
+            try:
+                run = self._run_tests(sb, task, plan.files)
+            except ValueError as err:  # a graded file's directory made a link by the diff
+                return self._not_run(task, f"the graded test files cannot be written: {err}", dropped, start)
+        verdict = judge(list(task.tests), parse_stream(run.side), run.returncode, run.output, plan.sites,
+                        plan.required)
+        tests, tamper = verdict.tests, verdict.tamper
         f2p_ok = sum(tests[t] == "PASSED" for t in task.fail_to_pass)
         p2p_ok = sum(tests[t] == "PASSED" for t in task.pass_to_pass)
         passed = (f2p_ok == len(task.fail_to_pass) and p2p_ok == len(task.pass_to_pass) and verdict.complete
                   and not tamper)
-        reason = "" if passed else self._reason(task, tests, tamper, run, verdict.complete, f2p_ok, p2p_ok)
+        reason = "" if passed else self._reason(task, verdict, run, f2p_ok, p2p_ok)
         if dropped and not passed:
-            reason += f"; edits to test files were not graded: {', '.join(dropped)}"
+            reason += f"; edits to test files were not graded (nor bytecode or build leftovers): {', '.join(dropped[:10])}"
         return GradeResult(1.0 if passed else 0.0, reason, tests, f2p_ok, len(task.fail_to_pass), p2p_ok,
-                           len(task.pass_to_pass), dropped, tamper, len(disguise.canaries), run.duration_s,
-                           time.monotonic() - start, run.output[-2000:])
+                           len(task.pass_to_pass), dropped, tamper, "", verdict.check_failures, len(plan.sites),
+                           run.duration_s, time.monotonic() - start, run.output[-2000:])
 
-    def _reason(self, task: SweTask, tests: dict[str, str], tamper: list[str], run, complete: bool,
-                f2p_ok: int, p2p_ok: int) -> str:
-        if tamper:
-            return f"tampering detected: {tamper[0]}"
+    def _reason(self, task: SweTask, verdict, run, f2p_ok: int, p2p_ok: int) -> str:
+        tests = verdict.tests
+        if verdict.tamper:
+            return f"tampering detected: {verdict.tamper[0]}"
         if run.timed_out:
             return f"test run timed out after {self.test_timeout_s:.0f}s"
-        failing = [f"{t} {s}" for t, s in tests.items() if s != "PASSED"]
-        if not failing and not complete:
+        failing = [f"{t} {s}" + (f" ({verdict.check_failures[t]})" if t in verdict.check_failures else "")
+                   for t, s in tests.items() if s != "PASSED"]
+        if not failing and not verdict.complete:
             return f"the test run did not finish normally (exit {run.returncode})"
         if all(s == "MISSING" for s in tests.values()):
             return f"test run produced no results (exit {run.returncode})"
@@ -372,7 +380,7 @@ def swe_reward(sample, row: dict) -> tuple[float, dict]:
     diff = str(sample.metadata.get("diff", ""))
     try:
         result = runtime.grader.grade(task, diff)
-    except (SandboxInfraError, PrepareError, OSError, subprocess.SubprocessError) as err:
+    except (SandboxInfraError, PrepareError, PlanUnavailable, OSError, subprocess.SubprocessError) as err:
         runtime.infra_failed(err)  # raises once failures repeat
         return 0.0, {"reason": f"sandbox failure while grading: {type(err).__name__}: {err}"[:800],
                      "infra_failure": True, "tamper": [], "sandbox_backend": runtime.backend}

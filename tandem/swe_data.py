@@ -102,15 +102,17 @@ class SweTask:
         apply_patch(dest, self.patch)
 
 
-def apply_patch(repo_dir: Path, patch: str, reverse: bool = False) -> None:
-    """Apply a git-style diff to a directory (no repository needed), or raise with git's reason."""
+def apply_patch(repo_dir: Path, patch: str, reverse: bool = False, rlimits: tuple[int, int] | None = None) -> None:
+    """Apply a git-style diff to a directory (no repository needed), or raise with git's reason.
+
+    rlimits: (address space, largest file) in bytes for git apply (see tandem.graded_diff)."""
     if not patch.strip():
         return
     patch_file = repo_dir.parent / f".{repo_dir.name}.{os.getpid()}.{threading.get_ident()}.diff"
     patch_file.write_text(patch)
     try:
         args = ["apply", "--whitespace=nowarn", *(["--reverse"] if reverse else []), str(patch_file)]
-        out = host_git(args, cwd=repo_dir, check=False, timeout=60)
+        out = host_git(args, cwd=repo_dir, check=False, timeout=60, rlimits=rlimits)
         if out.returncode != 0:
             raise ValueError(f"patch does not apply: {out.stderr.decode(errors='replace').strip()[-500:]}")
     finally:

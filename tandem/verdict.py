@@ -1,37 +1,34 @@
-"""The verdict of a graded test run, and the canaries that keep it honest.
+"""The verdict of a graded test run: host-held checks first, then the run's own account.
 
 The tests of a graded run import the agent's code, so everything inside that process
 (pytest, its reports, tandem's own reporter, stdout, the exit status) is the agent's to
-rewrite. A verdict is believed only when independent observations agree:
+rewrite. What decides a test therefore comes from outside it:
 
-- **the stream**: tandem_report's per-test records on a pipe (not stdout), including
-  whether each test body raised, seen before pytest builds its report;
-- **canaries** (tandem.canaries): twins of the file's own tests, each with one assert
-  changed so that correct code fails it, under fresh names given to every test alike. A
-  forgery that makes tests pass wholesale (fake summaries, patched reports, a swallowed
-  exception, a plugin of its own) makes a canary pass too; one that spares canaries must
-  tell each twin from its original, which takes knowing the right value. A canary that
-  passes, or vanishes from a file whose other tests ran, is proof of tampering;
-- **the exit status** the host saw: canaries fail, so an honest run exits 1, and the
-  stream's own finish record must say the same;
-- **the stdout summary**: it must agree with the stream, both ways;
-- **audit events**: an attempt to write a graded test file or the grader (refused by the
-  read-only mount, reported by the audit hook).
+- **host-held checks** (tandem.checks, tandem.instrument): the hidden checks' expected
+  values never enter the sandbox. The run only writes what each check computed; here each
+  value is compared with its expectation, and every check the reference fix reached must
+  have been reached. A forger writes whatever values it likes, and passes only with the
+  right ones: what the fix computes.
+- **the stream**: tandem_report's per-test records on a pipe (not stdout). It can only
+  make a test fail here: a test passes when the stream says so *and* its checks hold.
+  A record no honest reporter writes (wrong shape, unreadable, 200,000-deep, after the
+  end of the session, naming a check site that does not exist) is tampering.
+- **the exit status** the host saw and **the stdout summary**: they must agree with the
+  stream, both ways; **audit events**: an attempt to write a graded test file or the
+  grader (refused by the read-only mount) is tampering.
 
-What this cannot catch: a forger that knows which of two twins expects the right value
-(it then knows the fix), and hidden tests that cannot be copied (class methods, tests
-whose name the file uses elsewhere, tests with no top-level single-line assert).
+What this cannot catch: a hidden check whose expected value can be guessed (yes/no, None,
+zero, an input copied back); tandem.grading_plan refuses a task whose hidden tests have no
+other kind of check that the bug fails.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import re
-import stat
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Callable
+from typing import Any
+
+from tandem.checks import Malformed, Site, read_record_value
 
 STATUSES = ("PASSED", "FAILED", "ERROR", "SKIPPED", "XFAIL", "XPASS")
 MAX_TAMPER_NOTES = 8
@@ -47,6 +44,8 @@ class Stream:
     raised: dict[str, bool] = field(default_factory=dict)
     exitstatus: int | None = None
     tamper: list[str] = field(default_factory=list)
+    checks: dict[str, list[tuple[int, Any]]] = field(default_factory=dict)
+    """Test id -> (site, decoded value) for every check record, in order."""
 
 
 def parse_stream(data: bytes) -> Stream:
@@ -57,8 +56,10 @@ def parse_stream(data: bytes) -> Stream:
         try:
             rec = json.loads(line)
             _fold(out, phases, rec)
-        except (ValueError, TypeError, OverflowError, AttributeError):
-            out.tamper.append("unreadable record in the report stream")
+        except Malformed as err:
+            out.tamper.append(f"a check record no honest run writes ({err})"[:300])
+        except Exception as err:  # KeyError, RecursionError (200,000-deep JSON), ...: never honest output
+            out.tamper.append(f"unreadable record in the report stream ({type(err).__name__})")
     out.status = {node: _status(p) for node, p in phases.items()}
     return out
 
@@ -84,6 +85,13 @@ def _fold(out: Stream, phases: dict, rec) -> None:
     elif ev == "report":
         phases.setdefault(str(rec.get("id")), {})[str(rec.get("when"))] = (str(rec.get("outcome")),
                                                                            bool(rec.get("xfail")))
+    elif ev == "check":
+        site = rec["k"]
+        if type(site) is not int:
+            raise Malformed("site number")
+        value = read_record_value(rec["v"])
+        if rec.get("id") is not None:  # a check run while no test was (at import): it decides nothing
+            out.checks.setdefault(str(rec["id"]), []).append((site, value))
     elif ev == "tamper":
         out.tamper.append(str(rec.get("what"))[:300])
     elif ev == "finish":
@@ -147,10 +155,12 @@ def _node_id(rest: str) -> str:
 @dataclass
 class Verdict:
     tests: dict[str, str]
-    """Every expected node id -> its status in the stream (MISSING when it has none)."""
+    """Every expected node id -> its status (MISSING when the stream has none; FAILED when a check failed)."""
     tamper: list[str]
     complete: bool
-    """The reporter started and finished, and pytest's exit status is the one an honest run gives."""
+    """The reporter started and finished, and pytest's exit status is the one its session reported."""
+    check_failures: dict[str, str] = field(default_factory=dict)
+    """Test id -> the first host-held check it failed, or one it never reached."""
 
 
 def pytest_escaped(node_id: str) -> str:
@@ -162,69 +172,60 @@ def pytest_escaped(node_id: str) -> str:
     return name + bracket + "".join(c if c.isprintable() else repr(c)[1:-1] for c in escaped)
 
 
-def judge(expected: list[str], canaries: list[str], stream: Stream, returncode: int, stdout: str,
-          unmask: Callable[[str], str] = str, twin_of: dict[str, str] | None = None) -> Verdict:
-    """`unmask` maps a node id as the graded run named it back to the task's; `twin_of` maps a canary to
-    its original (see tandem.canaries). A twin passing is tampering only where its original passed too:
-    no deterministic code passes both. A canary with no original (synthetic) must simply fail."""
-    twin_of = twin_of or {}
-    stream.status = {unmask(t): s for t, s in stream.status.items()}
-    stream.raised = {unmask(t): r for t, r in stream.raised.items()}
-    tests = {t: stream.status.get(t, stream.status.get(pytest_escaped(t), "MISSING")) for t in expected}
+def lookup(by_id: dict, node_id: str, default=None):
+    """by_id's entry for a task's node id, under the id itself or as pytest escapes it."""
+    return by_id.get(node_id, by_id.get(pytest_escaped(node_id), default))
+
+
+def host_check(events: list[tuple[int, Any]], sites: dict[int, Site], required: set[int]) -> str:
+    """Why one test's checks do not hold ('' when they do): a wrong value, or a required site never reached."""
+    seen = set()
+    for k, value in events:
+        site = sites.get(k)
+        if site is None:
+            continue  # tamper: judge() names it
+        seen.add(k)
+        if not site.passes(value):
+            return f"the check at {site.where} does not hold: {site.source}"
+    missing = sorted(required - seen)
+    if missing:
+        site = sites[missing[0]]
+        return f"the check at {site.where} never ran: {site.source}"
+    return ""
+
+
+def judge(expected: list[str], stream: Stream, returncode: int, stdout: str, sites: dict[int, Site] | None = None,
+          required: dict[str, set[int]] | None = None) -> Verdict:
+    """Each expected test's status: the stream's, turned FAILED where its host-held checks do not hold.
+
+    `sites` are the graded files' check sites, `required` the sites each test reached under the
+    reference fix (tandem.grading_plan)."""
+    sites, required = sites or {}, required or {}
+    tests, failures = {}, {}
+    for t in expected:
+        status = lookup(stream.status, t, "MISSING")
+        why = host_check(lookup(stream.checks, t, []), sites, required.get(t, set()))
+        if why:
+            failures[t] = why
+            status = "FAILED" if status == "PASSED" else status
+        tests[t] = status
     tamper = list(stream.tamper)
-    ran_files = {t.split("::", 1)[0] for t, s in stream.status.items() if s in ("PASSED", "FAILED")}
-    for c in canaries:
-        cases = {t[len(c):]: s for t, s in stream.status.items() if t == c or t.startswith(c + "[")}
-        original = twin_of.get(c)
-        both = [p for p, s in cases.items() if s in ("PASSED", "XPASS") and (
-            original is None or stream.status.get(original + p) in ("PASSED", "XPASS"))]
-        if both:
-            tamper.append(f"a canary test that must fail was reported passing ({c})")
-        elif not cases and c.split("::", 1)[0] in ran_files:
-            tamper.append(f"a canary test vanished from a file whose other tests ran ({c})")
+    unknown = sorted({k for events in stream.checks.values() for k, _ in events if k not in sites})
+    if unknown:
+        tamper.append(f"a check record names a site the graded files do not have ({unknown[0]})")
     for node, raised in stream.raised.items():
         if raised and stream.status.get(node) == "PASSED":
             tamper.append(f"a test body raised but its report says passed ({node})")
-    canaries_failed = bool(canaries) and all(
-        s in ("FAILED", "ERROR") for c in canaries for t, s in stream.status.items() if t == c or t.startswith(c + "["))
-    if canaries_failed and returncode == 0:
-        tamper.append("pytest exited 0 although canary tests failed")
     if stream.exitstatus is not None and returncode in (0, 1) and stream.exitstatus != returncode:
         tamper.append(f"pytest's exit status {returncode} differs from its session's {stream.exitstatus}")
     if stream.started and stream.exitstatus is None and returncode in (0, 1):
         tamper.append("pytest exited normally but its session never finished (the report stream was cut)")
-    claimed = {unmask(t): s for t, s in parse_pytest_report(stdout).items()}
+    claimed = parse_pytest_report(stdout)
     forged = [t for t, s in claimed.items() if s == "PASSED" and t in stream.status and stream.status[t] != "PASSED"]
-    forged += [c for c in canaries if claimed.get(c) == "PASSED" and c not in stream.status]
     if forged:
         tamper.append(f"the printed test summary claims passes the run did not have ({forged[0]})")
     denied = [t for t, s in stream.status.items() if s == "PASSED" and claimed.get(t, "PASSED") != "PASSED"]
     if denied:
         tamper.append(f"the report stream claims passes the printed summary does not ({denied[0]})")
-    complete = stream.started and stream.exitstatus is not None and returncode == (1 if canaries else 0)
-    return Verdict(tests, list(dict.fromkeys(tamper))[:MAX_TAMPER_NOTES], complete)
-
-
-def plugin_entry_points(testbed: Path, max_files: int = 100_000) -> list[str]:
-    """pytest11 entry points declared inside the repository (a plugin the tests would load)."""
-    from tandem.sandbox.storage import walk_tree
-
-    found = []
-    for n, (path, st) in enumerate(walk_tree(testbed)):
-        if n >= max_files:
-            break
-        if not (path.endswith("entry_points.txt") and path.rsplit("/", 2)[-2].endswith((".dist-info", ".egg-info"))):
-            continue
-        if not stat.S_ISREG(st.st_mode):  # a link to /dev/zero or a FIFO would hang or flood the host
-            continue
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-        except OSError:
-            continue
-        try:
-            text = os.read(fd, 100_000).decode(errors="replace")
-        finally:
-            os.close(fd)
-        if re.search(r"^\s*\[\s*pytest11\s*\]", text, re.M):
-            found.append(str(Path(path).relative_to(testbed)))
-    return found
+    complete = stream.started and stream.exitstatus is not None and returncode == stream.exitstatus
+    return Verdict(tests, list(dict.fromkeys(tamper))[:MAX_TAMPER_NOTES], complete, failures)

@@ -132,12 +132,11 @@ def test_a_forging_policy_through_the_real_launcher_scores_zero_and_the_run_goes
                 honest += 1
                 assert s["reward"] == 1.0 and s["reward_info"]["tamper"] == [], s["reward_info"]
             else:
-                forged += 1
-                assert s["reward"] == 0.0 and s["reward_info"]["tamper"], s["reward_info"]
-        row = rows[step]
-        assert row["agent_tamper_rate"] == sum(not index[s["metadata"]["agent"]["instance_id"]] % 2
-                                               for s in samples) / len(samples)
-    assert forged and honest and max(r["agent_tamper_rate"] for r in rows) > 0
+                forged += 1  # prevented (host-held checks); flagged where it left a trace (a raised test "passed")
+                assert s["reward"] == 0.0, s["reward_info"]
+        row = rows[step - 1]
+        assert row["agent_tamper_rate"] == sum(bool(s["reward_info"]["tamper"]) for s in samples) / len(samples)
+    assert forged and honest
     # every agent metric the README's coding-agent section documents is in every row
     import re
     section = (REPO / "README.md").read_text().split("### Metrics\n", 1)[1].split("\n## ", 1)[0]

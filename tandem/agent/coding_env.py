@@ -72,13 +72,12 @@ class CodingEnv(BashAgentEnv):
         template = await ctx.run_blocking(runtime.templates.get, f"{task.instance_id}::agent",
                                           lambda d: task.materialize_agent(d, cache), "agent state")
         self.sandbox = sb = await _acquire(ctx, runtime, template)
-        limit = ctx.cfg.sandbox.max_workdir_mb * 1024 * 1024
 
         async def execute(command: str, timeout: float):
             return await ctx.run_blocking(sb.exec, command, timeout)
 
-        async def disk_exceeded() -> bool:
-            return await ctx.run_blocking(sb.disk_usage, limit) > limit
+        async def disk_exceeded() -> bool:  # bytes or files past the slot's caps (sandbox.max_workdir_mb, max_inodes)
+            return await ctx.run_blocking(sb.over_disk_cap)
 
         self.execute, self.disk_exceeded = execute, disk_exceeded
         self.agent, self.prompts = ctx.cfg.agent, _prompts(ctx.cfg.agent.prompt_file)
@@ -162,6 +161,9 @@ def agent_step_metrics(samples: list[Sample]) -> dict[str, float]:
         "agent_tamper_rate": (sum(bool(s.reward_info.get("tamper")) for s in samples) / len(samples)
                               if samples else 0.0),
         "agent_sandbox_failures": float(sum(bool(s.reward_info.get("infra_failure")) for s in samples)),
+        # tasks the grader refuses (tandem.grading_plan): every sample scores 0 with the reason
+        "agent_refused_rate": (sum(bool(s.reward_info.get("refused")) for s in samples) / len(samples)
+                               if samples else 0.0),
     }
     for reason in END_REASONS:
         out[f"agent_end_{reason}"] = float(sum(e.get("end_reason") == reason for e in episodes))

@@ -7,13 +7,15 @@ in TANDEM_REPORT_FD; the host reads that pipe, not stdout.
 
 Records: {"ev": "start"}; {"ev": "collected", "ids": [...]}; {"ev": "call", "id", "raised"}
 (did the test body raise, seen around item.runtest, before any report object exists);
-{"ev": "report", "id", "when", "outcome", "xfail"}; {"ev": "tamper", "what"} (an audit hook
-saw a write to a protected path); {"ev": "finish", "exitstatus"}.
+{"ev": "report", "id", "when", "outcome", "xfail"}; {"ev": "check", "id", "k", "v"} (what a
+hidden check computed, tandem_checks); {"ev": "tamper", "what"} (an audit hook saw a write
+to a protected path); {"ev": "finish", "exitstatus"}.
 
 This module is *not* a trust anchor: code that the tests import runs in this process and
-can rewrite anything here. The grader (tandem/verdict.py) believes these records only as
-far as they agree with what the process cannot hide: canary tests that must fail, the
-exit status the host saw, and the stdout report.
+can rewrite anything here. The hidden checks are judged on the host against expectations
+that never enter this process (tandem.checks); the rest of a record only matters where it
+says a test failed, and the grader (tandem/verdict.py) still cross-checks it with the exit
+status the host saw and the stdout report.
 """
 
 from __future__ import annotations
@@ -30,9 +32,15 @@ _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 _PATH_EVENTS = {"os.remove", "os.rename", "os.rmdir", "os.chmod", "os.chown", "os.truncate", "os.link",
                 "os.symlink", "shutil.rmtree", "shutil.move", "shutil.copyfile"}
 _in_hook = False
+_current: list[str | None] = [None]
 
 
-def _emit(record: dict) -> None:
+def current_test() -> str | None:
+    """The node id of the test being set up, run or torn down (None outside tests)."""
+    return _current[0]
+
+
+def emit(record: dict) -> None:
     if _FD < 0:
         return
     data = (json.dumps(record, separators=(",", ":")) + "\n").encode()
@@ -68,23 +76,32 @@ def _audit(event: str, args: tuple) -> None:
                 isinstance(flags, int) and flags & _WRITE_FLAGS)
             hit = _protected(path) if writing else None
             if hit:
-                _emit({"ev": "tamper", "what": f"opened {hit} for writing"})
+                emit({"ev": "tamper", "what": f"opened {hit} for writing"})
         elif event in _PATH_EVENTS:
             for arg in args[:2]:
                 hit = _protected(arg)
                 if hit:
-                    _emit({"ev": "tamper", "what": f"{event} on {hit}"})
+                    emit({"ev": "tamper", "what": f"{event} on {hit}"})
                     break
     finally:
         _in_hook = False
 
 
 sys.addaudithook(_audit)  # audit hooks cannot be removed once added
-_emit({"ev": "start", "pid": os.getpid()})
+emit({"ev": "start", "pid": os.getpid()})
 
 
 def pytest_collection_finish(session) -> None:
-    _emit({"ev": "collected", "ids": [item.nodeid for item in session.items]})
+    emit({"ev": "collected", "ids": [item.nodeid for item in session.items]})
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_protocol(item, nextitem):
+    _current[0] = item.nodeid
+    try:
+        return (yield)
+    finally:
+        _current[0] = None
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
@@ -92,17 +109,17 @@ def pytest_runtest_call(item):
     try:
         result = yield
     except BaseException:
-        _emit({"ev": "call", "id": item.nodeid, "raised": True})
+        emit({"ev": "call", "id": item.nodeid, "raised": True})
         raise
-    _emit({"ev": "call", "id": item.nodeid, "raised": False})
+    emit({"ev": "call", "id": item.nodeid, "raised": False})
     return result
 
 
 def pytest_runtest_logreport(report) -> None:
-    _emit({"ev": "report", "id": report.nodeid, "when": report.when, "outcome": report.outcome,
+    emit({"ev": "report", "id": report.nodeid, "when": report.when, "outcome": report.outcome,
            "xfail": hasattr(report, "wasxfail")})
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session, exitstatus) -> None:
-    _emit({"ev": "finish", "exitstatus": int(exitstatus)})
+    emit({"ev": "finish", "exitstatus": int(exitstatus)})

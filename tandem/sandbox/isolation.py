@@ -6,7 +6,8 @@ Two backends build the same view of the machine for a command:
     /tmp       the slot's scratch directory, read-write (on disk, inside the slot)
     /usr /etc /bin /lib* and the Python prefix   read-only binds of the host
     /proc      a fresh procfs of the command's own PID namespace
-    /dev       null, zero, full, random, urandom (and /dev/fd links)
+    /dev       null, zero, full, random, urandom (and /dev/fd links), read-only;
+               /dev/shm is the slot's /tmp again, so shared memory counts as its disk
 
 Everything else of the host (home directories, /work, the task data holding the hidden
 tests, other sandboxes) is simply absent. Both backends also give the command new
@@ -37,9 +38,12 @@ Limits come from rlimits set right before the command runs (`prlimit`): CPU seco
 address space, process count, file size, open files, no core dumps. Disk is capped per
 slot by the pool (tandem.sandbox.storage).
 
-RLIMIT_AS bounds each process, not their sum; with the process limit that caps a
-sandbox at max_processes x memory_mb. A cgroup would bound the sum but needs a writable
-cgroup hierarchy, which containers rarely grant.
+RLIMIT_AS bounds each process, not their sum. Where tandem may make memory cgroups (root,
+a writable hierarchy: tandem.sandbox.cgroup) each command also runs in its own, which
+counts everything it holds (memfd, shared memory, tmpfs pages, many processes) against
+memory_mb. Where it may not, the seccomp filter refuses memfd and SysV shared memory
+(count_memory False), so what is left is mapped memory under RLIMIT_AS, and files under
+the slot's disk cap.
 """
 
 from __future__ import annotations
@@ -187,6 +191,8 @@ class Isolation:
     python_exe: str
     ro_paths: tuple[str, ...]
     """Extra host paths bound read-only (the Python prefix, sandbox.extra_ro_paths)."""
+    count_memory: bool = False
+    """Commands run in a memory cgroup (the pool's), so the seccomp filter may allow memfd and SysV shm."""
 
     @classmethod
     def create(cls, backend: str, limits: Limits, python: str = "", extra_ro_paths: list[str] | None = None) -> "Isolation":
@@ -253,7 +259,10 @@ class Isolation:
             a += ["--symlink", target, path] if target is not None else ["--ro-bind", path, path]
         # The slot's /tmp and /testbed first: a Python prefix under /tmp (a venv in /tmp) is then
         # bound on top of the slot's /tmp instead of being hidden by it.
+        # /dev: bwrap's own (a tmpfs of half the RAM, writable without root) made read-only; its shm
+        # directory is the slot's /tmp, so POSIX shared memory is counted with the slot's files.
         a += ["--proc", "/proc", "--dev", "/dev", "--bind", str(slot_dir / "tmp"), SANDBOX_TMP,
+              "--bind", str(slot_dir / "tmp"), "/dev/shm", "--remount-ro", "/dev",
               "--ro-bind" if readonly_testbed else "--bind", str(slot_dir / "testbed"), SANDBOX_WORKDIR]
         for src, dest in [(p, p) for p in self.ro_paths] + list(ro_binds):
             # A host parent like /root is mode 700, and bwrap makes missing parents 0700; create
@@ -282,7 +291,8 @@ class Isolation:
         # PID 1 (sh) runs the command as its child, never as itself: PID 1 ignores signals it has
         # no handler for (SIGXCPU from RLIMIT_CPU, SIGTERM), and it reaps orphans.
         init = ["sh", "-c", '"$@"; exit $?', "sh"]
-        filtered = [self.python_exe, "-I", "-S", SECCOMP_EXEC, seccomp.program().hex()] if seccomp.supported() else []
+        filtered = ([self.python_exe, "-I", "-S", SECCOMP_EXEC, seccomp.program(self.count_memory).hex()]
+                    if seccomp.supported() else [])
         return a + ["sh", "-c", prelude, "sh", str(slot_dir / "root"), str(slot_dir),
                     *init, *self._drop(uid), *filtered, *self._run(command)]
 
@@ -304,6 +314,7 @@ class Isolation:
             f'ln -s {shlex.quote(self.python_exe)} "$NR{SHIM_DIR}/python3"',
             'mount --bind "$SLOT/testbed" "$NR/testbed"' + testbed_ro,
             'mount --bind "$SLOT/tmp" "$NR/tmp"',
+            'mkdir "$NR/dev/shm" && mount --bind "$SLOT/tmp" "$NR/dev/shm"',
             'mount -t proc -o nosuid,nodev,noexec proc "$NR/proc"',
         ]
         # after /tmp: see _bwrap

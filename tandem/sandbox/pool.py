@@ -22,6 +22,7 @@ tests it runs can write /tmp only. Pools are removed at exit (tandem.sandbox.lif
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import shutil
@@ -32,6 +33,7 @@ from pathlib import Path
 
 from tandem.errors import RunFatal
 from tandem.sandbox import lifecycle, seccomp
+from tandem.sandbox.cgroup import MemoryCgroups
 from tandem.sandbox.isolation import Isolation, Limits
 from tandem.sandbox.runner import ExecResult, run_bounded
 from tandem.sandbox.storage import (DiskCap, check_memory_budget, chown_tree, make_owner_accessible, mount_tmpfs,
@@ -80,30 +82,48 @@ class Sandbox:
             if self.closed:
                 raise RuntimeError("sandbox already released")
             timeout = self.pool.command_timeout_s if timeout_s is None else timeout_s
-            iso = self.pool.isolation
-            filter_fd = seccomp.program_fd() if iso.needs_seccomp_fd() else None
+            iso, cgroups = self.pool.isolation, self.pool.cgroups
+            filter_fd = seccomp.program_fd(iso.count_memory) if iso.needs_seccomp_fd() else None
+            group = None
             try:
                 argv = iso.argv(self.slot.dir, command, self.slot.uid, self.graded, ro_binds, filter_fd)
+                if cgroups is not None:
+                    group = cgroups.create(f"{self.pool.name}-{self.slot.index}", iso.limits.memory_mb << 20)
+                    argv = cgroups.enter_argv(group, argv)
             except BaseException:
                 if filter_fd is not None:
                     os.close(filter_fd)
+                for fd in side_channel or ():
+                    os.close(fd)
                 raise
-            result = run_bounded(argv, timeout, self.pool.max_output_bytes, side_channel,
-                                 give_fds=() if filter_fd is None else (filter_fd,))
+            try:
+                result = run_bounded(argv, timeout, self.pool.max_output_bytes, side_channel,
+                                     give_fds=() if filter_fd is None else (filter_fd,))
+            finally:
+                if group is not None:
+                    cgroups.remove(group)
             self.exec_times.append(result.duration_s)
             return result
 
-    def disk_usage(self, limit: int | None = None) -> int:
-        """Bytes used by the slot: exact on a capped slot, else testbed and tmp (counting stops past `limit`)."""
+    def disk_usage(self, limit: int | None = None, inode_limit: int | None = None) -> tuple[int, int]:
+        """(bytes, files and directories) used by the slot: exact on a capped slot, else counted over
+        testbed and tmp (counting stops past either limit)."""
         if self.slot.capped:
-            return usage(self.slot.dir)[0]
-        total = 0
+            return usage(self.slot.dir)
+        total, inodes = 0, 0
         for sub in ("testbed", "tmp"):
             for _, st in walk_tree(self.slot.dir / sub):
                 total += st.st_blocks * 512 if hasattr(st, "st_blocks") else st.st_size
-                if limit is not None and total > limit:
-                    return total
-        return total
+                inodes += 1
+                if (limit is not None and total > limit) or (inode_limit is not None and inodes > inode_limit):
+                    return total, inodes
+        return total, inodes
+
+    def over_disk_cap(self) -> bool:
+        """Past sandbox.max_workdir_mb or sandbox.max_inodes (measured: the hard cap is a tmpfs, as root)."""
+        cap = self.pool.measured_cap
+        used, inodes = self.disk_usage(cap.max_bytes, cap.max_inodes)
+        return used > cap.max_bytes or inodes > cap.max_inodes
 
     def diff(self, max_bytes: int = 2_000_000) -> str:
         """The agent's changes as a git patch, computed on the host against the private baseline.
@@ -144,6 +164,12 @@ class SandboxPool:
     def __init__(self, root: Path, size: int, isolation: Isolation, templates: TemplateCache, *,
                  name: str = "agent", command_timeout_s: float = 60.0, max_output_bytes: int = 1_000_000,
                  base_uid: int | None = None, disk_cap: DiskCap | None = None):
+        self.name = name
+        self.measured_cap = disk_cap or DiskCap(512 << 20, 50_000)
+        """The caps a slot is measured against after each agent command (over_disk_cap)."""
+        self.cgroups = MemoryCgroups.detect()
+        """Per-command memory cgroups where this process may make them (tandem.sandbox.cgroup)."""
+        isolation = dataclasses.replace(isolation, count_memory=self.cgroups is not None)
         if size < 1:
             raise ValueError("sandbox pool size must be at least 1")
         self.isolation, self.templates = isolation, templates

@@ -42,11 +42,12 @@ class DiffTooLarge(RuntimeError):
 
 def host_git(args: list[str], cwd: Path | None = None, timeout: float = 120.0, check: bool = True,
              git_dir: Path | None = None, work_tree: Path | None = None,
-             max_output: int | None = None) -> subprocess.CompletedProcess:
+             max_output: int | None = None, rlimits: tuple[int, int] | None = None) -> subprocess.CompletedProcess:
     """git on the host with no system/global config, hooks or fsmonitor: only what we pass.
 
     With max_output, stdout is read up to that many bytes and a longer output raises
-    DiffTooLarge (the process is killed; nothing larger is held in memory)."""
+    DiffTooLarge (the process is killed; nothing larger is held in memory). rlimits =
+    (address space, largest file written) in bytes bounds git itself (prlimit)."""
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": "/nonexistent", "GIT_CONFIG_NOSYSTEM": "1",
            "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_TERMINAL_PROMPT": "0", "LANG": "C.UTF-8", **GIT_IDENTITY}
     if cwd is not None:
@@ -54,6 +55,8 @@ def host_git(args: list[str], cwd: Path | None = None, timeout: float = 120.0, c
         env["GIT_CEILING_DIRECTORIES"] = str(Path(cwd).resolve().parent)
     pre = ["git", "-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false", "-c", "core.autocrlf=false",
            "-c", "safe.directory=*", "-c", "init.defaultBranch=main"]
+    if rlimits is not None:
+        pre = ["prlimit", f"--as={rlimits[0]}", f"--fsize={rlimits[1]}", "--", *pre]
     if git_dir is not None:
         pre += [f"--git-dir={git_dir}"]
     if work_tree is not None:

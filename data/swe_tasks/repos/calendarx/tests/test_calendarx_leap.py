@@ -6,6 +6,7 @@ def test_century_rules():
     assert not is_leap(1900)
     assert is_leap(2024)
     assert not is_leap(2023)
+    assert [y for y in (1800, 1900, 1996, 2000, 2023, 2024) if is_leap(y)] == [1996, 2000, 2024]
 
 
 def test_february():

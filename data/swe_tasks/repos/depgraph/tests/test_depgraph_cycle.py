@@ -13,5 +13,6 @@ def test_empty():
 
 
 def test_cycle_next_to_independent_nodes():
-    with pytest.raises(CycleError, match="a, b"):
+    with pytest.raises(CycleError) as err:
         toposort({"a": ["b"], "b": ["a"], "c": []})
+    assert str(err.value) == "dependency cycle among: a, b"

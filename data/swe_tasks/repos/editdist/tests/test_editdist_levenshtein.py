@@ -3,6 +3,7 @@ from editdist import levenshtein
 
 def test_identical():
     assert levenshtein("abc", "abc") == 0
+    assert levenshtein("kitten", "kitchen") == 2
 
 
 def test_classic():

@@ -4,6 +4,7 @@ from globmatch import match
 def test_star_backtracks():
     assert match("abcabd", "*abd")
     assert match("a.tar.gz", "*.gz")
+    assert [n for n in ("abcabd", "abd", "abcab", "xabd", "abdx") if match(n, "*abd")] == ["abcabd", "abd", "xabd"]
 
 
 def test_trailing_stars():

@@ -8,6 +8,7 @@ def test_withdraw_to_zero():
     a.deposit(500)
     a.withdraw(500)
     assert a.balance == 0
+    assert a.history == [("deposit", 500), ("withdraw", 500)]
 
 
 def test_overdraft_limit():

@@ -8,6 +8,7 @@ def test_evicts_least_recent():
     c.get("a")
     c.put("c", 3)
     assert "a" in c and "c" in c and "b" not in c
+    assert [c.get(k) for k in ("a", "b", "c")] == [1, None, 3]
 
 
 def test_update_refreshes():

@@ -7,6 +7,7 @@ def test_det_2x2():
 
 def test_det_needs_swap():
     assert Matrix([[0, 1], [1, 0]]).determinant() == -1
+    assert Matrix([[0, 2], [3, 0]]).determinant() == -6
 
 
 def test_det_3x3():

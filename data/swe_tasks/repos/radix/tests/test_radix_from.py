@@ -15,3 +15,4 @@ def test_invalid_digit():
 
 def test_roundtrip_base36():
     assert from_base(to_base(123456789, 36), 36) == 123456789
+    assert to_base(123456789, 36) == "21i3v9"

@@ -7,6 +7,7 @@ def test_add():
 
 def test_sub():
     assert Frac(1, 2) - Frac(1, 3) == Frac(1, 6)
+    assert repr(Frac(1, 2) - Frac(1, 3)) == "Frac(1, 6)"
     assert Frac(1, 3) - Frac(1, 2) == Frac(-1, 6)
 
 

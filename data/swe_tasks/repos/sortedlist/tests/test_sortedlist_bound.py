@@ -3,6 +3,7 @@ from sortedlist import SortedList, lower_bound
 
 def test_lower_bound_duplicates():
     assert lower_bound([1, 2, 2, 2, 3], 2) == 1
+    assert lower_bound([0, 5, 5, 7, 7, 7, 9], 7) == 3
 
 
 def test_lower_bound_edges():
@@ -12,5 +13,5 @@ def test_lower_bound_edges():
 
 
 def test_count_range():
-    s = SortedList([5, 1, 3, 3, 9])
-    assert s.count_range(3, 6) == 3
+    s = SortedList([5, 1, 3, 3, 9, 4, 6])
+    assert s.count_range(3, 6) == 4

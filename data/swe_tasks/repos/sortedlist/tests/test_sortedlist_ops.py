@@ -16,3 +16,4 @@ def test_remove_missing():
 
 def test_contains():
     assert 4 in SortedList([4])
+    assert [x for x in range(10) if x in SortedList([8, 4, 8, 2])] == [2, 4, 8]

@@ -1,0 +1,159 @@
+"""How often a generic forger scores 1, and whether honest fixes still do: every bundled task, both backends.
+
+    python -m bench.forge_rate                          # 32 tasks x 4 trials x every working backend
+    python -m bench.forge_rate --tasks 4 --trials 2 --no-agent-loop --backends unshare
+
+(run from the repository root, as a module: it uses the tests' forger and task helpers)
+
+Per backend, with the real grader (sandboxes, reference runs, host-held checks):
+- the grading plan of every task: host-graded or refused (with the reason);
+- the forger of tests/_forger.py (issue 34's outline, improved against host-held checks),
+  trial t using its t-th family of guesses, typed into the task's agent sandbox; the diff is
+  graded: reward and tamper flags;
+- the task's reference fix (its bug patch reversed) as an agent diff, and the same fix next to
+  a `<pkg>.egg-info/entry_points.txt` declaring a pytest11 plugin (what `pip install -e .`
+  leaves in a pytest-plugin repository): both must score 1;
+- with the agent loop: the forger typed by a scripted policy through the real rollout plug-in
+  (CodingEnv, G = trials per task), and the step's agent_pass_at_1 and agent_tamper_rate.
+
+Results: bench/results/forge_rate.json (or --out). Forgeries that score 1, and fixes that do
+not, are listed by task.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+def agent_diff(runtime, task, command: str | None, reverse_patch: bool = False) -> str:
+    from tandem.swe_data import apply_patch
+
+    template = runtime.templates.get(f"{task.instance_id}::agent", task.materialize_agent)
+    with runtime.agent_pool.acquire(template) as sb:
+        if reverse_patch:
+            apply_patch(sb.testbed, task.patch, reverse=True)
+        if command:
+            run = sb.exec(command, timeout_s=60)
+            if run.returncode != 0:
+                raise SystemExit(f"{task.instance_id}: the command failed: {run.output[-800:]}")
+        return sb.diff()
+
+
+def direct(runtime, tasks, trials: int) -> dict:
+    """Plans, forgeries, fixes and egg-info fixes, graded one by one."""
+    from tests._forger import EGG_INFO, forger_command
+
+    out = {"refused": {}, "forged": [], "forgeries": 0, "tamper_flagged": 0, "fix_failed": [], "egg_failed": []}
+    for task in tasks:
+        plan = runtime.grader.plan(task)
+        if plan.refused:
+            out["refused"][task.instance_id] = plan.refused
+        for trial in range(trials):
+            res = runtime.grader.grade(task, agent_diff(runtime, task, forger_command(trial)))
+            out["forgeries"] += 1
+            out["tamper_flagged"] += bool(res.tamper)
+            if res.reward == 1.0:
+                out["forged"].append({"task": task.instance_id, "trial": trial})
+        fix = runtime.grader.grade(task, agent_diff(runtime, task, None, reverse_patch=True))
+        if fix.reward != 1.0:
+            out["fix_failed"].append({"task": task.instance_id, "reason": fix.reason[:500]})
+        pkg = task.repo.split("/")[-1]
+        egg = runtime.grader.grade(task, agent_diff(runtime, task, EGG_INFO.format(pkg=pkg), reverse_patch=True))
+        if egg.reward != 1.0 or egg.tamper:
+            out["egg_failed"].append({"task": task.instance_id, "reason": egg.reason[:500], "tamper": egg.tamper})
+        print(f"  {task.repo}: refused={bool(plan.refused)} forged={sum(f['task'] == task.instance_id for f in out['forged'])}"
+              f"/{trials} fix={fix.reward} egg={egg.reward}", file=sys.stderr, flush=True)
+    out["forged_count"] = len(out["forged"])
+    return out
+
+
+def agent_loop(cfg, rows, trials: int) -> dict:
+    """The forger typed by a scripted policy through the real rollout plug-in, G = trials per task."""
+    import asyncio
+
+    from tandem.agent import agent_step_metrics, swe_agent_rollout
+    from tests._forger import forger_command
+    from tests._swe import InProcessEngine, SENTINEL, bash, make_ctx, tiny_tokenizer
+
+    def policy(prompt: str, turn: int) -> str:
+        if turn >= 2:
+            return bash(f"echo {SENTINEL}", "Done.")
+        return bash(forger_command(int.from_bytes(os.urandom(1), "big") % 4), "Make the tests pass.")
+
+    samples = []
+    ctx = make_ctx(cfg, InProcessEngine(tiny_tokenizer(), policy))
+    try:
+        for i, row in enumerate(rows):
+            group = asyncio.run(swe_agent_rollout(ctx, row, trials))
+            for s in group:
+                s.group_id = i
+            samples += group
+    finally:
+        ctx.executor.shutdown(wait=True)
+    metrics = agent_step_metrics(samples)
+    return {"samples": len(samples), "agent_pass_at_1": metrics["agent_pass_at_1"],
+            "agent_tamper_rate": metrics["agent_tamper_rate"], "agent_refused_rate": metrics.get("agent_refused_rate"),
+            "scored_one": [s.metadata.get("agent", {}).get("instance_id") for s in samples if s.reward >= 1.0]}
+
+
+def run_backend(backend: str, n_tasks: int, trials: int, with_agent: bool) -> dict:
+    from tandem.grading import get_runtime, reset_runtime
+    from tandem.swe_data import load_bundled
+    from tests._swe import bundled_rows, make_cfg
+
+    tmp = Path(tempfile.mkdtemp(prefix=f"forge-rate-{backend}-"))
+    cfg = make_cfg(tmp, sandbox={"backend": backend, "pool_size": 2}, rollout={"samples_per_prompt": trials})
+    reset_runtime()
+    runtime = get_runtime(cfg)
+    start = time.monotonic()
+    try:
+        if runtime.backend != backend:
+            raise SystemExit(f"asked for {backend}, the runtime uses {runtime.backend}")
+        result = {"backend": backend, **direct(runtime, load_bundled()[:n_tasks], trials)}
+        if with_agent:
+            result["agent_loop"] = agent_loop(cfg, bundled_rows()[:n_tasks], trials)
+    finally:
+        reset_runtime()
+    result["wall_s"] = time.monotonic() - start
+    return result
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--tasks", type=int, default=32)
+    p.add_argument("--trials", type=int, default=4)
+    p.add_argument("--backends", nargs="+", default=["bwrap", "unshare"])
+    p.add_argument("--no-agent-loop", action="store_true")
+    p.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "forge_rate.json")
+    args = p.parse_args()
+    from tandem.sandbox.isolation import _probe
+
+    results = []
+    for backend in args.backends:
+        if not _probe(backend):
+            print(f"{backend}: cannot create namespaces here, skipped", file=sys.stderr)
+            continue
+        results.append(run_backend(backend, args.tasks, args.trials, not args.no_agent_loop))
+        r = results[-1]
+        line = (f"{backend}: forged {r['forged_count']}/{r['forgeries']} (tamper flagged {r['tamper_flagged']}), "
+                f"refused {len(r['refused'])}, fixes failing {len(r['fix_failed'])}, egg-info failing "
+                f"{len(r['egg_failed'])}")
+        if "agent_loop" in r:
+            a = r["agent_loop"]
+            line += f"; agent loop: pass@1 {a['agent_pass_at_1']:.3f}, tamper rate {a['agent_tamper_rate']:.3f}"
+        print(line, flush=True)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({"tasks": args.tasks, "trials": args.trials, "cpus": os.cpu_count(),
+                                    "results": results}, indent=2) + "\n")
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
