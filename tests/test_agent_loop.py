@@ -131,7 +131,7 @@ def test_end_wall_clock():
     ep, _ = episode(lambda p, t: bash("ls"), delay_s=0.4, wall_time_s=1.0, max_turns=50)
     assert ep.end_reason == "wall_clock"
     assert 1 <= len(ep.turns) <= 3
-    assert time.monotonic() - start < 3.0
+    assert time.monotonic() - start < 50 * 0.4, "ended by the wall clock, long before its 50 turns of 0.4 s"
 
 
 def test_end_disk_limit():

@@ -428,7 +428,7 @@ def test_sim_trainer_waits_scaled_train_time_and_exports_the_configured_size():
     t0 = time.perf_counter()
     m = tr.train_step([s])
     elapsed = time.perf_counter() - t0
-    assert 0.2 * 0.98 <= elapsed < 0.2 + 2.0, elapsed       # 40 s / 200: never less, more only under load
+    assert 0.2 * 0.98 <= elapsed < 0.2 + 30.0, elapsed      # 40 s / 200: never less, more only under load
     assert m["entropy"] == pytest.approx(1.0) and m["loss"] == pytest.approx(-0.5) and m["tokens"] == 2
     sd = tr.export_hf_state_dict()
     nbytes = sum(t.numel() * t.element_size() for t in sd.values())
