@@ -11,7 +11,8 @@ sides alternate, so machine load drifts over both alike) in a fresh run dir, and
 - wall_s: the whole command, teardown included.
 
 Before the rounds each side runs once unmeasured (the tiny model built and cached, the files in
-the page cache). Results: a table on stdout and the JSON file (--out).
+the page cache). Results: a table on stdout and the JSON file (--out): per fleet size the median
+of each side and the after / before ratio of each round (both sides of a round ran back to back).
 """
 
 from __future__ import annotations
@@ -76,12 +77,14 @@ def main() -> None:
                for side in sides}
         spread = {side: [round(x["first_step_s"], 2) for x in runs if x["engines"] == n and x["side"] == side]
                   for side in sides}
+        paired = [a / b for a, b in zip(spread["after"], spread["before"])]  # same round: same machine load
         summary[str(n)] = {"before_s": med["before"], "after_s": med["after"], "ratio": med["after"] / med["before"],
+                           "paired_ratios": [round(x, 3) for x in paired], "paired_ratio_median": statistics.median(paired),
                            "before_runs": spread["before"], "after_runs": spread["after"]}
-    print("\nengines | first step before (s) | after (s) | after / before")
+    print("\nengines | first step before (s) | after (s) | after / before (median) | per round")
     for n, row in summary.items():
         print(f"{n:>7} | {row['before_s']:8.1f} {row['before_runs']} | {row['after_s']:6.1f} {row['after_runs']} | "
-              f"{row['ratio']:.2f}")
+              f"{row['paired_ratio_median']:.2f} | {row['paired_ratios']}")
     Path(a.out).write_text(json.dumps({"runs": runs, "summary": summary}, indent=1))
     print(f"wrote {a.out}")
 

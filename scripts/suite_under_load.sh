@@ -15,7 +15,7 @@ trap 'kill $hog 2>/dev/null' EXIT
 status=0
 for run in 1 2 3; do
   start=$(date +%s)
-  python -m pytest -q -p no:cacheprovider tests > "$LOGS/run-$run.log" 2>&1
+  python -m pytest -q -p no:cacheprovider -n 2 --dist loadgroup tests > "$LOGS/run-$run.log" 2>&1
   rc=$?
   tail -3 "$LOGS/run-$run.log"
   echo "suite run $run beside a CPU hog: exit $rc in $(( $(date +%s) - start )) s"
@@ -23,7 +23,7 @@ for run in 1 2 3; do
 done
 kill $hog
 start=$(date +%s)
-( trap '' INT; python -m pytest -q -p no:cacheprovider tests > "$LOGS/run-sigint-ignored.log" 2>&1 )
+( trap '' INT; python -m pytest -q -p no:cacheprovider -n 2 --dist loadgroup tests > "$LOGS/run-sigint-ignored.log" 2>&1 )
 rc=$?
 tail -3 "$LOGS/run-sigint-ignored.log"
 echo "suite run with SIGINT ignored: exit $rc in $(( $(date +%s) - start )) s"

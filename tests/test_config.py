@@ -170,12 +170,17 @@ def test_numeric_fields_declare_their_ranges():
         assert key in keys, key
 
 
-@pytest.mark.parametrize("key, value", BOUNDED, ids=[f"{k}={v}" for k, v in BOUNDED])
-def test_a_value_outside_the_range_names_the_key(key, value):
-    with pytest.raises(ConfigError) as err:
-        build_config(tree_with(key, value))
-    assert f"config key '{key}': Input should be" in str(err.value)
-    assert f"(got {value!r})" in str(err.value)
+def test_a_value_outside_the_range_names_the_key():
+    """One table: every bound of every field, a value just outside it, and what the error said."""
+    wrong = {}
+    for key, value in BOUNDED:
+        try:
+            build_config(tree_with(key, value))
+            wrong[f"{key}={value!r}"] = "accepted"
+        except ConfigError as err:
+            if f"config key '{key}': Input should be" not in str(err) or f"(got {value!r})" not in str(err):
+                wrong[f"{key}={value!r}"] = str(err)
+    assert wrong == {}
 
 
 def test_help_shows_the_bounds():

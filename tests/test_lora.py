@@ -498,7 +498,7 @@ def test_resume_with_lora_continues_on_the_checkpoints_adapter(tmp_path):
     assert first.wait(300) == 0, first.describe()
     extend = Launch(run, ["--steps", "6"], resume=True, tag="extend")
     assert extend.wait(300) == 0, extend.describe()
-    assert "resuming at step 4" in extend.stdout, extend.describe()
+    assert "resuming at step 5" in extend.stdout, extend.describe()  # after checkpoint 4
     rows = metrics(run)
     assert [r["weight_version"] for r in rows] == list(range(1, 7))
     assert check_batches(run, 6) == []
