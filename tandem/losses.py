@@ -2,7 +2,7 @@
 
 Pure tensor functions (no model, no HF, no config objects) so the torch backend, a
 Megatron backend and the tests all compute exactly the same numbers. Definitions follow
-slime's (see notes in LANDSCAPE.md, "math used by the peers"):
+slime's:
 
 - GRPO advantage: r' = r - mean_g(r); r'' = r' / (std_g(r') + eps), unbiased std; the std
   step is skipped when disabled or when a group has a single sample.

@@ -137,8 +137,8 @@ def test_a_forging_policy_through_the_real_launcher_scores_zero_and_the_run_goes
         row = rows[step - 1]
         assert row["agent_tamper_rate"] == sum(bool(s["reward_info"]["tamper"]) for s in samples) / len(samples)
     assert forged and honest
-    # every agent metric the README's coding-agent section documents is in every row
+    # every agent metric docs/coding-agent.md documents is in every row
     import re
-    section = (REPO / "README.md").read_text().split("### Metrics\n", 1)[1].split("\n## ", 1)[0]
+    section = (REPO / "docs" / "coding-agent.md").read_text().split("### Metrics\n", 1)[1].split("\n## ", 1)[0]
     documented = {k for k in re.findall(r"`(agent_[a-z_0-9]+)`", section)}
     assert len(documented) >= 14 and all(documented <= set(r) for r in rows), documented - set(rows[0])

@@ -106,8 +106,11 @@ def test_waiting_requests_are_admitted_by_priority_when_enabled(tmp_path: Path) 
 
 def test_an_idle_engine_prefills_a_burst_together(tmp_path: Path) -> None:
     """engine.admission_window_ms: requests that reach an idle engine a millisecond apart (a step's
-    groups) are prefilled as one batch, so the batch decodes without padding; with no window the
-    first one starts alone and the rest join it later. The answers are the same either way."""
+    groups) are prefilled as one batch, so the batch decodes without padding; with no window a
+    request is prefilled as it arrives and the later ones join the running batch. The answers are
+    the same either way. No timing premise: the window (0.5 s) is far above the 1 ms gaps, and the
+    arm without it waits for the first prefill before sending the rest (on a loaded machine the
+    engine thread could otherwise meet all four at once)."""
     from tandem.config import config_from_json
     from tandem.engine.embedded import EmbeddedCore
     from tandem.model_source import resolve_model_path
@@ -117,18 +120,23 @@ def test_an_idle_engine_prefills_a_burst_together(tmp_path: Path) -> None:
     async def burst(window_s: float) -> tuple[int, list[list[int]]]:
         core = EmbeddedCore.load(model_path, admission_window_s=window_s)
         await core.start()
+        stats = core.engine_backend.scheduler.stats
         try:
             tasks = []
             for i in range(4):
                 tasks.append(asyncio.create_task(core_generate(core, [65 + i], max_new_tokens=8, temperature=0,
                                                                ignore_eos=True)))
                 await asyncio.sleep(0.001)
+                for _ in range(6000 if window_s == 0 and i == 0 else 0):  # at most 60 s
+                    if stats["prefill_batches"]:
+                        break
+                    await asyncio.sleep(0.01)
             outs = await asyncio.gather(*tasks)
-            return core.engine_backend.scheduler.stats["prefill_batches"], [r.output_ids for r in outs]
+            return stats["prefill_batches"], [r.output_ids for r in outs]
         finally:
             await core.shutdown()
 
-    together, answers = asyncio.run(burst(0.05))
+    together, answers = asyncio.run(burst(0.5))
     apart, answers_apart = asyncio.run(burst(0.0))
     assert together == 1 and apart > 1
     assert answers == answers_apart

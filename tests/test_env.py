@@ -325,11 +325,11 @@ def test_counter_episode_through_the_plug_in_with_tool_tokens():
     assert sample.metadata["env"]["tool_calls"] == ["increment", "increment"]
 
 
-def test_the_readme_environment_runs_as_printed(tmp_path):
+def test_the_documented_environment_runs_as_printed(tmp_path):
     from pathlib import Path
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    section = readme[readme.index("## Bring your environment"):]
+    page = (Path(__file__).resolve().parents[1] / "docs" / "environments.md").read_text()
+    section = page[page.index("## Bring your environment"):]
     code = section[section.index("```python\n") + 10: section.index("```\n", section.index("```python\n"))]
     assert len(code.strip().splitlines()) <= 32  # "a complete 30-line environment"
     (tmp_path / "my_env.py").write_text(code)

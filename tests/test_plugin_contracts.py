@@ -1,4 +1,4 @@
-"""The plug-in contract as code: every plug-in a shipped config or the README names loads and
+"""The plug-in contract as code: every plug-in a shipped config, the README or docs/ names loads and
 meets RolloutFn / RewardFn, and one that cannot is refused at start-up, naming it."""
 
 from __future__ import annotations
@@ -24,14 +24,15 @@ SPEC = re.compile(r'[`"]((?:rollout|reward|tandem(?:\.\w+)*)):(\w+)[`"]')
 
 
 def named_plugins() -> list[tuple[str, str]]:
-    """(kind, spec) for every plug-in that config.toml, configs/*.toml and the README name."""
+    """(kind, spec) for every plug-in that config.toml, configs/*.toml, the README and docs/ name."""
     found = set()
     for path in [REPO / "config.toml", *sorted((REPO / "configs").glob("*.toml"))]:
         rollout = tomllib.loads(path.read_text()).get("rollout", {})
         found |= {("rollout", rollout["function"])} if "function" in rollout else set()
         found |= {("reward", rollout["reward"])} if "reward" in rollout else set()
         found |= {("environment", rollout["environment"])} if rollout.get("environment") else set()
-    for module, fn in SPEC.findall((REPO / "README.md").read_text()):
+    prose = "".join(p.read_text() for p in [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))])
+    for module, fn in SPEC.findall(prose):
         kind = "environment" if fn[:1].isupper() else "reward" if "reward" in fn else "rollout"
         found.add((kind, f"{module}:{fn}"))
     return sorted(found)

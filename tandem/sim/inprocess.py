@@ -15,8 +15,8 @@ the lowest-numbered engine, so runs repeat; 'random': a seeded draw), every late
 that key to the same engine; requests without a key go to the least-loaded engine; policy
 'round_robin' is also served. Not modelled: key expiry (keys stay pinned for the whole run),
 health checks and failures (engines cannot fail in a virtual run), the fields
-the router adds to the body (the sim engines ignore them), and the router's own latency (measured
-negligible, ../shared/reference/LANDSCAPE.md). Other policies are refused. Also modelled: its
+the router adds to the body (the sim engines ignore them), and the router's own latency. Other
+policies are refused. Also modelled: its
 worker list (`add`, `remove`: a removed engine's sessions are assigned afresh), and the 502 a
 request gets when its engine stops under it.
 
