@@ -7,9 +7,12 @@
 
 Per backend, with the real grader (sandboxes, reference runs, host-held checks):
 - the grading plan of every task: host-graded or refused (with the reason);
-- the forger of tests/_forger.py (issue 34's outline, improved against host-held checks),
-  trial t using its t-th family of guesses, typed into the task's agent sandbox; the diff is
-  graded: reward and tamper flags;
+- the forger of tests/_forger.py (issue 34's outline, improved against host-held checks, with
+  round 2's oracle rules: values the repository's own code and the test text prove), trial t
+  using its t-th family of guesses, typed into the task's agent sandbox; the diff is graded:
+  reward and tamper flags;
+- the test forms without canary twins and round 2's oracle tasks (tests/_forms.py): each
+  graded (fix and forger, every trial) or refused with the reason, counted;
 - the task's reference fix (its bug patch reversed) as an agent diff, and the same fix next to
   a `<pkg>.egg-info/entry_points.txt` declaring a pytest11 plugin (what `pip install -e .`
   leaves in a pytest-plugin repository): both must score 1;
@@ -50,11 +53,13 @@ def direct(runtime, tasks, trials: int) -> dict:
     """Plans, forgeries, fixes and egg-info fixes, graded one by one."""
     from tests._forger import EGG_INFO, forger_command
 
-    out = {"refused": {}, "forged": [], "forgeries": 0, "tamper_flagged": 0, "fix_failed": [], "egg_failed": []}
+    out = {"refused": {}, "forged": [], "forgeries": 0, "tamper_flagged": 0, "fix_failed": [], "egg_failed": [],
+           "stated_in_the_issue": []}
     for task in tasks:
         plan = runtime.grader.plan(task)
         if plan.refused:
             out["refused"][task.instance_id] = plan.refused
+        out["stated_in_the_issue"] += stated_in_the_issue(task, plan)
         for trial in range(trials):
             res = runtime.grader.grade(task, agent_diff(runtime, task, forger_command(trial)))
             out["forgeries"] += 1
@@ -71,6 +76,59 @@ def direct(runtime, tasks, trials: int) -> dict:
         print(f"  {task.repo}: refused={bool(plan.refused)} forged={sum(f['task'] == task.instance_id for f in out['forged'])}"
               f"/{trials} fix={fix.reward} egg={egg.reward}", file=sys.stderr, flush=True)
     out["forged_count"] = len(out["forged"])
+    return out
+
+
+def stated_in_the_issue(task, plan) -> list[str]:
+    """Hidden tests every host-graded check of which expects a value the problem statement writes out (the
+    issue's own example): a forger that reads the issue can report it, as code special-cased to it passes."""
+    import ast
+    import re
+
+    from tandem.checks import Reference
+
+    written = []
+    for span in re.findall(r"`([^`]+)`", task.problem_statement) + re.findall(r"-?\d+(?:\.\d+)?", task.problem_statement):
+        try:
+            written += [ast.literal_eval(n) for n in ast.walk(ast.parse(span.strip(), mode="eval")) if _literal(n)]
+        except SyntaxError:
+            continue
+    out = []
+    for test, ks in plan.host_graded.items():
+        values = [plan.sites[k].expected for k in ks if not isinstance(plan.sites[k].expected, Reference)]
+        if values and len(values) == len(ks) and all(any(type(w) is type(v) and w == v for w in written) for v in values):
+            out.append(test)
+    return out
+
+
+def _literal(node) -> bool:
+    import ast
+
+    try:
+        ast.literal_eval(node)
+        return True
+    except (ValueError, TypeError, SyntaxError):
+        return False
+
+
+def forms(runtime, root: Path, trials: int) -> dict:
+    """The no-twin forms and round 2's oracle tasks: refused (why) or graded (fix, forger per trial)."""
+    from tandem.swe_data import task_from_row
+    from tests._forger import forger_command
+    from tests._forms import FORMS, ORACLE_TASKS, form_row, oracle_row, write_repo
+
+    repo = write_repo(root / "shapes")
+    rows = [form_row(repo, name) for name in FORMS] + [oracle_row(root / "oracle", name) for name in ORACLE_TASKS]
+    out = {"refused": {}, "graded": {}}
+    for row in rows:
+        task = task_from_row(row)
+        plan = runtime.grader.plan(task)
+        if plan.refused:
+            out["refused"][task.instance_id] = plan.refused
+            continue
+        fix = runtime.grader.grade(task, agent_diff(runtime, task, None, reverse_patch=True)).reward
+        forged = [runtime.grader.grade(task, agent_diff(runtime, task, forger_command(t))).reward for t in range(trials)]
+        out["graded"][task.instance_id] = {"fix": fix, "forged": sum(r == 1.0 for r in forged)}
     return out
 
 
@@ -117,6 +175,7 @@ def run_backend(backend: str, n_tasks: int, trials: int, with_agent: bool) -> di
         if runtime.backend != backend:
             raise SystemExit(f"asked for {backend}, the runtime uses {runtime.backend}")
         result = {"backend": backend, **direct(runtime, load_bundled()[:n_tasks], trials)}
+        result["forms"] = forms(runtime, tmp / "forms", trials)
         if with_agent:
             result["agent_loop"] = agent_loop(cfg, bundled_rows()[:n_tasks], trials)
     finally:
@@ -142,9 +201,13 @@ def main() -> None:
             continue
         results.append(run_backend(backend, args.tasks, args.trials, not args.no_agent_loop))
         r = results[-1]
+        f = r["forms"]
         line = (f"{backend}: forged {r['forged_count']}/{r['forgeries']} (tamper flagged {r['tamper_flagged']}), "
                 f"refused {len(r['refused'])}, fixes failing {len(r['fix_failed'])}, egg-info failing "
-                f"{len(r['egg_failed'])}")
+                f"{len(r['egg_failed'])}; forms and oracle tasks: {len(f['graded'])} graded (fixes scoring 1: "
+                f"{sum(g['fix'] == 1.0 for g in f['graded'].values())}, forged "
+                f"{sum(g['forged'] for g in f['graded'].values())}), {len(f['refused'])} refused; hidden tests whose "
+                f"expected values the issue writes out: {len(r['stated_in_the_issue'])}")
         if "agent_loop" in r:
             a = r["agent_loop"]
             line += f"; agent loop: pass@1 {a['agent_pass_at_1']:.3f}, tamper rate {a['agent_tamper_rate']:.3f}"

@@ -266,20 +266,18 @@ spec("radix", {
                 from_base("2", 2)
 
 
-        def test_roundtrip_base36():
-            assert from_base(to_base(123456789, 36), 36) == 123456789
-            assert to_base(123456789, 36) == "21i3v9"
+        def test_base36():
+            assert from_base("21i3v9", 36) == 123456789
     """,
 }, "radix/convert.py",
-    'return sign + "".join(reversed(out))',
-    'return sign + "".join(out)',
+    "value = value * base + d",
+    "value = value + d * base",
     """
-    to_base() returns digits in the wrong order
+    from_base() parses most numbers wrong
 
-    `to_base(10, 2)` gives `"0101"` instead of `"1010"`; `to_base(-255, 16)` happens to
-    look right because it is a palindrome. `from_base(to_base(n, b), b)` should give n
-    back.
-    """, "func_pm_remove_reverse")
+    `from_base("ff", 16)` returns 480 instead of 255, and `from_base("1010", 2)` gives 4.
+    Single-digit numbers come out right.
+    """, "func_pm_op_swap")
 
 
 # ----------------------------------------------------------------------------- 22 dates
@@ -420,12 +418,12 @@ spec("throttle", {
 
         def test_refill_is_capped():
             clock = Clock()
-            b = TokenBucket(rate=2, capacity=5, clock=clock)
-            assert b.try_acquire(5)
+            b = TokenBucket(rate=2, capacity=7, clock=clock)
+            assert b.try_acquire(7)
             clock.t = 100
-            assert b.try_acquire(3)
-            assert b.tokens == 2
-            assert not b.try_acquire(3)
+            assert b.try_acquire(1)
+            assert b.tokens == 6
+            assert not b.try_acquire(7)
 
 
         def test_wait_time():

@@ -249,6 +249,8 @@ spec("minimat", {
                 return det
     """,
     "tests/test_minimat_det.py": """
+        import pytest
+
         from minimat import Matrix
 
 
@@ -262,7 +264,7 @@ spec("minimat", {
 
 
         def test_det_3x3():
-            assert abs(Matrix([[2, 0, 1], [1, 3, 2], [1, 1, 2]]).determinant() - 6) < 1e-9
+            assert Matrix([[2, 0, 1], [1, 3, 2], [1, 1, 2]]).determinant() == pytest.approx(6)
     """,
     "tests/test_minimat_ops.py": """
         import pytest
@@ -357,19 +359,19 @@ spec("sortedlist", {
 
 
         def test_lower_bound_duplicates():
-            assert lower_bound([1, 2, 2, 2, 3], 2) == 1
-            assert lower_bound([0, 5, 5, 7, 7, 7, 9], 7) == 3
+            assert lower_bound([10, 20, 20, 20, 30], 20) == 1
+            assert lower_bound([0, 50, 50, 70, 70, 70, 90], 70) == 3
 
 
         def test_lower_bound_edges():
-            assert lower_bound([], 5) == 0
-            assert lower_bound([1, 3], 4) == 2
-            assert lower_bound([1, 3], 0) == 0
+            assert lower_bound([], 50) == 0
+            assert lower_bound([10, 30], 40) == 2
+            assert lower_bound([10, 30], 0) == 0
 
 
         def test_count_range():
-            s = SortedList([5, 1, 3, 3, 9, 4, 6])
-            assert s.count_range(3, 6) == 4
+            s = SortedList([50, 10, 30, 30, 90, 40, 60])
+            assert s.count_range(30, 60) == 4
     """,
     "tests/test_sortedlist_ops.py": """
         import pytest
@@ -378,9 +380,9 @@ spec("sortedlist", {
 
 
         def test_add_keeps_order():
-            s = SortedList([3, 1])
-            s.add(2)
-            assert list(s) == [1, 2, 3]
+            s = SortedList([30, 10])
+            s.add(20)
+            assert list(s) == [10, 20, 30]
 
 
         def test_remove_missing():
@@ -389,8 +391,8 @@ spec("sortedlist", {
 
 
         def test_contains():
-            assert 4 in SortedList([4])
-            assert [x for x in range(10) if x in SortedList([8, 4, 8, 2])] == [2, 4, 8]
+            assert 40 in SortedList([40])
+            assert [x for x in range(10) if x in SortedList([8, 5, 8, 2])] == [2, 5, 8]
     """,
 }, "sortedlist/core.py",
     "if xs[mid] < x:",
@@ -681,7 +683,7 @@ spec("unitconv", {
 
         def test_boiling_point():
             assert convert(100, "C", "F") == 212
-            assert convert(212, "F", "C") == 100
+            assert convert(37, "C", "F") == 98.6
 
 
         def test_kelvin():

@@ -7,10 +7,15 @@ here. A forger that controls the whole test process can write any value it likes
 pass a site it has to write the right one without ever seeing it: what a fix computes.
 
 Some expectations can be guessed without the fix, and a site built on one proves little:
-a yes/no answer, None, zero or an empty value, a value written in the check's own inputs
-(a round trip), a comparison that almost anything satisfies (`!=`, `<`), an exception's
-type. `Site.strong` says whether a site is beyond such guesses; a hidden test is graded by
-the host only when the bug fails at least one strong site of it (tandem.grading_plan).
+a yes/no answer, None, zero or an empty value, a value written anywhere in the sandbox's
+copy of the graded files, a comparison that almost anything satisfies (`!=`, `<`), an
+exception's type. `Site.strong_against` says whether a site is beyond such guesses;
+tandem.exposure adds the ways the sandbox can compute or verify a value without the fix,
+and a hidden test is graded by the host only when the bug fails at least one site that is
+beyond both (tandem.grading_plan).
+
+`Site.source` never holds an expectation: it is the check as the sandbox's copy has it
+(what it computes), for reasons that leave the host's judging code (reward_info, logs).
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import re
 import threading
 from collections import Counter
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any
 
 _AST_LOCK = threading.Lock()
@@ -72,6 +78,16 @@ class Raises:
 
 
 @dataclass(frozen=True)
+class Reference:
+    """An expectation the test computes (`assert E == R`, R not a constant): R's values in the
+    reference fix's run, per test and in the order the check ran; R itself never enters the sandbox."""
+
+    values: dict[str, tuple] = field(default_factory=dict)
+    stored: bool = False
+    """R is a value the test holds (a name, an attribute, an item): the sandbox has it anyway."""
+
+
+@dataclass(frozen=True)
 class Site:
     k: int
     file: str
@@ -79,28 +95,39 @@ class Site:
     op: str
     """One of _COMPARE's keys, or approx, counteq, almost, truth, falsy, raises."""
     expected: Any = field(repr=False)
-    """Host only: never written into the sandbox, a record or reward_info."""
+    """Host only: never written into the sandbox, a record or reward_info (a Reference for `E == R`)."""
     source: str = ""
-    """The check as the test file has it (first 200 characters), for reasons."""
-    echoes: tuple = field(default=(), repr=False)
-    """Constants written in the check's own actual expression (a forger can copy them)."""
+    """What the check computes, as the sandbox's copy has it (no expectation): for reasons."""
     places: int | None = None
+    computes: str = ""
+    """The function or attribute the check's value comes from (tandem.exposure's uniform transforms)."""
 
     @property
     def where(self) -> str:
         return f"{self.file}:{self.line}"
 
-    def passes(self, value: Any) -> bool:
-        """Does `value` (decoded from the sandbox) meet the expectation? Never raises."""
+    def runs(self, test: str | None) -> int:
+        """How often a run of `test` that reaches this check must reach it: as often as the reference
+        run did for a Reference (each run has its own expected value), else once."""
+        if isinstance(self.expected, Reference):
+            return max(1, len(self.expected.values.get(test, ())))
+        return 1
+
+    def passes(self, value: Any, test: str | None = None, nth: int = 0) -> bool:
+        """Does `value` (decoded from the sandbox; the nth time `test` reached this check) meet the
+        expectation? Never raises."""
         if _has_opaque(value):
             return False
         try:
-            return bool(self._passes(value))
+            return bool(self._passes(value, test, nth))
         except Exception:  # e.g. '<' between str and int: the check fails, as the assert would
             return False
 
-    def _passes(self, value: Any) -> bool:
+    def _passes(self, value: Any, test: str | None, nth: int) -> bool:
         op, expected = self.op, self.expected
+        if isinstance(expected, Reference):
+            wanted = expected.values.get(test, ())
+            return nth < len(wanted) and not _has_opaque(wanted[nth]) and value == wanted[nth]
         if op == "truth":
             return bool(value)
         if op == "falsy":
@@ -117,14 +144,18 @@ class Site:
             return _raised(value, expected)
         return _COMPARE[op](value, expected)
 
-    @property
-    def strong(self) -> bool:
-        """Can a forger that never saw the expectation not hit it with a generic guess?"""
+    def strong_against(self, echoes: tuple = (), test: str | None = None, nth: int = 0) -> bool:
+        """Can a forger that never saw the expectation not hit it with a generic guess (a usual
+        default, or one of `echoes`: the constants the sandbox holds)? For a Reference, the
+        value the nth run of the check in `test` expects."""
+        if isinstance(self.expected, Reference):
+            wanted = self.expected.values.get(test, ())
+            return not self.expected.stored and nth < len(wanted) and not guessable(wanted[nth], echoes)
         if self.op in STRONG_OPS:
             target = self.expected.expected if isinstance(self.expected, Approx) else self.expected
-            return not guessable(target, self.echoes)
+            return not guessable(target, echoes)
         if self.op == "in" and isinstance(self.expected, (list, tuple, set, frozenset)):
-            return 1 <= len(self.expected) <= 4 and not any(guessable(v, self.echoes) for v in self.expected)
+            return 1 <= len(self.expected) <= 4 and not any(guessable(v, echoes) for v in self.expected)
         return False
 
 
@@ -206,6 +237,10 @@ def decode(data: Any, depth: int = 0) -> Any:
         return body.encode("latin-1")
     if tag == "c" and type(body) is list and len(body) == 2:
         return complex(float(body[0]), float(body[1]))
+    if tag == "q":  # an exact rational (Fraction, finite Decimal): compared as Python compares them
+        if not (type(body) is list and len(body) == 2 and all(type(x) is int for x in body) and body[1] > 0):
+            raise Malformed("a rational is [numerator, positive denominator]")
+        return Fraction(body[0], body[1])
     if type(body) is not list:
         raise Malformed(f"bad body for tag {tag!r}")
     if tag == "d":
@@ -218,6 +253,27 @@ def decode(data: Any, depth: int = 0) -> Any:
     if tag in ("s", "f"):
         return _hashable(lambda: (set if tag == "s" else frozenset)(items))
     raise Malformed(f"unknown tag {tag!r}")
+
+
+MAX_MESSAGE = 4000
+"""Characters of an exception's message the sandbox writes (grader_plugin/tandem_checks.MAX_MESSAGE)."""
+MAX_RAISED_NAMES = 64
+
+
+def check_outcome(site: Site, value: Any) -> None:
+    """Malformed unless `value` is what the sandbox's encoder writes for this site: a `raises`
+    outcome is {"raised": None or up to 64 class names, "message": up to MAX_MESSAGE characters}
+    (a longer message is never honest, and the host would run the task's regex on it)."""
+    if site.op != "raises":
+        return
+    if not isinstance(value, dict) or not set(value) <= {"raised", "message"}:
+        raise Malformed("a pytest.raises outcome is {raised, message}")
+    raised, message = value.get("raised"), value.get("message", "")
+    if raised is not None and not (type(raised) is list and len(raised) <= MAX_RAISED_NAMES
+                                   and all(type(n) is str and len(n) <= 200 for n in raised)):
+        raise Malformed("raised: up to 64 class names")
+    if type(message) is not str or len(message) > MAX_MESSAGE:
+        raise Malformed(f"an exception message longer than the {MAX_MESSAGE} characters the sandbox writes")
 
 
 def _hashable(build):
@@ -289,10 +345,16 @@ def _sized(value: Any) -> Any:
     return value
 
 
-def echoes_of(node: ast.AST) -> tuple:
-    """Every constant (and constant sub-expression) written inside `node`."""
+def echoes_of(node: ast.AST, skip: tuple[ast.AST, ...] = ()) -> tuple:
+    """Every constant (and constant sub-expression) written inside `node`, but inside `skip` and the
+    site numbers of the sandbox's check helpers (`__tandem_check__(7, ...)`: tandem's, not the test's)."""
+    numbers = {id(sub.args[0]) for sub in ast.walk(node) if isinstance(sub, ast.Call) and sub.args
+               and isinstance(sub.func, ast.Name) and sub.func.id.startswith("__tandem_")}
+    numbers |= {id(sub) for part in skip for sub in ast.walk(part)}
     found = []
     for sub in ast.walk(node):
+        if id(sub) in numbers:
+            continue
         if isinstance(sub, (ast.Constant, ast.List, ast.Tuple, ast.Set, ast.Dict, ast.UnaryOp, ast.BinOp)):
             try:
                 found.append(constant(sub))

@@ -90,6 +90,7 @@ def restore_protected(testbed: Path, clean: Path, test_files: list[str]) -> list
                       if os.path.basename(p) in PROTECTED_NAMES}
     for rel in sorted(protected):
         ours, theirs = testbed / rel, clean / rel
+        inside(testbed, ours)  # before reading or writing through a directory the diff may have made a link
         if _same_file(ours, theirs):
             continue
         changed.append(rel)
@@ -99,6 +100,14 @@ def restore_protected(testbed: Path, clean: Path, test_files: list[str]) -> list
             ours.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(theirs, ours)
     return changed
+
+
+def inside(testbed: Path, target: Path) -> None:
+    """ValueError unless `target`'s directory resolves inside `testbed`: a directory the diff turned
+    into a link leads out of the repository (the host writes as root)."""
+    root, parent = os.path.realpath(testbed), os.path.realpath(target.parent)
+    if parent != root and not parent.startswith(root + os.sep):
+        raise ValueError(f"{os.path.relpath(target, testbed)}: its directory leads out of the repository")
 
 
 def _same_file(a: Path, b: Path) -> bool:

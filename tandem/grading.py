@@ -26,8 +26,11 @@ How the verdict is kept out of its reach:
     interpreter's own environment, never from the repository);
  4. per-test results and check values come out of band on a pipe (tandem_report) and are
     cross-checked with the exit status the host saw and the printed summary
-    (tandem.verdict). A record no honest run writes is tampering: reward 0,
-    reward_info["tamper"] names it, and the step's agent_tamper_rate counts it.
+    (tandem.verdict), in a child process under CPU, memory and time limits (tandem.judging:
+    records built to be slow to read cost that child, not the host). A record no honest run
+    writes is tampering: reward 0, reward_info["tamper"] names it, and the step's
+    agent_tamper_rate counts it. Reasons and reward_info name what a check computes, never
+    what it expects.
 
 Reward 1 only if every FAIL_TO_PASS and PASS_TO_PASS test passed in the run, every
 host-held check they reached held, they reached every check the reference fix reached,
@@ -50,15 +53,16 @@ from pathlib import Path
 from typing import Any
 
 from tandem.config import TandemConfig
-from tandem.graded_diff import bounded_apply, filter_diff, restore_protected, scrub_leftovers
+from tandem.graded_diff import bounded_apply, filter_diff, inside, restore_protected, scrub_leftovers
 from tandem.grading_plan import GradingPlan, PlanUnavailable, build_plan
+from tandem.judging import judge_isolated
 from tandem.sandbox.isolation import SandboxUnavailable
 from tandem.sandbox.pool import SandboxInfraError, SandboxPool
 from tandem.sandbox.runner import ExecResult
 from tandem.sandbox.storage import remove_tree
 from tandem.sandbox.templates import PrepareError, TemplateCache
 from tandem.swe_data import SweTask, apply_patch, task_from_row
-from tandem.verdict import Stream, judge, parse_stream
+from tandem.verdict import Stream, parse_stream
 
 log = logging.getLogger(__name__)
 
@@ -91,9 +95,7 @@ def pytest_command(test_files: list[str], plugins: list[str] | None = None, repo
 def write_inside(testbed: Path, rel: str, text: str) -> None:
     """Write a graded file at testbed/rel, never through a link that leads out of the repository."""
     target = testbed / rel
-    root = os.path.realpath(testbed)
-    if not os.path.realpath(target.parent).startswith(root + os.sep) and os.path.realpath(target.parent) != root:
-        raise ValueError(f"{rel}: its directory leads out of the repository")
+    inside(testbed, target)
     if target.is_symlink() or target.exists():
         remove_tree(target)
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -174,8 +176,8 @@ class Grader:
             lock = _PLAN_LOCKS.setdefault(key, threading.Lock())
         with lock:
             if key not in _PLANS:
-                plan = build_plan(task, template / "testbed",
-                                  lambda clean, files: self._reference_run(task, clean, files))
+                plan = build_plan(task, template / "testbed", lambda clean, files, sites, references=False:
+                                  self._reference_run(task, clean, files, sites, references))
                 if plan.refused:
                     log.warning("task %s is refused from grading: %s", task.instance_id, plan.refused)
                 _PLANS[key] = plan
@@ -184,7 +186,8 @@ class Grader:
             self.refused[task.instance_id] = plan.refused
         return plan
 
-    def _reference_run(self, task: SweTask, clean: bool, files: dict[str, str]) -> tuple[ExecResult, Stream]:
+    def _reference_run(self, task: SweTask, clean: bool, files: dict[str, str], sites, references: bool
+                       ) -> tuple[ExecResult, Stream]:
         with self.pool.acquire(self.graded_template(task), graded=True) as sb:
             if clean:
                 try:
@@ -193,7 +196,8 @@ class Grader:
                     raise PlanUnavailable(f"the reference fix (the bug patch reversed) does not apply: {err}") from err
             # tandem's own run of trusted code: a load spike must not decide the plan, so it gets room
             run = self._run_tests(sb, task, files, max(self.test_timeout_s, REFERENCE_TIMEOUT_S))
-        return run, parse_stream(run.side)
+        # the task's own code wrote this stream (not the agent's): parsed here, its values kept
+        return run, parse_stream(run.side, sites, references)
 
     def _run_tests(self, sb, task: SweTask, files: dict[str, str], timeout_s: float | None = None) -> ExecResult:
         """Write the graded test files, drop .git, run pytest with the report pipe."""
@@ -233,14 +237,14 @@ class Grader:
             # What the diff did to the graded tests is undone from the template, whatever path spelling
             # (C-quoted names, a plain unified diff) got it past filter_diff: that parse is not the guard.
             template = sb.template / "testbed"
-            restored = restore_protected(sb.testbed, template, task.test_files)
-            dropped = sorted(set(dropped) | set(restored) | set(scrub_leftovers(sb.testbed, template)))
             try:
+                restored = restore_protected(sb.testbed, template, task.test_files)
+                dropped = sorted(set(dropped) | set(restored) | set(scrub_leftovers(sb.testbed, template)))
                 run = self._run_tests(sb, task, plan.files)
             except ValueError as err:  # a graded file's directory made a link by the diff
                 return self._not_run(task, f"the graded test files cannot be written: {err}", dropped, start)
-        verdict = judge(list(task.tests), parse_stream(run.side), run.returncode, run.output, plan.sites,
-                        plan.required)
+        # judged in a child process: the records are the agent's, and may be built to be slow to read
+        verdict = judge_isolated(list(task.tests), run.side, run.returncode, run.output, plan.sites, plan.required)
         tests, tamper = verdict.tests, verdict.tamper
         f2p_ok = sum(tests[t] == "PASSED" for t in task.fail_to_pass)
         p2p_ok = sum(tests[t] == "PASSED" for t in task.pass_to_pass)

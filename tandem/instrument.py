@@ -10,9 +10,14 @@ value stay on the host. Forms: a single comparison (==, !=, <, <=, >, >=, in, no
 is / is not against None, True or False) with a constant on one side; `== pytest.approx(...)`
 of constants; a bare truth test (`assert x`, `assert not x`); `pytest.raises` with constant
 exception names and an optional constant `match`; unittest's assertEqual family. A
-constant is a literal or a pure expression of literals (tandem.checks.constant). Anything
-else (an expected value held in a variable, a parametrize argument or a fixture) stays an
-ordinary assert in the sandbox, where it proves nothing against a forger.
+constant is a literal or a pure expression of literals (tandem.checks.constant).
+
+`assert E == R` (or assertEqual(E, R)) with neither side a constant is a *reference* site:
+the reference fix's run computes R too (`__tandem_check__(k, (E), (R))`, tandem.grading_plan)
+and every graded copy computes only E, so R's text and value never enter a graded run; the
+host compares E with R's reference values (tandem.checks.Reference). When R's values are not
+plain data the assert stays in the sandbox as written, where it proves nothing against a
+forger and tells it what E is (tandem.exposure).
 
 Rewriting keeps every line where it was (pytest's line numbers stay true) and appends one
 import of the sandbox-side helpers (grader_plugin/tandem_checks) at the end of the module.
@@ -25,7 +30,7 @@ import io
 import re
 from dataclasses import dataclass
 
-from tandem.checks import Approx, NotConstant, Raises, Site, constant, echoes_of, parse
+from tandem.checks import Approx, NotConstant, Raises, Reference, Site, constant, parse
 
 CHECK, RAISES = "__tandem_check__", "__tandem_raises__"
 SITE_IMPORT = f"from tandem_checks import check as {CHECK}, raises as {RAISES}\n"
@@ -50,7 +55,25 @@ class Candidate:
     start: tuple[int, int]
     """(line, UTF-8 column) where the replaced text starts; end likewise."""
     end: tuple[int, int]
-    replacement: str
+    parts: tuple[tuple[str, str | None], ...]
+    """Per site: the source of what it computes, and of R for a reference site (else None)."""
+    raises: bool = False
+
+    def replacement(self, with_references: bool) -> str:
+        if self.raises:
+            return f"{RAISES}({self.sites[0].k})"
+        return "; ".join(f"{CHECK}({s.k}, ({e})" + (f", ({r}))" if r is not None and with_references else ")")
+                         for s, (e, r) in zip(self.sites, self.parts))
+
+
+@dataclass(frozen=True)
+class _Split:
+    actual: ast.expr
+    op: str
+    expected: object = None
+    places: int | None = None
+    reference: ast.expr | None = None
+    """R of `E == R` when neither side is a constant."""
 
 
 def find_sites(source: str, rel: str, first_k: int) -> list[Candidate] | None:
@@ -71,8 +94,11 @@ def find_sites(source: str, rel: str, first_k: int) -> list[Candidate] | None:
     return out
 
 
-def rewrite(source: str, candidates: list[Candidate], keep: set[int] = frozenset()) -> str:
-    """`source` with every candidate none of whose sites is in `keep` replaced; unchanged if none is."""
+def rewrite(source: str, candidates: list[Candidate], keep: set[int] = frozenset(),
+            with_references: bool = False) -> str:
+    """`source` with every candidate none of whose sites is in `keep` replaced; unchanged if none is.
+
+    with_references: reference sites compute R as well (the reference fix's run only)."""
     chosen = [c for c in candidates if not any(s.k in keep for s in c.sites)]
     if not chosen:
         return source
@@ -88,8 +114,9 @@ def rewrite(source: str, candidates: list[Candidate], keep: set[int] = frozenset
     text = source
     for c in sorted(chosen, key=lambda c: c.start, reverse=True):
         a, b = offset(c.start), offset(c.end)
-        missing = text[a:b].count("\n") - c.replacement.count("\n")
-        new = c.replacement[:-1] + "\n" * max(missing, 0) + c.replacement[-1]  # pad inside the closing paren
+        replacement = c.replacement(with_references)
+        missing = text[a:b].count("\n") - replacement.count("\n")
+        new = replacement[:-1] + "\n" * max(missing, 0) + replacement[-1]  # pad inside the closing paren
         text = text[:a] + new + text[b:]
     text = text + ("" if text.endswith(("\n", "\r")) else "\n") + SITE_IMPORT
     parse(text)  # a rewrite that does not parse is a bug here, never the test's: fail loudly
@@ -135,16 +162,41 @@ def _candidate(source: str, rel: str, k: int, node: ast.AST) -> Candidate | None
         splits = [_split_assert(part) for part in parts]
     else:
         splits = [_split_unittest(node.value)]
-    if not splits or any(s is None or not _computable(s[0]) for s in splits):
+    if not splits or any(s is None or not _computable(s.actual) or (s.reference is not None and not _computable(
+            s.reference)) for s in splits):
         return None
-    segments = [ast.get_source_segment(source, s[0]) for s in splits]
-    if None in segments:
+    segments = [(ast.get_source_segment(source, s.actual),
+                 None if s.reference is None else ast.get_source_segment(source, s.reference)) for s in splits]
+    if any(e is None or (s.reference is not None and r is None) for s, (e, r) in zip(splits, segments)):
         return None
-    text = _one_line(ast.get_source_segment(source, node) or "")
-    sites = tuple(Site(k + i, rel, node.lineno, op, expected, text, echoes_of(actual), places)
-                  for i, (actual, op, expected, places) in enumerate(splits))
-    replacement = "; ".join(f"{CHECK}({k + i}, ({seg}))" for i, seg in enumerate(segments))
-    return Candidate(sites, (node.lineno, node.col_offset), (node.end_lineno, node.end_col_offset), replacement)
+    sites = tuple(Site(k + i, rel, node.lineno, s.op, s.expected, _one_line(e), s.places, computes_of(s.actual))
+                  for i, (s, (e, _)) in enumerate(zip(splits, segments)))
+    return Candidate(sites, (node.lineno, node.col_offset), (node.end_lineno, node.end_col_offset), tuple(segments))
+
+
+def computes_of(actual: ast.expr) -> str:
+    """The name a check's value comes from: its first call's function, else its first attribute or name."""
+    nodes = list(ast.walk(actual))
+    for kind in (ast.Call, ast.Attribute, ast.Name):
+        for node in nodes:
+            if isinstance(node, kind):
+                return call_name(node) if kind is ast.Call else (node.attr if kind is ast.Attribute else node.id)
+    return ""
+
+
+def call_name(node: ast.AST) -> str:
+    """`f` of f(...) or x.f(...); '' for anything else."""
+    if not isinstance(node, ast.Call):
+        return ""
+    func = node.func
+    return func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+
+
+def is_stored(node: ast.expr) -> bool:
+    """A name, or an attribute or item of one: a value the test holds, not one computed in the check."""
+    while isinstance(node, (ast.Attribute, ast.Subscript)):
+        node = node.value
+    return isinstance(node, ast.Name)
 
 
 def _computable(actual: ast.expr) -> bool:
@@ -152,34 +204,42 @@ def _computable(actual: ast.expr) -> bool:
     return not any(isinstance(n, (ast.Yield, ast.YieldFrom, ast.Lambda)) for n in ast.walk(actual))
 
 
-def _split_assert(test: ast.expr):
-    """(actual expression, operator, expected value, places) of an assert, or None."""
+def _split_assert(test: ast.expr) -> _Split | None:
     if isinstance(test, ast.Compare) and len(test.ops) == 1 and type(test.ops[0]) in _OPS:
         return _split_compare(test.left, _OPS[type(test.ops[0])], test.comparators[0])
     operand = test.operand if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) else test
-    if _is_constant(operand) or any(isinstance(n, (ast.Compare, ast.BoolOp)) for n in ast.walk(operand)):
+    if is_constant(operand) or any(isinstance(n, (ast.Compare, ast.BoolOp)) for n in ast.walk(operand)):
         return None  # a truth test that compares inside (`any(x == 3 ...)`) would carry its expectation along
-    return operand, "falsy" if operand is not test else "truth", None, None
+    return _Split(operand, "falsy" if operand is not test else "truth")
 
 
-def _split_compare(left: ast.expr, op: str, right: ast.expr):
+def _split_compare(left: ast.expr, op: str, right: ast.expr) -> _Split | None:
     for actual, other, name in ((left, right, op), (right, left, _FLIPPED[op])):
-        if _is_constant(actual):
+        if is_constant(actual):
             continue
         approx = _approx(other)
         if approx is not None:
-            return (actual, "approx", approx, None) if op == "==" else None
+            return _Split(actual, "approx", approx) if op == "==" else None
         try:
             expected = constant(other)
         except Exception:  # NotConstant, or a literal expression that fails to fold
             continue
         if name in ("is", "is not") and not (expected is None or type(expected) is bool):
             return None  # identity of other constants is an implementation detail
-        return actual, name, expected, None
-    return None
+        return _Split(actual, name, expected)
+    if op != "==" or is_constant(left) or is_constant(right) or _is_approx_call(left) or _is_approx_call(right):
+        return None
+    # `E == R`: R is the expectation (`assert expected == f(x)` is read the other way round)
+    actual, reference = (right, left) if is_stored(left) and not is_stored(right) else (left, right)
+    return _Split(actual, "==", Reference(stored=is_stored(reference)), reference=reference)
 
 
-def _split_unittest(call: ast.Call):
+def _is_approx_call(node: ast.expr) -> bool:
+    return isinstance(node, ast.Call) and (getattr(node.func, "id", None) == "approx"
+                                           or getattr(node.func, "attr", None) == "approx")
+
+
+def _split_unittest(call: ast.Call) -> _Split | None:
     name = call.func.attr
     if not isinstance(call.func.value, ast.Name) or call.func.value.id != "self" or not call.args:
         return None
@@ -187,7 +247,7 @@ def _split_unittest(call: ast.Call):
         return None
     if name in _UNITTEST_UNARY:
         actual = call.args[0]
-        return None if _is_constant(actual) else (actual, _UNITTEST_UNARY[name], None, None)
+        return None if is_constant(actual) else _Split(actual, _UNITTEST_UNARY[name])
     if len(call.args) < 2:
         return None
     op = _UNITTEST[name]
@@ -201,10 +261,12 @@ def _split_unittest(call: ast.Call):
         except (NotConstant, TypeError, ValueError):
             return None
         split = _split_compare(call.args[0], "==", call.args[1])
-        return None if split is None or split[1] != "==" else (split[0], "almost", split[2], places)
+        return None if split is None or split.op != "==" or split.reference is not None else _Split(
+            split.actual, "almost", split.expected, places)
     if op == "counteq":
         split = _split_compare(call.args[0], "==", call.args[1])
-        return None if split is None or split[1] != "==" else (split[0], "counteq", split[2], None)
+        return None if split is None or split.op != "==" or split.reference is not None else _Split(
+            split.actual, "counteq", split.expected)
     return _split_compare(call.args[0], op, call.args[1])
 
 
@@ -224,9 +286,17 @@ def _raises_candidate(source: str, rel: str, k: int, node: ast.With) -> Candidat
             return None
         if not isinstance(match, str) or _NESTED_QUANTIFIER.search(match):
             return None
-    site = Site(k, rel, node.lineno, "raises", Raises(names, match),
-                _one_line(ast.get_source_segment(source, call) or ""))
-    return Candidate((site,), (call.lineno, call.col_offset), (call.end_lineno, call.end_col_offset), f"{RAISES}({k})")
+    site = Site(k, rel, node.lineno, "raises", Raises(names, match), "the block under pytest.raises",
+                computes=_block_computes(node))
+    return Candidate((site,), (call.lineno, call.col_offset), (call.end_lineno, call.end_col_offset), (), raises=True)
+
+
+def _block_computes(node: ast.With) -> str:
+    for statement in node.body:
+        for sub in ast.walk(statement):
+            if isinstance(sub, ast.Call) and call_name(sub):
+                return call_name(sub)
+    return ""
 
 
 def _is_raises(func: ast.expr) -> bool:
@@ -259,7 +329,7 @@ def _approx(node: ast.expr) -> Approx | None:
         return None
 
 
-def _is_constant(node: ast.expr) -> bool:
+def is_constant(node: ast.expr) -> bool:
     try:
         constant(node)
         return True

@@ -12,7 +12,13 @@ rewrite. What decides a test therefore comes from outside it:
 - **the stream**: tandem_report's per-test records on a pipe (not stdout). It can only
   make a test fail here: a test passes when the stream says so *and* its checks hold.
   A record no honest reporter writes (wrong shape, unreadable, 200,000-deep, after the
-  end of the session, naming a check site that does not exist) is tampering.
+  end of the session, naming a check site that does not exist, an exception message
+  longer than the sandbox writes, an expectation outside the reference run, a check of
+  one file reported under a test of another that the reference never saw) is tampering.
+  A record is matched to its site before its value is decoded, and a graded run's stream
+  is judged in a child process under CPU, memory and time limits (tandem.judging): a
+  record built to be slow to decode or match (a hash flood, a regex that backtracks)
+  costs that child, never the host, and a child that runs out is tampering.
 - **the exit status** the host saw and **the stdout summary**: they must agree with the
   stream, both ways; **audit events**: an attempt to write a graded test file or the
   grader (refused by the read-only mount) is tampering.
@@ -28,7 +34,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from tandem.checks import Malformed, Site, read_record_value
+from tandem.checks import Malformed, Site, check_outcome, read_record_value
 
 STATUSES = ("PASSED", "FAILED", "ERROR", "SKIPPED", "XFAIL", "XPASS")
 MAX_TAMPER_NOTES = 8
@@ -46,16 +52,24 @@ class Stream:
     tamper: list[str] = field(default_factory=list)
     checks: dict[str, list[tuple[int, Any]]] = field(default_factory=dict)
     """Test id -> (site, decoded value) for every check record, in order."""
+    references: dict[str, list[tuple[int, Any]]] = field(default_factory=dict)
+    """Test id -> (site, R's value) of the reference run's `E == R` sites, in order."""
+    unknown_sites: set[int] = field(default_factory=set)
+    """Sites named by records that the graded files do not have (their values never decoded)."""
 
 
-def parse_stream(data: bytes) -> Stream:
-    """Fold the reporter's records into per-test statuses (as pytest's own summary names them)."""
+def parse_stream(data: bytes, sites: dict[int, Site] | None = None, references: bool = False) -> Stream:
+    """Fold the reporter's records into per-test statuses (as pytest's own summary names them).
+
+    With `sites`, a check record is matched to its site before its value is decoded: a record of
+    no site, or of no test, is never decoded. `references`: this is the reference fix's run, whose
+    `E == R` sites write R's value too (in any other run such a record is tampering)."""
     out = Stream()
     phases: dict[str, dict[str, tuple[str, bool]]] = {}
     for line in data.decode("utf-8", "replace").splitlines():
         try:
             rec = json.loads(line)
-            _fold(out, phases, rec)
+            _fold(out, phases, rec, sites, references)
         except Malformed as err:
             out.tamper.append(f"a check record no honest run writes ({err})"[:300])
         except Exception as err:  # KeyError, RecursionError (200,000-deep JSON), ...: never honest output
@@ -64,7 +78,7 @@ def parse_stream(data: bytes) -> Stream:
     return out
 
 
-def _fold(out: Stream, phases: dict, rec) -> None:
+def _fold(out: Stream, phases: dict, rec, sites: dict[int, Site] | None = None, references: bool = False) -> None:
     """One record into the stream; a record of the wrong shape raises (the caller flags it)."""
     if not isinstance(rec, dict):
         raise TypeError("not an object")
@@ -86,12 +100,7 @@ def _fold(out: Stream, phases: dict, rec) -> None:
         phases.setdefault(str(rec.get("id")), {})[str(rec.get("when"))] = (str(rec.get("outcome")),
                                                                            bool(rec.get("xfail")))
     elif ev == "check":
-        site = rec["k"]
-        if type(site) is not int:
-            raise Malformed("site number")
-        value = read_record_value(rec["v"])
-        if rec.get("id") is not None:  # a check run while no test was (at import): it decides nothing
-            out.checks.setdefault(str(rec["id"]), []).append((site, value))
+        _fold_check(out, rec, sites, references)
     elif ev == "tamper":
         out.tamper.append(str(rec.get("what"))[:300])
     elif ev == "finish":
@@ -99,6 +108,26 @@ def _fold(out: Stream, phases: dict, rec) -> None:
         if not isinstance(status, int) or isinstance(status, bool):
             raise TypeError("exitstatus")
         out.exitstatus = status
+
+
+def _fold_check(out: Stream, rec: dict, sites: dict[int, Site] | None, references: bool) -> None:
+    site = rec["k"]
+    if type(site) is not int or not set(rec) <= {"ev", "id", "k", "v", "r"}:
+        raise Malformed("site number")
+    if "r" in rec and not references:
+        raise Malformed("an expectation written by a graded run (only the reference run writes one)")
+    if sites is not None and site not in sites:
+        out.unknown_sites.add(site)
+        return
+    if rec.get("id") is None:  # a check run while no test was (at import): it decides nothing, never decoded
+        return
+    value = read_record_value(rec["v"])
+    if sites is not None:
+        check_outcome(sites[site], value)
+    test = str(rec["id"])
+    out.checks.setdefault(test, []).append((site, value))
+    if "r" in rec:
+        out.references.setdefault(test, []).append((site, read_record_value(rec["r"])))
 
 
 def _status(phases: dict[str, tuple[str, bool]]) -> str:
@@ -177,21 +206,27 @@ def lookup(by_id: dict, node_id: str, default=None):
     return by_id.get(node_id, by_id.get(pytest_escaped(node_id), default))
 
 
-def host_check(events: list[tuple[int, Any]], sites: dict[int, Site], required: set[int]) -> str:
-    """Why one test's checks do not hold ('' when they do): a wrong value, or a required site never reached."""
-    seen = set()
+def host_check(events: list[tuple[int, Any]], sites: dict[int, Site], required: set[int],
+               test: str | None = None) -> str:
+    """Why one test's checks do not hold ('' when they do): a wrong value, or a required site never
+    reached (a reference site: fewer times than the reference run reached it)."""
+    runs: dict[int, int] = {}
     for k, value in events:
         site = sites.get(k)
         if site is None:
             continue  # tamper: judge() names it
-        seen.add(k)
-        if not site.passes(value):
-            return f"the check at {site.where} does not hold: {site.source}"
-    missing = sorted(required - seen)
-    if missing:
-        site = sites[missing[0]]
-        return f"the check at {site.where} never ran: {site.source}"
+        nth = runs.get(k, 0)
+        runs[k] = nth + 1
+        if not site.passes(value, test, nth):
+            return f"the check at {site.where} does not hold (it computes `{site.source}`)"
+    for k in sorted(required):
+        if k in sites and runs.get(k, 0) < sites[k].runs(test):
+            return f"the check at {sites[k].where} never ran (it computes `{sites[k].source}`)"
     return ""
+
+
+def _test_file(node_id: str) -> str:
+    return node_id.split("::", 1)[0]
 
 
 def judge(expected: list[str], stream: Stream, returncode: int, stdout: str, sites: dict[int, Site] | None = None,
@@ -202,15 +237,22 @@ def judge(expected: list[str], stream: Stream, returncode: int, stdout: str, sit
     reference fix (tandem.grading_plan)."""
     sites, required = sites or {}, required or {}
     tests, failures = {}, {}
+    tamper = list(stream.tamper)
     for t in expected:
         status = lookup(stream.status, t, "MISSING")
-        why = host_check(lookup(stream.checks, t, []), sites, required.get(t, set()))
+        events = lookup(stream.checks, t, [])
+        why = host_check(events, sites, required.get(t, set()), t)
         if why:
             failures[t] = why
             status = "FAILED" if status == "PASSED" else status
         tests[t] = status
-    tamper = list(stream.tamper)
-    unknown = sorted({k for events in stream.checks.values() for k, _ in events if k not in sites})
+        stray = sorted({k for k, _ in events if k in sites and sites[k].file != _test_file(t)
+                        and k not in required.get(t, set())})
+        if stray:  # a helper of another test file runs only where the reference run saw it run
+            tamper.append(f"a check of {sites[stray[0]].file} was reported under a test of another file that the "
+                          f"reference run never saw reach it ({t})")
+    unknown = sorted(stream.unknown_sites | {k for events in stream.checks.values() for k, _ in events
+                                             if k not in sites})
     if unknown:
         tamper.append(f"a check record names a site the graded files do not have ({unknown[0]})")
     for node, raised in stream.raised.items():

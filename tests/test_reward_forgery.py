@@ -21,6 +21,7 @@ from tandem.grading import get_runtime, reset_runtime
 from tandem.swe_data import apply_patch, load_bundled, task_from_row
 from tandem.verdict import Stream, judge, parse_pytest_report, parse_stream
 from tests._forger import EGG_INFO, forger_command
+from tests._forms import ORACLE_TASKS, oracle_row
 from tests._swe import PATCH_REPORTS_CODE, make_cfg, row_named, sandbox_backends, write_file
 
 _, BACKEND_PARAMS = sandbox_backends()
@@ -88,6 +89,16 @@ def raw_records(*lines: bytes) -> str:
     return f"import os\n_fd = int(os.environ['TANDEM_REPORT_FD'])\n{body}"
 
 
+# Writes one check record for the first pytest.raises site of a graded file, its message 800,000 characters long.
+LONG_MESSAGE = """
+import json, os, re
+_fd = int(os.environ["TANDEM_REPORT_FD"])
+_k = int(re.search(r"__tandem_raises__\\((\\d+)\\)", open("/testbed/tests/test_romanum_parse.py").read()).group(1))
+_v = {"d": [["raised", ["ValueError", "Exception", "BaseException", "object"]], ["message", "invalid " * 100000]]}
+os.write(_fd, (json.dumps({"ev": "check", "id": "x", "k": _k, "v": _v}) + "\\n").encode())
+"""
+
+
 def plant(name: str, code: str) -> str:
     return write_file(f"romanum/{name}.py", code) + f"echo 'from romanum import {name}' >> romanum/__init__.py"
 
@@ -115,6 +126,12 @@ FORGERIES = {  # name: (the attacker's command, sandbox settings, evidence that 
                          "names a site the graded files do not have"),
     "check_value_not_encoded": (plant("_forge", raw_records(b'{"ev": "check", "id": "x", "k": 0, "v": {"zz": 1}}')),
                                 {}, "a check record no honest run writes"),
+    # issue 34 round 2: a pytest.raises outcome whose message is longer than the sandbox writes (the host
+    # would run the task's `match=` regex on it: 800,000 characters of "invalid " backtrack for minutes)
+    "long_exception_message": (plant("_forge", LONG_MESSAGE), {}, "longer than the 4000 characters"),
+    # an expectation record (`"r"`) is written by the reference run only
+    "expectation_in_a_graded_run": (plant("_forge", raw_records(
+        b'{"ev": "check", "id": "x", "k": 0, "v": 1, "r": 1}')), {}, "an expectation written by a graded run"),
 }
 LEFTOVERS = {"entry_point_plugin": "forge-1.0.dist-info/entry_points.txt", "bytecode_only_fix": "romanum/core.pyc"}
 
@@ -155,6 +172,60 @@ def test_forgery_scores_zero(tmp_path, backend, attack):
         assert LEFTOVERS[attack] in res.dropped_paths, res.dropped_paths
     # the hidden tests' host-held checks decided it: not one FAIL_TO_PASS test passed
     assert res.f2p_passed == 0 and res.host_checks > 0, res.info()
+
+
+EXPOSURE = {"kept_equality": "the sandbox keeps `Frac(1, 2) - Frac(1, 3) == Frac(1, 6)`",
+            "round_trip": "from_base() undoes to_base()", "inverse_pair": "a constant the sandbox's copy holds",
+            "uniform_transform": "one transformation of every value determinant() computes (negated)"}
+
+
+@pytest.mark.parametrize("name", list(ORACLE_TASKS))
+def test_a_forger_that_reads_the_repository_scores_zero(tmp_path, backend, name):
+    """Issue 34 round 2: the red team's oracle rules (tests/_forger.py, trial 0) scored 1 on ratio, radix and
+    unitconv as they were, and one transformation of the bug's values (trial 3) on minimat: the values came
+    from the sandbox (a kept assert, a round trip, another check's input, a mirrored bug), not from a fix.
+    Each task is refused now, naming how a forger reaches the value, and the forger scores 0."""
+    runtime = runtime_for(tmp_path, backend)
+    task = task_from_row(oracle_row(tmp_path / "repos", name))
+    try:
+        plan = runtime.grader.plan(task)
+        res = runtime.grader.grade(task, agent_diff(runtime, task, forger_command(ORACLE_TASKS[name][5])))
+    finally:
+        reset_runtime()
+    assert res.reward == 0.0, res.info()
+    assert EXPOSURE[name] in plan.refused, plan.refused
+
+
+# A check record for a real site whose value is a set of 60,000 integers that all hash to 0: building it is
+# quadratic (about a minute of CPU, GIL held, issue 34 round 2); the host must not be the one to build it.
+HASH_FLOOD = """
+import json, os, re
+_fd = int(os.environ["TANDEM_REPORT_FD"])
+_k = int(re.search(r"__tandem_check__\\((\\d+)", open("/testbed/tests/test_romanum_parse.py").read()).group(1))
+_p = (1 << 61) - 1
+_v = {"s": [i * _p for i in range(60000)]}
+os.write(_fd, (json.dumps({"ev": "check", "id": "tests/test_romanum_parse.py::test_simple", "k": _k, "v": _v},
+                          separators=(",", ":")) + "\\n").encode())
+"""
+
+
+def test_a_hash_flood_costs_the_grading_thread_nothing(tmp_path, backend):
+    """The flood is judged by a limited child process: it runs out (tampering, reward 0) while the grading
+    thread spends next to no CPU, so other gradings' timeouts and plans on the host never stall behind it."""
+    import time
+
+    runtime = runtime_for(tmp_path, backend)
+    try:
+        task = runtime.grader.task(row_named("romanum"))
+        diff = agent_diff(runtime, task, plant("_flood", HASH_FLOOD))
+        runtime.grader.plan(task)
+        started = time.thread_time()
+        res = runtime.grader.grade(task, diff)
+        spent = time.thread_time() - started
+    finally:
+        reset_runtime()
+    assert res.reward == 0.0 and any("judging the run's records" in t for t in res.tamper), res.info()
+    assert spent < 10, f"the grading thread spent {spent:.1f}s of CPU on the agent's records"
 
 
 def test_forgery_through_the_agent_loop_is_flagged_and_the_run_goes_on(tmp_path, backend):
@@ -228,6 +299,12 @@ def test_judge_flags_each_disagreement():
     assert any("report stream claims passes" in t for t in judge(exp, honest, 0, honest_print, sites, required).tamper)
     crashed = judge(exp, Stream(True, None, {}, {}, None), -9, "", sites, required)  # a timeout: failed, not tampering
     assert crashed.tamper == [] and not crashed.complete and crashed.tests == {"t.py::a": "MISSING"}
+    # a check of t.py written under a test of u.py that the reference never saw reach it (round 2: the record's id)
+    other = Stream(True, None, {"t.py::a": "PASSED", "u.py::b": "PASSED"}, {}, 0,
+                   checks={"t.py::a": [(0, 3)], "u.py::b": [(0, 3)]})
+    assert any("under a test of another file" in t for t in judge([*exp, "u.py::b"], other, 0, "", sites, required).tamper)
+    helper = judge([*exp, "u.py::b"], other, 0, "", sites, {**required, "u.py::b": {0}})
+    assert helper.tamper == []  # a helper of t.py that u.py's test reached in the reference run too
 
 
 def test_parse_stream_statuses_and_forged_records():
@@ -250,6 +327,10 @@ def test_parse_stream_statuses_and_forged_records():
     assert s.status["f::a"] == "PASSED" and s.status["f::b[x - y]"] == "ERROR" and s.status["f::x"] == "XFAIL"
     assert any("two results" in t for t in s.tamper) and any("after pytest finished" in t for t in s.tamper)
     assert any("unreadable" in t for t in s.tamper)
+    # matched to its site before decoding: a record of no site is never decoded (a flood there costs nothing)
+    site = Site(0, "f.py", 1, "==", 3, "g()")
+    stray = parse_stream(b'{"ev": "check", "id": "f::a", "k": 7, "v": {"s": [[1]]}}\n', {0: site})
+    assert stray.unknown_sites == {7} and stray.tamper == [] and stray.checks == {}
 
 
 def test_parse_pytest_report_keeps_parametrized_ids_whole():

@@ -351,3 +351,35 @@ def test_memory_cgroups_are_found_where_root_may_make_them():
     finally:
         found.remove(child)
     assert not child.exists()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_graded_files_are_never_restored_through_a_directory_the_diff_made_a_link(tmp_path, backend):
+    """Round 2 (hardening): a diff deletes the graded test files under C-quoted names (filter_diff does not
+    parse them) and turns tests/ into a link to a host directory. Putting the graded files back, the host
+    (root) would read, delete and write through that link; it refuses instead, and the directory is untouched."""
+    from tandem.grading import get_runtime, reset_runtime
+    from tests._swe import make_cfg, row_named
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "test_romanum_parse.py").write_text("keep me\n")
+    reset_runtime()
+    runtime = get_runtime(make_cfg(tmp_path / "run", sandbox={"backend": backend, "pool_size": 2}))
+    try:
+        task = runtime.grader.task(row_named("romanum"))
+        repo = Path(task.repo_path)
+        diff = ""
+        for path in sorted((repo / "tests").iterdir()):
+            quoted = "".join(f"\\{ord(c):03o}" if c == "_" else c for c in f"tests/{path.name}")
+            body = "".join(f"-{line}\n" for line in path.read_text().splitlines())
+            diff += (f'diff --git "a/{quoted}" "b/{quoted}"\ndeleted file mode 100644\n--- "a/{quoted}"\n+++ /dev/null\n'
+                     f"@@ -1,{len(path.read_text().splitlines())} +0,0 @@\n{body}")
+        diff += (f"diff --git a/tests b/tests\nnew file mode 120000\n--- /dev/null\n+++ b/tests\n@@ -0,0 +1 @@\n"
+                 f"+{outside}\n\\ No newline at end of file\n")
+        res = runtime.grader.grade(task, diff)
+    finally:
+        reset_runtime()
+    assert res.reward == 0.0 and "leads out of the repository" in res.reason, res.reason
+    assert sorted(p.name for p in outside.iterdir()) == ["test_romanum_parse.py"]
+    assert (outside / "test_romanum_parse.py").read_text() == "keep me\n"

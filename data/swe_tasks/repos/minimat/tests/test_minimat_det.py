@@ -1,3 +1,5 @@
+import pytest
+
 from minimat import Matrix
 
 
@@ -11,4 +13,4 @@ def test_det_needs_swap():
 
 
 def test_det_3x3():
-    assert abs(Matrix([[2, 0, 1], [1, 3, 2], [1, 1, 2]]).determinant() - 6) < 1e-9
+    assert Matrix([[2, 0, 1], [1, 3, 2], [1, 1, 2]]).determinant() == pytest.approx(6)

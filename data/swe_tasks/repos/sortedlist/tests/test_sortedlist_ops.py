@@ -4,9 +4,9 @@ from sortedlist import SortedList
 
 
 def test_add_keeps_order():
-    s = SortedList([3, 1])
-    s.add(2)
-    assert list(s) == [1, 2, 3]
+    s = SortedList([30, 10])
+    s.add(20)
+    assert list(s) == [10, 20, 30]
 
 
 def test_remove_missing():
@@ -15,5 +15,5 @@ def test_remove_missing():
 
 
 def test_contains():
-    assert 4 in SortedList([4])
-    assert [x for x in range(10) if x in SortedList([8, 4, 8, 2])] == [2, 4, 8]
+    assert 40 in SortedList([40])
+    assert [x for x in range(10) if x in SortedList([8, 5, 8, 2])] == [2, 5, 8]

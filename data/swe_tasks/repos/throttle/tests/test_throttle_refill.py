@@ -11,12 +11,12 @@ class Clock:
 
 def test_refill_is_capped():
     clock = Clock()
-    b = TokenBucket(rate=2, capacity=5, clock=clock)
-    assert b.try_acquire(5)
+    b = TokenBucket(rate=2, capacity=7, clock=clock)
+    assert b.try_acquire(7)
     clock.t = 100
-    assert b.try_acquire(3)
-    assert b.tokens == 2
-    assert not b.try_acquire(3)
+    assert b.try_acquire(1)
+    assert b.tokens == 6
+    assert not b.try_acquire(7)
 
 
 def test_wait_time():
