@@ -1,7 +1,7 @@
 """Hidden checks judged on the host: the split keeps expectations out of the sandbox, judges as the
 original asserts do, and a task that cannot be graded this way is refused with the reason.
 
-- the split (tandem.instrument): no expected value of a split check is left in the graded file,
+- the split (tandem.envs.coding.instrument): no expected value of a split check is left in the graded file,
   every line stays where it was, and the file still runs;
 - equivalence: for every form (module functions, class methods, fixtures, parametrize, raises,
   approx, unittest), on correct and on wrong code, the host's verdict from the split file equals
@@ -26,11 +26,11 @@ from pathlib import Path
 
 import pytest
 
-from tandem.checks import Malformed, NotConstant, Site, constant, decode, guessable, parse
-from tandem.grading import GRADER_DIR, get_runtime, reset_runtime
-from tandem.instrument import find_sites, rewrite
-from tandem.swe_data import task_from_row
-from tandem.verdict import judge, parse_pytest_report, parse_stream
+from tandem.envs.coding.checks import Malformed, NotConstant, Site, constant, decode, guessable, parse
+from tandem.envs.coding.grading import GRADER_DIR, get_runtime, reset_runtime
+from tandem.envs.coding.instrument import find_sites, rewrite
+from tandem.envs.coding.swe_data import task_from_row
+from tandem.envs.coding.verdict import judge, parse_pytest_report, parse_stream
 from tests._forger import forger_command
 from tests._forms import FORMS, form_row, write_repo
 from tests._swe import make_cfg, sandbox_backends
@@ -230,7 +230,7 @@ def test_forms_without_twins_are_graded_by_the_host_or_refused(tmp_path, backend
 
 
 def _agent_diff(runtime, task, command: str = "", reverse: bool = False) -> str:
-    from tandem.swe_data import apply_patch
+    from tandem.envs.coding.swe_data import apply_patch
 
     template = runtime.templates.get(f"{task.instance_id}::agent", task.materialize_agent)
     with runtime.agent_pool.acquire(template) as sb:

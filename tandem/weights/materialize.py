@@ -20,6 +20,7 @@ from typing import Any, Callable
 from tandem.weights.delta import DELTA_FILE, DeltaError, apply_delta
 from tandem.weights.publish import prune_versions
 from tandem.weights.store import MANIFEST, WeightStore, built_in_place_of, verify_dir
+from tandem.weights.safetensors_io import write_safetensors
 
 
 def fingerprint(manifest: dict[str, Any]) -> str:
@@ -125,8 +126,6 @@ def write_applied(base_dir: Path, payload: bytes, manifest: dict[str, Any], out_
     """Write base + delta into out_dir: shards with a changed tensor are rewritten, the others
     and the config/tokenizer files are hard links (never modified in place, so sharing is safe)."""
     from safetensors import safe_open
-
-    from tandem.weights.safetensors_io import write_safetensors
 
     shards = sorted(base_dir.glob("*.safetensors"))
     state, members, metadata = {}, {}, {}
