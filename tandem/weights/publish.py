@@ -15,7 +15,7 @@ import shutil
 from pathlib import Path
 from typing import Callable
 
-from tandem.weights.safetensors_io import write_safetensors
+from tandem.weights import safetensors_io
 from tandem.weights.store import write_manifest
 
 
@@ -112,7 +112,7 @@ def write_hf_checkpoint(state_dict: dict, source_model_dir: str | os.PathLike, o
         [f"model-{i + 1:05d}-of-{len(shards):05d}.safetensors" for i in range(len(shards))]
     reused = {name for name in names if reuse is not None and _take_file(reuse / name, out_dir / name)}
     with ThreadPoolExecutor(max_workers=min(writers, len(shards))) as pool:
-        digests = dict(zip(names, pool.map(lambda item: write_safetensors(
+        digests = dict(zip(names, pool.map(lambda item: safetensors_io.write_safetensors(
             out_dir / item[0], item[1], {"format": "pt"}, in_place=item[0] in reused), zip(names, shards))))
     if len(shards) > 1:
         total = state_bytes(state_dict)
