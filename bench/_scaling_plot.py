@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
-from tandem.sim.sweep import Result
+from tandem.lab.sim.sweep import Result
 
 def plot(results: list[Result], path: Path, on_grid: Callable[[Result, str], bool],
          reference: dict[str, dict[int, int]]) -> None:

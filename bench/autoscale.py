@@ -4,7 +4,7 @@
     python bench/autoscale.py --workload profiles/workload/changing_demand_sharp.toml --steps 36 --tag sharp
     python bench/autoscale.py --seeds 1 --autoscale-arg=--engine.autoscale.cooldown_steps=2
 
-Every run is `python -m tandem.sim.virtual` (tandem's producer, loop, fleet, sim engines behind
+Every run is `python -m tandem.lab.virtual` (tandem's producer, loop, fleet, sim engines behind
 their HTTP apps, weight sync, autoscaler) on a virtual clock: exact, repeatable, immune to load on
 this machine. The workload is profiles/workload/changing_demand.toml: rollouts take 0.5x the
 reference run's turns, then 1.6x, then 0.5x again, as the policy's weight version advances (over
@@ -53,17 +53,17 @@ def write_tasks(path: Path, n: int = 2000) -> Path:
 
 def run_args(args: argparse.Namespace, run_dir: Path, tasks: Path, seed: int, engines: int | None) -> list[str]:
     """One run: a fixed fleet of `engines`, or (None) the autoscaled one starting at --min."""
-    from tandem.sim.profiles import load_workload_profile
+    from tandem.lab.sim.profiles import load_workload_profile
 
     wl = load_workload_profile(REPO / args.workload)
     scale = [] if engines is not None else ["--engine.autoscale.enabled", "true", "--engine.autoscale.min",
                                              str(args.min), "--engine.autoscale.max", str(args.max),
                                              *POLICY_ARGS, *args.autoscale_arg]
-    return [sys.executable, "-m", "tandem.sim.virtual", "--engines", str(engines or args.min), "--mode", "async",
+    return [sys.executable, "-m", "tandem.lab.virtual", "--engines", str(engines or args.min), "--mode", "async",
             "--steps", str(args.steps), "--run-dir", str(run_dir), "--engine.backend", "sim",
             "--trainer.backend", "sim", "--engine.sim.workload", args.workload,
             "--engine.sim.token_scale", str(args.token_scale), "--rollout.function",
-            "tandem.sim.workload:agentic_rollout", "--rollout.reward", "tandem.sim.workload:agentic_reward",
+            "tandem.lab.sim.workload:agentic_rollout", "--rollout.reward", "tandem.lab.sim.workload:agentic_reward",
             "--rollout.data_path", str(tasks), "--rollout.prompts_per_step", str(wl.batch.prompts_per_step),
             "--rollout.samples_per_prompt", str(wl.batch.samples_per_prompt),
             "--trainer.sim.train_time_s", str(wl.train.time_s), "--model.dtype", "bfloat16",

@@ -36,7 +36,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 def agent_diff(runtime, task, command: str | None, reverse_patch: bool = False) -> str:
-    from tandem.swe_data import apply_patch
+    from tandem.envs.coding.swe_data import apply_patch
 
     template = runtime.templates.get(f"{task.instance_id}::agent", task.materialize_agent)
     with runtime.agent_pool.acquire(template) as sb:
@@ -85,7 +85,7 @@ def stated_in_the_issue(task, plan) -> list[str]:
     import ast
     import re
 
-    from tandem.checks import Reference
+    from tandem.envs.coding.checks import Reference
 
     written = []
     for span in re.findall(r"`([^`]+)`", task.problem_statement) + re.findall(r"-?\d+(?:\.\d+)?", task.problem_statement):
@@ -113,7 +113,7 @@ def _literal(node) -> bool:
 
 def forms(runtime, root: Path, trials: int) -> dict:
     """The no-twin forms and round 2's oracle tasks: refused (why) or graded (fix, forger per trial)."""
-    from tandem.swe_data import task_from_row
+    from tandem.envs.coding.swe_data import task_from_row
     from tests._forger import forger_command
     from tests._forms import FORMS, ORACLE_TASKS, form_row, oracle_row, write_repo
 
@@ -136,7 +136,7 @@ def agent_loop(cfg, rows, trials: int) -> dict:
     """The forger typed by a scripted policy through the real rollout plug-in, G = trials per task."""
     import asyncio
 
-    from tandem.agent import agent_step_metrics, swe_agent_rollout
+    from tandem.envs.coding import agent_step_metrics, swe_agent_rollout
     from tests._forger import forger_command
     from tests._swe import InProcessEngine, SENTINEL, bash, make_ctx, tiny_tokenizer
 
@@ -162,8 +162,8 @@ def agent_loop(cfg, rows, trials: int) -> dict:
 
 
 def run_backend(backend: str, n_tasks: int, trials: int, with_agent: bool) -> dict:
-    from tandem.grading import get_runtime, reset_runtime
-    from tandem.swe_data import load_bundled
+    from tandem.envs.coding.grading import get_runtime, reset_runtime
+    from tandem.envs.coding.swe_data import load_bundled
     from tests._swe import bundled_rows, make_cfg
 
     tmp = Path(tempfile.mkdtemp(prefix=f"forge-rate-{backend}-"))
@@ -192,7 +192,7 @@ def main() -> None:
     p.add_argument("--no-agent-loop", action="store_true")
     p.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "forge_rate.json")
     args = p.parse_args()
-    from tandem.sandbox.isolation import _probe
+    from tandem.envs.coding.sandbox.isolation import _probe
 
     results = []
     for backend in args.backends:

@@ -57,7 +57,7 @@ def tree_fingerprint(tree: Path) -> str:
 
 def fix_diff(runtime, task) -> str:
     """The agent's diff after a correct fix: bug patch reversed in an agent sandbox."""
-    from tandem.swe_data import apply_patch
+    from tandem.envs.coding.swe_data import apply_patch
 
     template = runtime.templates.get(f"{task.instance_id}::agent", task.materialize_agent)
     with runtime.agent_pool.acquire(template) as sb:
@@ -79,8 +79,8 @@ def timed_grade(runtime, task, diff: str) -> dict:
 def worker(args) -> None:
     """Runs inside one tree: set up, warm every task, then grade the task indexes read from stdin."""
     import tandem
-    from tandem.grading import get_runtime, reset_runtime
-    from tandem.swe_data import load_bundled
+    from tandem.envs.coding.grading import get_runtime, reset_runtime
+    from tandem.envs.coding.swe_data import load_bundled
     from tests._swe import make_cfg
 
     tree = Path.cwd().resolve()
@@ -162,7 +162,7 @@ def ensure_before(path: Path | None, rev: str) -> Path:
     return path.resolve()
 
 
-PROBE = "import sys\nfrom tandem.sandbox.isolation import _probe\nprint(*[b for b in sys.argv[1:] if _probe(b)])"
+PROBE = "import sys\nfrom tandem.envs.coding.sandbox.isolation import _probe\nprint(*[b for b in sys.argv[1:] if _probe(b)])"
 
 
 def working_backends(wanted: list[str]) -> list[str]:

@@ -1,9 +1,9 @@
-"""tandem.plan against published memory figures, and against tandem's own stack measured on CPU.
+"""tandem.lab.plan against published memory figures, and against tandem's own stack measured on CPU.
 
     python bench/plan_validation.py              # published figures, CPU checks, Qwen3 verdicts
     python bench/plan_validation.py --no-cpu     # skip the CPU measurements (they need megatron-core)
 
-1. Published figures (tandem.plan.published): Megatron-LM's functional-test memory for a 7B
+1. Published figures (tandem.lab.plan.published): Megatron-LM's functional-test memory for a 7B
    GPT, SGLang's logged KV capacity for Llama-3.1-8B on an H100, ZeRO's Figure 1.
 2. tandem's Megatron stack on CPU (fp32, TP = 1, one process over gloo, as tests/test_megatron_cpu.py):
    - the activations one layer keeps, summed over the unique storages autograd saves during a
@@ -34,10 +34,10 @@ from pathlib import Path
 import torch
 
 from tandem.config import load_config
-from tandem.plan import memory as mem
-from tandem.plan.planner import longest_fitting_seq, plan_node
-from tandem.plan.published import CASES
-from tandem.plan.shape import load_shape, tiny_shape
+from tandem.lab.plan import memory as mem
+from tandem.lab.plan.planner import longest_fitting_seq, plan_node
+from tandem.lab.plan.published import CASES
+from tandem.lab.plan.shape import load_shape, tiny_shape
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
@@ -216,13 +216,13 @@ Notes:
 - Megatron-LM: commit f5590597c4bcbbef56fc55321c3279c84d96d56f; the same golden values stand unchanged from
   adc69dba2d (2025-10-21) to d98e8a64dd (2026-08). The config's `--vocab-size 131072` with the NullTokenizer is
   131,073 tokens (the EOD id is added), padded to 131,584 for TP 4. The planner models Transformer Engine's stack
-  there (tandem.plan.memory.MEGATRON_TE); its 6 bytes per logit element is read from Megatron's fused
+  there (tandem.lab.plan.memory.MEGATRON_TE); its 6 bytes per logit element is read from Megatron's fused
   vocab-parallel cross entropy, not measured (4 or 12 instead would move the peak by -2% / +6%).
 - SGLang: the log's "avail mem=63.48 GB, mem usage=15.11 GB" after loading puts 78.6 GiB free before loading (an
   80 GB card); the 1.3 GiB device reserve the planner keeps comes from such logs (without it: +2.6%).
 - ZeRO: arithmetic of the sharding only (16 and 4 + 12/64 bytes per parameter with fp16 gradients).
 - Liger-Kernel: both rows come from one benchmark run (both heads are built in it, and the weight's gradient is
-  not zeroed between its 10 iterations: the estimate counts those resident tensors, see tandem.plan.published).
+  not zeroed between its 10 iterations: the estimate counts those resident tensors, see tandem.lab.plan.published).
   The planner's head term takes each implementation's bytes per logit element (torch's bf16 cross entropy 6,
   Liger's chunk 6) from their code, not from the measurement.
 - Megatron-Bridge: the doc reports the saving in "GB"; read as GiB the error would be -7.1%. Its saving is linear
@@ -236,7 +236,7 @@ Notes:
 
 
 def markdown(published: list[dict], cpu: list[dict], grid: list[dict]) -> str:
-    lines = ["# tandem.plan against published figures", "",
+    lines = ["# tandem.lab.plan against published figures", "",
              "Written by `python bench/plan_validation.py`; formulas in docs/plan.md. Error = planner / published - 1.",
              "", "| configuration | quantity | published | source | planner | error |", "|---|---|---|---|---|---|"]
     for r in published:

@@ -8,7 +8,7 @@
 Every point runs tandem's producer, loop, sim engines (the latency model of one SGLang engine
 per GPU, behind their HTTP apps), weight-sync code and the workload-driven agentic rollout.
 With `--clock virtual` (default) a point runs in one process on a simulated clock
-(`python -m tandem.sim.virtual`, tandem/sim/virtual_clock.py): exact, repeatable and immune
+(`python -m tandem.lab.virtual`, tandem/lab/sim/virtual_clock.py): exact, repeatable and immune
 to load on the machine, with in-process stand-ins for sglang-router and the trainer. With
 `--clock real` every point runs the REAL launcher (`python train.py`) as a subprocess, with
 the sim trainer (real weight publish), `--time-scale` times faster than the modelled run.
@@ -19,7 +19,7 @@ All times below are model seconds, directly comparable with the reference run
 figure is reported per seed and as the mean and range over the seeds.
 
 For every measured step (the warm-up steps are left out) the lower bound
-(`tandem.sim.sweep.analyse`) is
+(`tandem.lab.sim.sweep.analyse`) is
 
     async: bound = max(train, busy / N, (longest single rollout alone + sync + train) / W)
     sync:  bound = max(busy / N, longest single rollout alone + sync) + train
@@ -35,7 +35,7 @@ mode the engines work while the trainer trains, so the terms only compete.
   engine, computed from its own trace with the engine profile's latency model: per turn one
   prefill of the tokens that are new since the previous turn (everything earlier cached) and a
   batch-1 decode step per further output token, plus its tool and grading time
-  (tandem.sim.workload records it per sample). No schedule can finish that rollout sooner. A
+  (tandem.lab.sim.workload records it per sample). No schedule can finish that rollout sooner. A
   rollout for step s can start no earlier than the weights it must use (version s - W) exist,
   i.e. at the end of train step s - W, and step s's training starts only after its slowest
   rollout ends, so rollout + train of one step, plus the sync that makes version s - W
@@ -69,8 +69,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, replace
 from pathlib import Path
 
-from tandem.sim.profiles import load_workload_profile
-from tandem.sim.sweep import (Point, Result, across_seeds, analyse, cycle_steps, default_policy, speedup_by_seed,
+from tandem.lab.sim.profiles import load_workload_profile
+from tandem.lab.sim.sweep import (Point, Result, across_seeds, analyse, cycle_steps, default_policy, speedup_by_seed,
                               warmup_steps)
 
 REPO = Path(__file__).resolve().parents[1]
@@ -105,7 +105,7 @@ def model_time_scale(args: argparse.Namespace) -> float:
 def launcher_args(p: Point, args: argparse.Namespace, run_dir: Path, tasks: Path) -> list[str]:
     wl = load_workload_profile(args.workload)
     # The same train.py arguments either way; the virtual runner reads them with tandem's config loader.
-    entry = ["-m", "tandem.sim.virtual"] if args.clock == "virtual" else [str(REPO / "train.py")]
+    entry = ["-m", "tandem.lab.virtual"] if args.clock == "virtual" else [str(REPO / "train.py")]
     return [
         sys.executable, *entry,
         "--engines", str(p.engines), "--mode", p.mode, "--steps", str(steps_for(p, args)), "--run-dir", str(run_dir),
@@ -113,7 +113,7 @@ def launcher_args(p: Point, args: argparse.Namespace, run_dir: Path, tasks: Path
         "--engine.sim.profile", str(args.engine_profile), "--engine.sim.workload", str(args.workload),
         "--engine.sim.time_scale", str(model_time_scale(args)), "--engine.sim.token_scale", str(args.token_scale),
         "--rollout.function", args.rollout_function,
-        "--rollout.reward", "tandem.sim.workload:agentic_reward",
+        "--rollout.reward", "tandem.lab.sim.workload:agentic_reward",
         "--rollout.data_path", str(tasks),
         "--rollout.prompts_per_step", str(wl.batch.prompts_per_step),
         "--rollout.samples_per_prompt", str(wl.batch.samples_per_prompt),
@@ -147,7 +147,7 @@ def run_point(p: Point, args: argparse.Namespace, tasks: Path) -> Result:
         text = (run_dir / "launcher.log").read_text(errors="replace")
         errors = [line for line in text.splitlines() if line.startswith("error:")]
         why = errors[-1] if errors else "..." + text[-800:]
-        return Result(p, False, wall, error=f"{'tandem.sim.virtual' if args.clock == 'virtual' else 'train.py'} "
+        return Result(p, False, wall, error=f"{'tandem.lab.virtual' if args.clock == 'virtual' else 'train.py'} "
                                             f"exited {rc}: {why}")
     try:
         r = analyse(p, run_dir, model_time_scale(args), wall)
@@ -251,7 +251,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="measured cycles per point after the warm-up; a cycle is 1 step in sync mode and "
                          "max_staleness + 1 steps in async mode")
     ap.add_argument("--clock", choices=["virtual", "real"], default="virtual",
-                    help="virtual: each point runs in one process on a simulated clock (python -m tandem.sim.virtual: "
+                    help="virtual: each point runs in one process on a simulated clock (python -m tandem.lab.virtual: "
                          "exact, repeatable, seconds of CPU); real: the real launcher and processes, --time-scale "
                          "times faster than modelled time (noisy on a shared machine)")
     ap.add_argument("--time-scale", type=float, default=120.0, help="real clock only: engine.sim.time_scale")
@@ -262,7 +262,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--point-timeout", type=float, default=300.0)
     ap.add_argument("--token-scale", type=int, default=8,
                     help="engine.sim.token_scale: wire tokens carry this many modelled tokens (CPU relief, same timing)")
-    ap.add_argument("--rollout-function", default="tandem.sim.workload:agentic_rollout")
+    ap.add_argument("--rollout-function", default="tandem.lab.sim.workload:agentic_rollout")
     ap.add_argument("--reanalyse", action="store_true",
                     help="do not run anything: recompute the tables and plot from the run directories under --runs")
     ap.add_argument("--extra", default="", help="extra train.py arguments for every point, one string "

@@ -109,7 +109,7 @@ def measure_size(urls: list[str], run_dir: Path, model_path: Path, v: int, size:
     """Raw disk, then publish + cold and warm reload of one S GB version; prints and returns its row."""
     import torch
 
-    from tandem.trainer.sim_backend import make_weights
+    from tandem.lab.sim_trainer import make_weights
     from tandem.weights import publish_weights, reload_engines, version_dir
 
     raw_w, raw_r = raw_disk(run_dir, size)
@@ -171,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     from tandem.config import TandemConfig
     from tandem.model_source import resolve_model_path
     from tandem.orchestrator.cluster import start_engines
-    from tandem.orchestrator.supervisor import Supervisor
+    from tandem.supervisor import Supervisor
     from tandem.placement import plan_placement
 
     cap = min(4.0, mem_available_gb() / 4)

@@ -104,7 +104,7 @@ def step_like(weights: dict, fraction: float, seed: int) -> dict:
 async def measure(urls, pubs: dict, agents: dict, sizes, rounds, scratch: Path, fraction: float) -> list[dict]:
     import torch
 
-    from tandem.trainer.sim_backend import make_weights
+    from tandem.lab.sim_trainer import make_weights
 
     rows, version, delta_version = [], 0, 10_000  # the delta path numbers its own chain
     paths = ("disk", "store", "delta") if "delta" in pubs else ("disk", "store")
@@ -187,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
     from tandem.config import TandemConfig
     from tandem.model_source import resolve_model_path
     from tandem.orchestrator.cluster import start_engines
-    from tandem.orchestrator.supervisor import Supervisor
+    from tandem.supervisor import Supervisor
     from tandem.placement import plan_placement
 
     run_dir = Path(args.dir)

@@ -7,7 +7,7 @@
 Both sides run the same tiny Qwen3 directory (tandem's `model.path = "tiny"`, built and
 cached by tandem.model_source), the same echo prompts, group size G, max new tokens T,
 temperature 1.0, learning rate and batch (P*G samples per optimizer step), the same
-reward (tandem.rewards.echo_reward, called on the decoded completion), with no KL reference.
+reward (tandem.envs.echo.echo_reward, called on the decoded completion), with no KL reference.
 
 What is timed, and what is not:
 - TRL: GRPOTrainer in a child process (bench/trl_worker.py; CPU, plain HF `generate`, no vLLM).

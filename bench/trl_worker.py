@@ -25,14 +25,14 @@ from trl import GRPOConfig, GRPOTrainer
 
 from tandem.config import TandemConfig, load_config
 from tandem.model_source import resolve_model_path
-from tandem.rewards import echo_reward
+from tandem.envs.echo import echo_reward
 from tandem.sample import Sample
 
 from _common import median_or_none
 
 
 class EchoReward:
-    """tandem.rewards.echo_reward itself, fed the decoded completion, so both sides score identically."""
+    """tandem.envs.echo.echo_reward itself, fed the decoded completion, so both sides score identically."""
 
     __name__ = "echo_reward"   # TRL names the reward column after it
 

@@ -9,7 +9,7 @@
 #   bash scripts/gpu_check.sh --conformance   # + the engine API conformance tests against that SGLang
 #   bash scripts/gpu_check.sh --allow-cpu     # rehearsal of the same flow on a CPU box
 #   bash scripts/gpu_check.sh --memory [--out DIR]   # instead: peak memory of the Megatron trainer per memory
-#                                             # feature against tandem.plan (scripts/gpu_memory.py; --allow-cpu too)
+#                                             # feature against tandem.lab.plan (scripts/gpu_memory.py; --allow-cpu too)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONWARNINGS=ignore

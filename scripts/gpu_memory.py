@@ -1,4 +1,4 @@
-"""Peak GPU memory of the Megatron trainer, feature by feature, against tandem.plan's prediction.
+"""Peak GPU memory of the Megatron trainer, feature by feature, against tandem.lab.plan's prediction.
 
     bash scripts/gpu_check.sh --memory              # on a GPU box (one GPU; a few minutes)
     python scripts/gpu_memory.py --allow-cpu        # CPU rehearsal of the same flow: small shapes, no figures
@@ -15,7 +15,7 @@ off and on:
     recompute   + trainer.megatron.recompute
     all         every one of them
 Measured: torch.cuda.max_memory_allocated over the second train step (after a first one has made
-the optimizer state), from a reset of the peak; predicted: tandem.plan.trainer_memory's rank total
+the optimizer state), from a reset of the peak; predicted: tandem.lab.plan.trainer_memory's rank total
 for the same setting (weights, grads, optimizer, activations; the runtime reserve is not in it).
 Each shape runs in its own process and each variant checks that the one before released its memory.
 A variant that fails is reported as FAILED with its error, and the others still run. On CPU
@@ -109,9 +109,9 @@ def batch(tokens: int, seed: int):
 
 
 def predicted(cfg, hf: dict, tokens: int) -> int:
-    """tandem.plan's rank total for this config at `tokens` per sample."""
-    from tandem.plan.planner import trainer_memory, trainer_setting
-    from tandem.plan.shape import shape_from_hf
+    """tandem.lab.plan's rank total for this config at `tokens` per sample."""
+    from tandem.lab.plan.planner import trainer_memory, trainer_setting
+    from tandem.lab.plan.shape import shape_from_hf
 
     shape = shape_from_hf(hf, "body")
     return trainer_memory(shape, trainer_setting(cfg, shape, tokens)).total
@@ -183,7 +183,7 @@ def run_shape(shape: str, work: Path, cuda: bool) -> list[dict]:
 
 def markdown(rows: list[dict], cuda: bool) -> str:
     device = torch.cuda.get_device_name(0) if cuda else "CPU (rehearsal: no memory figures)"
-    lines = [f"# Megatron trainer peak memory against tandem.plan ({device})", "",
+    lines = [f"# Megatron trainer peak memory against tandem.lab.plan ({device})", "",
              f"{SAMPLES} samples x {TOKENS if cuda else CPU_TOKENS} tokens, TP 1, bf16 on GPU; measured = "
              "torch.cuda.max_memory_allocated over the second train step.", "",
              "| shape | variant | predicted GiB | measured GiB | predicted / measured - 1 |", "|---|---|---|---|---|"]

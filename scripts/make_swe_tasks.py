@@ -26,9 +26,9 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from tandem.sandbox.templates import TemplateCache
-from tandem.swe_data import task_from_row
-from tandem.verdict import parse_pytest_report
+from tandem.envs.coding.sandbox.templates import TemplateCache
+from tandem.envs.coding.swe_data import task_from_row
+from tandem.envs.coding.verdict import parse_pytest_report
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -23,7 +23,7 @@ import torch
 from tandem.config import build_config
 from tandem.losses import assign_advantages
 from tandem.model_source import load_tokenizer, resolve_model_path
-from tandem.rewards import echo_reward
+from tandem.envs.echo import echo_reward
 from tandem.sample import Sample
 from tandem.trainer.torch_backend import TorchTrainer
 

@@ -8,18 +8,16 @@ from __future__ import annotations
 
 import sys
 
+from tandem import registry
+
 USAGE = __doc__.split("\n\n", 1)[1]
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     command, rest = (argv[0], argv[1:]) if argv else ("", [])
-    if command == "train":
-        from tandem.orchestrator.launcher import main as train_main
-        return train_main(rest)
-    if command == "engine":
-        from tandem.engine.__main__ import main as engine_main
-        return engine_main(rest) or 0
+    if command in registry.COMMANDS:  # imported on demand: `tandem train` loads no engine
+        return registry.load(registry.COMMANDS[command])(rest) or 0
     if command in ("-h", "--help"):
         print(f"usage:\n{USAGE}")
         return 0

@@ -46,7 +46,7 @@ def children_gone_bound_s() -> float:
     what is left after Supervisor.shutdown's grace period; a loaded box adds MARGIN_S."""
     import inspect
 
-    from tandem.orchestrator.supervisor import Supervisor
+    from tandem.supervisor import Supervisor
 
     return inspect.signature(Supervisor.shutdown).parameters["grace_s"].default + MARGIN_S
 

@@ -263,7 +263,7 @@ def oracle_row(root: Path, name: str) -> dict:
     """The oracle task `name` as a local repository under root and its row."""
     import shutil
 
-    from tandem.swe_data import load_bundled
+    from tandem.envs.coding.swe_data import load_bundled
 
     repo_name, tests, bug, f2p, p2p, _ = ORACLE_TASKS[name]
     repo = root / name

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from tandem.config import TandemConfig
-from tandem.swe_data import BUNDLED_TASKS, read_rows, task_from_row
+from tandem.envs.coding.swe_data import BUNDLED_TASKS, read_rows, task_from_row
 
 REPO = Path(__file__).resolve().parents[1]
 SENTINEL = "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
@@ -93,7 +93,7 @@ class InProcessEngine:
 def make_ctx(cfg: TandemConfig, engine, reward_fn=None):
     """The lead's real RolloutContext around a given engine client."""
     from tandem.rollout import RolloutContext, sampling_params_from_config
-    from tandem.grading import swe_reward
+    from tandem.envs.coding.grading import swe_reward
 
     executor = ThreadPoolExecutor(max_workers=cfg.rollout.concurrency + 16, thread_name_prefix="rollout")
     return RolloutContext(cfg, tiny_tokenizer(), engine, executor, reward_fn or swe_reward,
@@ -104,7 +104,7 @@ def run_rollout(cfg: TandemConfig, policy, row: dict):
     """One agent episode (G = 1) on `row` through the real rollout plug-in, sandbox and grader."""
     import asyncio
 
-    from tandem.agent import swe_agent_rollout
+    from tandem.envs.coding import swe_agent_rollout
 
     ctx = make_ctx(cfg, InProcessEngine(tiny_tokenizer(), policy))
     try:
@@ -141,7 +141,7 @@ def sandbox_backends():
     """(backends that work here, pytest params for both): a backend that cannot run is a recorded skip."""
     import pytest
 
-    from tandem.sandbox.isolation import _probe
+    from tandem.envs.coding.sandbox.isolation import _probe
 
     available = [b for b in ("bwrap", "unshare") if _probe(b)]
     params = [pytest.param(b, id=b, marks=[] if b in available else pytest.mark.skip(
@@ -155,7 +155,7 @@ def bash_episode(policy, execute, *, engine=None, delay_s: float = 0.0, disk=Non
     (episode, env, engine)."""
     import asyncio
 
-    from tandem.agent import BashAgentEnv
+    from tandem.envs.coding import BashAgentEnv
     from tandem.config import AgentConfig, EnvironmentConfig
     from tandem.env import ChatFormat, parse_hermes, run_episode
 

@@ -15,9 +15,9 @@ import asyncio
 import torch
 
 from tandem.rollout import EngineClient
-from tandem.agent import swe_agent_rollout
-from tandem.agent import agent_step_metrics
-from tandem.grading import reset_runtime
+from tandem.envs.coding import swe_agent_rollout
+from tandem.envs.coding import agent_step_metrics
+from tandem.envs.coding.grading import reset_runtime
 from tandem.handoff import wait_batch, write_batch
 from tandem.trainer.torch_backend import collate, validate_samples
 from tests._fakes import Router, ScriptedEngine, fake_logprob

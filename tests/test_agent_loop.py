@@ -7,9 +7,9 @@ import time
 
 import pytest
 
-from tandem.agent import is_submission, parse_actions
+from tandem.envs.coding import is_submission, parse_actions
 from tandem.config import AgentConfig
-from tandem.sandbox.runner import ExecResult
+from tandem.envs.coding.sandbox.runner import ExecResult
 from tests._swe import SENTINEL, InProcessEngine, bash, bash_episode, scripted, tiny_tokenizer
 
 REGEX = AgentConfig().action_regex
@@ -145,8 +145,8 @@ def test_end_disk_limit():
 # ----------------------------------------------------------------------------- the plug-in around the loop
 def test_abort_for_a_weight_update_cancels_the_group_and_frees_its_sandboxes(tmp_path):
     from tandem.rollout import RolloutAborted
-    from tandem.agent import swe_agent_rollout
-    from tandem.grading import get_runtime, reset_runtime
+    from tandem.envs.coding import swe_agent_rollout
+    from tandem.envs.coding.grading import get_runtime, reset_runtime
     from tests._swe import make_cfg, make_ctx, row_named
 
     class Aborting(InProcessEngine):

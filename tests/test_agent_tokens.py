@@ -9,7 +9,7 @@ same conversation, minus the template's trailing "\\n" (documented in tandem/env
 from __future__ import annotations
 
 
-from tandem.sandbox.runner import ExecResult
+from tandem.envs.coding.sandbox.runner import ExecResult
 from tests._fakes import expected_logprobs
 from tests._swe import InProcessEngine, bash, bash_episode, scripted, tiny_tokenizer
 

@@ -1,6 +1,6 @@
 """The autoscaler's sim actuator and the changing-demand workload: the in-process router's worker
 list, a stopped engine's 502, the demand schedule by hand, and a whole virtual-clock run that grows
-and shrinks its fleet (tandem.sim.virtual with engine.autoscale)."""
+and shrinks its fleet (tandem.lab.virtual with engine.autoscale)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import httpx
 import pytest
 
 from tandem.config import load_config
-from tandem.sim.inprocess import InProcessRouter
-from tandem.sim.profiles import DemandParams, ProfileError, workload_profile_from_dict
+from tandem.lab.inprocess import InProcessRouter
+from tandem.lab.sim.profiles import DemandParams, ProfileError, workload_profile_from_dict
 
 
 def test_the_router_stand_in_adds_and_removes_workers_and_moves_their_sessions():
@@ -74,7 +74,8 @@ def alive_integral(events: list[dict], start: int, end_t: float) -> float:
 
 
 def test_a_virtual_run_grows_and_shrinks_its_fleet_without_losing_a_sample(tmp_path, monkeypatch, capsys):
-    from tandem.sim import virtual, workload
+    from tandem.lab import virtual
+    from tandem.lab.sim import workload
 
     monkeypatch.setattr(workload, "_calls", itertools.count())
     tasks = tmp_path / "tasks.jsonl"
@@ -84,8 +85,8 @@ def test_a_virtual_run_grows_and_shrinks_its_fleet_without_losing_a_sample(tmp_p
     virtual.run([
         "--engines", "1", "--mode", "async", "--steps", str(steps), "--run-dir", str(run_dir),
         "--engine.backend", "sim", "--trainer.backend", "sim",
-        "--rollout.function", "tandem.sim.workload:agentic_rollout",
-        "--rollout.reward", "tandem.sim.workload:agentic_reward", "--rollout.data_path", str(tasks),
+        "--rollout.function", "tandem.lab.sim.workload:agentic_rollout",
+        "--rollout.reward", "tandem.lab.sim.workload:agentic_reward", "--rollout.data_path", str(tasks),
         "--rollout.prompts_per_step", str(prompts), "--rollout.samples_per_prompt", str(group),
         "--engine.sim.token_scale", "8", "--trainer.sim.train_time_s", "400",
         "--logging.live", "off", "--logging.tensorboard", "false",
@@ -123,7 +124,7 @@ def test_a_virtual_run_grows_and_shrinks_its_fleet_without_losing_a_sample(tmp_p
 
 def test_the_client_time_averages_requests_in_flight_and_their_context():
     from tandem.rollout.client import InFlightMeter, _context_tokens
-    from tandem.sim import virtual_clock
+    from tandem.lab.sim import virtual_clock
 
     async def main():
         meter = InFlightMeter()
@@ -150,7 +151,7 @@ def test_the_command_provider_starts_reports_and_stops_an_engine(tmp_path):
     URL and keeps serving; the provider waits for /health, and stops it with stop_command and by
     terminating the command's process. A command that fails first is reported with its exit."""
     from tandem.autoscale.providers import CommandProvider
-    from tandem.orchestrator.supervisor import ChildFailed, Supervisor
+    from tandem.supervisor import ChildFailed, Supervisor
     from tandem.paths import PROJECT_ROOT
     from tandem.ports import free_port
 
@@ -211,7 +212,7 @@ class _Provider:
 
     async def start(self, name):
         if not self.starts:
-            from tandem.orchestrator.supervisor import ChildFailed
+            from tandem.supervisor import ChildFailed
             raise ChildFailed("no capacity in this region")
         return f"http://{name}"
 

@@ -89,7 +89,7 @@ def test_a_trace_too_short_for_one_measured_cycle_is_refused(tmp_path):
 
 
 def test_seeds_are_independent_sweeps_summarised_by_hand():
-    from tandem.sim.sweep import Point, Result, across_seeds, speedup_by_seed
+    from tandem.lab.sim.sweep import Point, Result, across_seeds, speedup_by_seed
 
     def res(engines, seed, step, eff, bias=1.0):
         return Result(Point("async", engines, seed=seed), True, 0.0, step_s=step, efficiency=eff,

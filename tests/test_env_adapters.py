@@ -28,8 +28,8 @@ from verifiers.legacy.types import Response, ResponseMessage
 
 from tandem.config import EnvironmentConfig
 from tandem.env import ChatFormat, EnvRollout, load_environment_class, parse_hermes, run_episode
-from tandem.env.openenv_env import OpenEnvEnv
-from tandem.env.verifiers_env import VerifiersEnv, export_dataset, no_model_client_class
+from tandem.envs.openenv_env import OpenEnvEnv
+from tandem.envs.verifiers_env import VerifiersEnv, export_dataset, no_model_client_class
 from tandem.model_source import build_byte_tokenizer
 from tandem.rollout.data import load_dataset_rows
 from tests._fakes import Router, ScriptedEngine, free_port, stop_process
@@ -149,8 +149,8 @@ def test_bad_environment_ids_fail_once_with_the_cause():
 
     with pytest.raises(PluginError, match="env_id 'no-such-env'"):
         VerifiersEnv("no-such-env")
-    cls = load_environment_class("tandem.env.verifiers_env:VerifiersEnv")
-    assert cls.tools() == [] and load_environment_class("tandem.env.openenv_env:OpenEnvEnv").tools() == []
+    cls = load_environment_class("tandem.envs.verifiers_env:VerifiersEnv")
+    assert cls.tools() == [] and load_environment_class("tandem.envs.openenv_env:OpenEnvEnv").tools() == []
 
 
 UPSTREAM = os.environ.get("TANDEM_VERIFIERS_ENVIRONMENTS", "")
@@ -340,7 +340,7 @@ def run_job(tmp_path: Path, environment: str, args: str, data: list[dict]) -> tu
 
 
 def test_verifiers_environment_through_train_py(tmp_path):
-    rows, samples = run_job(tmp_path, "tandem.env.verifiers_env:VerifiersEnv", '{env_id = "tandem-vf-tools"}',
+    rows, samples = run_job(tmp_path, "tandem.envs.verifiers_env:VerifiersEnv", '{env_id = "tandem-vf-tools"}',
                             [dict(r) for r in vf.load_environment("tandem-vf-tools").get_dataset()])
     assert [r["step"] for r in rows] == [1, 2] and len(samples) == 8
     for s in samples:  # a random model writes no tool call: verifiers' own stop ends each episode
@@ -351,7 +351,7 @@ def test_verifiers_environment_through_train_py(tmp_path):
 
 def test_openenv_environment_through_train_py(tmp_path):
     with Served("vault_env:app", FIXTURES / "openenv_envs", tmp_path / "vault.log") as server:
-        rows, samples = run_job(tmp_path, "tandem.env.openenv_env:OpenEnvEnv",
+        rows, samples = run_job(tmp_path, "tandem.envs.openenv_env:OpenEnvEnv",
                                 f'{{url = "{server.url}", max_sessions = 8}}',
                                 [{"prompt": f"Store {w} under k."} for w in ("a", "b", "c", "d")])
     assert [r["step"] for r in rows] == [1, 2] and len(samples) == 8

@@ -30,7 +30,7 @@ import torch
 from tandem import losses
 from tandem.config import ConfigError, load_config
 from tandem.orchestrator.cluster import external_engines
-from tandem.orchestrator.supervisor import ChildFailed
+from tandem.supervisor import ChildFailed
 from tandem.ports import free_port
 from tandem.weights import SyncError, WeightStore, publish_weights, wait_engine_versions
 from bench._common import start_s3

@@ -1,7 +1,7 @@
 """Hidden checks judged on the host: the split keeps expectations out of the sandbox, judges as the
 original asserts do, and a task that cannot be graded this way is refused with the reason.
 
-- the split (tandem.instrument): no expected value of a split check is left in the graded file,
+- the split (tandem.envs.coding.instrument): no expected value of a split check is left in the graded file,
   every line stays where it was, and the file still runs;
 - equivalence: for every form (module functions, class methods, fixtures, parametrize, raises,
   approx, unittest), on correct and on wrong code, the host's verdict from the split file equals
@@ -31,11 +31,11 @@ from pathlib import Path
 
 import pytest
 
-from tandem.checks import Malformed, NotConstant, Site, constant, decode, guessable, parse
-from tandem.grading import GRADER_DIR, get_runtime, reset_runtime
-from tandem.instrument import find_sites, rewrite
-from tandem.swe_data import task_from_row
-from tandem.verdict import judge, parse_pytest_report, parse_stream
+from tandem.envs.coding.checks import Malformed, NotConstant, Site, constant, decode, guessable, parse
+from tandem.envs.coding.grading import GRADER_DIR, get_runtime, reset_runtime
+from tandem.envs.coding.instrument import find_sites, rewrite
+from tandem.envs.coding.swe_data import task_from_row
+from tandem.envs.coding.verdict import judge, parse_pytest_report, parse_stream
 from tests._forger import forger_command
 from tests._forms import FORMS, form_row, write_repo
 from tests._swe import make_cfg, row_named, sandbox_backends
@@ -144,7 +144,7 @@ def run_pytest(root: Path, files: list[str], reporter: bool) -> tuple[str, bytes
 
 
 def test_split_keeps_expectations_out_and_lines_in_place():
-    from tandem.checks import Reference
+    from tandem.envs.coding.checks import Reference
 
     sites = find_sites(TESTS, "tests/test_x.py", 0)
     text = rewrite(TESTS, sites)
@@ -168,7 +168,7 @@ def test_split_keeps_expectations_out_and_lines_in_place():
 @pytest.mark.parametrize("code", ["correct", "wrong"])
 def test_host_verdicts_equal_pytests_on_the_original(tmp_path, code):
     """Every form, on correct and on wrong code: the split file judged on the host says what pytest says."""
-    from tandem.grading_plan import _with_references
+    from tandem.envs.coding.grading_plan import _with_references
 
     (tmp_path / "tests").mkdir()
     (tmp_path / "lib.py").write_text(LIB if code == "correct" else WRONG)
@@ -207,7 +207,7 @@ def test_decoding_refuses_what_no_encoder_writes():
 
 
 def test_constants_fold_within_bounds_and_guesses_are_told_apart():
-    from tandem.checks import Reference
+    from tandem.envs.coding.checks import Reference
 
     def fold(text):
         return constant(ast.parse(text, mode="eval").body)
@@ -265,7 +265,7 @@ def test_forms_without_twins_are_graded_by_the_host_or_refused(tmp_path, backend
 
 
 def _agent_diff(runtime, task, command: str = "", reverse: bool = False) -> str:
-    from tandem.swe_data import apply_patch
+    from tandem.envs.coding.swe_data import apply_patch
 
     template = runtime.templates.get(f"{task.instance_id}::agent", task.materialize_agent)
     with runtime.agent_pool.acquire(template) as sb:
@@ -372,7 +372,7 @@ def test_no_expectation_leaves_the_hosts_judging_code(tmp_path, backend, caplog)
 def test_records_are_judged_in_a_child_that_agrees_and_is_bounded():
     """The host's verdict of a stream, computed in a limited child process: the same as judge() in-process for
     an honest stream; a hash flood runs the child out of CPU, which is tampering, not a stall of the host."""
-    from tandem.judging import judge_isolated
+    from tandem.envs.coding.judging import judge_isolated
 
     site, test = Site(0, "tests/t.py", 3, "==", 3, "f()"), "tests/t.py::a"
     records = [{"ev": "start"}, {"ev": "check", "id": test, "k": 0, "v": 3},

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tandem.rehearse import replayed_logprobs
+from tandem.lab.rehearse import replayed_logprobs
 from _faults import (MARGIN_S, SMALL, Launch, batch, check_batches, children_gone_bound_s, admissions_bound, cursor_draws, metrics,
                      prompt_indices, rows_done)
 

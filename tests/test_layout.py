@@ -4,7 +4,10 @@ functions stay small enough to read (the exceptions are listed with their reason
 from __future__ import annotations
 
 import ast
+import copy
 from pathlib import Path
+
+import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 ENTRY_SCRIPTS = {"train", "rollout", "reward", "sync"}
@@ -87,3 +90,91 @@ def test_the_exceptions_are_still_needed():
         nodes = [n for n in ast.walk(ast.parse((REPO / path).read_text()))
                  if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == name]
         assert any(n.end_lineno - n.lineno + 1 > MAX_FUNCTION_LINES for n in nodes), entry
+
+
+# --------------------------------------------------------------------------- the layering (import-linter)
+def lint_report():
+    """import-linter's report on pyproject.toml's contracts, built in this process (no cache)."""
+    from importlinter.application import use_cases
+    from importlinter.configuration import configure
+    from importlinter.contracts import acyclic_siblings, forbidden, independence, layers
+    from importlinter.domain.contract import registry
+
+    configure()  # what the lint-imports command sets up before it reads the config
+    for name, contract_type in (("forbidden", forbidden.ForbiddenContract), ("layers", layers.LayersContract),
+                                ("independence", independence.IndependenceContract),
+                                ("acyclic_siblings", acyclic_siblings.AcyclicSiblingsContract)):
+        registry.register(contract_type, name)
+    options = use_cases.read_user_options(str(REPO / "pyproject.toml"))
+    return use_cases.create_report(options, cache_dir=None)
+
+
+def broken(report, graph=None) -> dict[str, str]:
+    """Contract id -> what breaks it, for each contract the graph (the report's own, or a changed
+    copy) breaks."""
+    found = {}
+    for contract, check in report.get_contracts_and_checks():
+        if graph is not None:
+            check = contract.check(copy.deepcopy(graph), verbose=False)
+        if not check.kept:
+            found[contract.contract_options["id"]] = f"{contract.name}: {check.metadata}"
+    return found
+
+
+@pytest.fixture(scope="module")
+def report():
+    return lint_report()
+
+
+def test_the_import_contracts_hold(report):
+    assert len(report.contracts) == 5 and not report.could_not_run
+    assert broken(report) == {}
+
+
+@pytest.mark.parametrize("importer,imported,breaks", [
+    # the core reaching for a plug-in instead of asking tandem.registry
+    ("tandem.orchestrator.cluster", "tandem.engine.sglang_launch", {"core-imports-no-plugin"}),
+    ("tandem.trainer.__main__", "tandem.lab.sim_trainer", {"core-imports-no-plugin", "no-cycles-between-packages"}),
+    # a layer reaching up, and with it a cycle
+    ("tandem.config.schema", "tandem.orchestrator.loop", {"core-layers", "no-cycles-between-packages"}),
+    # plug-ins stay side by side, under the lab
+    ("tandem.envs.coding.grading", "tandem.engine.core", {"plugins-side-by-side"}),
+    ("tandem.engine.core", "tandem.lab.sim.latency", {"lab-on-top", "no-cycles-between-packages"}),
+])
+def test_a_planted_back_import_breaks_its_contract(report, importer, imported, breaks):
+    """The contracts fail on the import they exist to refuse: each planted into a copy of the real graph."""
+    graph = copy.deepcopy(report.graph)
+    assert importer in graph.modules and imported in graph.modules
+    graph.add_import(importer=importer, imported=imported, line_number=1, line_contents=f"import {imported}")
+    found = broken(report, graph)
+    assert set(found) == breaks, found
+    assert all(importer.rpartition(".")[0] in why for why in found.values()), found  # the message names the importer
+
+
+def imports_inside_functions(tree: ast.AST) -> list[tuple[int, str]]:
+    """(line, module) of every import of tandem code made inside a function body."""
+    found = []
+    for fn in ast.walk(tree):
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for node in ast.walk(fn):
+                if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("tandem")):
+                    found.append((node.lineno, "." * node.level + (node.module or "")))
+                elif isinstance(node, ast.Import):
+                    found += [(node.lineno, a.name) for a in node.names if a.name.split(".")[0] == "tandem"]
+    return found
+
+
+def test_no_module_imports_tandem_code_inside_a_function():
+    """An import inside a function hides an edge from the contracts (and so a cycle): tandem code is
+    imported at the top of its module, or by name through tandem.registry (third-party imports may
+    stay lazy: torch, megatron)."""
+    offenders = {rel(p): found for p in python_files("tandem")[len(ENTRY_SCRIPTS):]
+                 if (found := imports_inside_functions(ast.parse(p.read_text())))}
+    assert offenders == {}
+
+
+def test_the_inside_function_check_sees_each_form():
+    source = ("def f():\n    from tandem.lab import sim_engine\n"
+              "async def g():\n    import tandem.envs.coding\n    import torch\n"
+              "class C:\n    def m(self):\n        from . import sibling\n")
+    assert imports_inside_functions(ast.parse(source)) == [(2, "tandem.lab"), (4, "tandem.envs.coding"), (8, ".")]

@@ -283,7 +283,7 @@ def test_a_request_that_goes_away_leaves_the_batch_before_its_adapter_is_freed()
 
 
 def test_sim_engine_serves_the_same_endpoints(model_path, tmp_path):
-    from tandem.engine.sim import SimEngineCore
+    from tandem.lab.sim_engine import SimEngineCore
 
     peft_adapter(model_path, tmp_path / "a", 1)
     cfg = build_config(lora_tree(tmp_path, engine={"backend": "sim"}))
@@ -405,7 +405,7 @@ def test_targets_must_be_linear_layers_of_the_model(tmp_path):
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     from tandem.orchestrator.cluster import start_engines, start_router
-    from tandem.orchestrator.supervisor import Supervisor
+    from tandem.supervisor import Supervisor
     from tandem.placement import plan_placement
 
     run_dir = tmp_path_factory.mktemp("lora_sync")

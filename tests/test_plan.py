@@ -1,4 +1,4 @@
-"""tandem.plan: its arithmetic derived by hand for a small model, its estimates against published
+"""tandem.lab.plan: its arithmetic derived by hand for a small model, its estimates against published
 figures (each within 15%), its verdicts for Qwen3 on the reference node, and its command line."""
 
 from __future__ import annotations
@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 
 from tandem.config import load_config
-from tandem.plan import memory as mem
-from tandem.plan.__main__ import main
-from tandem.plan.planner import TrainerSetting, candidate_changes, longest_fitting_seq, plan_node, trainer_memory
-from tandem.plan import published
-from tandem.plan.published import CASES
-from tandem.plan.shape import ModelShape, PlanError, bundled_config, shape_from_hf
+from tandem.lab.plan import memory as mem
+from tandem.lab.plan.__main__ import main
+from tandem.lab.plan.planner import TrainerSetting, candidate_changes, longest_fitting_seq, plan_node, trainer_memory
+from tandem.lab.plan import published
+from tandem.lab.plan.published import CASES
+from tandem.lab.plan.shape import ModelShape, PlanError, bundled_config, shape_from_hf
 
 ROOT = Path(__file__).resolve().parents[1]
 NODE_14B, NODE_4B = str(ROOT / "configs/node_qwen3_14b.toml"), str(ROOT / "configs/node_qwen3_4b.toml")
@@ -202,7 +202,7 @@ def test_chunked_and_whole_loss_head_against_liger_kernel_benchmarks():
     fused_linear_cross_entropy, full (forward + backward), memory at 32,768 tokens, H 4096, V 128256, bf16:
     Liger's token-chunked head 5,794.6 MiB, torch's Linear + CrossEntropyLoss 27,582.5 MiB. The planner's head
     term (memory.head_bytes) with each implementation's bytes per logit element, plus the harness' resident
-    tensors (tandem.plan.published)."""
+    tensors (tandem.lab.plan.published)."""
     assert abs(case("liger_chunked_head").error) < 0.15
     assert abs(case("torch_whole_head").error) < 0.15
 
@@ -228,7 +228,7 @@ FEATURES_OFF = ["--trainer.logprob_chunk_tokens", "0", "--trainer.max_tokens_per
 
 
 def node_plan(config: str, *overrides: str):
-    from tandem.plan.shape import load_shape
+    from tandem.lab.plan.shape import load_shape
 
     cfg = load_config(["--config", config, *overrides])
     return plan_node(cfg, load_shape(cfg.model), 80 * GIB)
@@ -347,7 +347,7 @@ def test_cli_json(capsys):
 def test_cli_bad_input_exits_2_naming_the_cause(capsys, args, cause):
     assert main(["--config", NODE_14B, *args]) == 2
     err = capsys.readouterr().err
-    assert cause in err and err.startswith("tandem.plan: ") and err.count("\n") == 1
+    assert cause in err and err.startswith("tandem.lab.plan: ") and err.count("\n") == 1
 
 
 def test_unknown_local_directory_is_bad_input(tmp_path, capsys):
@@ -357,7 +357,7 @@ def test_unknown_local_directory_is_bad_input(tmp_path, capsys):
 
 @pytest.mark.e2e
 def test_python_dash_m_runs_offline():
-    run = subprocess.run([sys.executable, "-m", "tandem.plan", "--config", NODE_14B, "--gpu-memory-gb", "141"],
+    run = subprocess.run([sys.executable, "-m", "tandem.lab.plan", "--config", NODE_14B, "--gpu-memory-gb", "141"],
                          check=False, cwd=ROOT, capture_output=True, text=True, timeout=120,
                          env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)})
     assert run.returncode in (0, 1), run.stderr

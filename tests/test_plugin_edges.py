@@ -16,7 +16,7 @@ import pytest
 from tandem.rollout import DataError, PluginError, load_dataset_rows, load_plugin, score_sample
 from tandem.errors import RunFatal
 from tandem.sample import Sample
-from tandem.sandbox import SandboxInfraError
+from tandem.envs.coding.sandbox import SandboxInfraError
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -86,7 +86,7 @@ def test_parquet_data_loads_like_jsonl(tmp_path):
 @pytest.mark.e2e
 def test_auto_sandbox_refuses_to_run_commands_when_no_backend_works(tmp_path):
     """Neither bwrap nor unshare on PATH: a clear error naming bubblewrap, never an unisolated command."""
-    code = "from tandem.sandbox.isolation import detect_backend; detect_backend('auto')"
+    code = "from tandem.envs.coding.sandbox.isolation import detect_backend; detect_backend('auto')"
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60,
                          env={**os.environ, "PATH": str(tmp_path), "PYTHONPATH": str(REPO)})
     assert out.returncode != 0

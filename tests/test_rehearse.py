@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tandem.config import ConfigError, load_config
-from tandem.rehearse import NOT_REHEARSABLE, REHEARSAL_TOL, rehearsal_config
+from tandem.lab.rehearse import NOT_REHEARSABLE, REHEARSAL_TOL, rehearsal_config
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -16,10 +16,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from tandem.checks import Site
-from tandem.grading import get_runtime, reset_runtime
-from tandem.swe_data import apply_patch, load_bundled, task_from_row
-from tandem.verdict import Stream, judge, parse_pytest_report, parse_stream
+from tandem.envs.coding.checks import Site
+from tandem.envs.coding.grading import get_runtime, reset_runtime
+from tandem.envs.coding.swe_data import apply_patch, load_bundled, task_from_row
+from tandem.envs.coding.verdict import Stream, judge, parse_pytest_report, parse_stream
 from tests._forger import EGG_INFO, forger_command
 from tests._forms import ORACLE_TASKS, oracle_row
 from tests._swe import PATCH_REPORTS_CODE, make_cfg, row_named, sandbox_backends, write_file
@@ -230,7 +230,7 @@ def test_a_hash_flood_costs_the_grading_thread_nothing(tmp_path, backend):
 
 def test_forgery_through_the_agent_loop_is_flagged_and_the_run_goes_on(tmp_path, backend):
     """The reward plug-in path: reward 0, reward_info['tamper'], agent_tamper_rate; then a real fix scores 1."""
-    from tandem.agent import agent_step_metrics
+    from tandem.envs.coding import agent_step_metrics
     from tests._swe import bash, fix_command, run_rollout, scripted
 
     row = row_named("romanum")
@@ -443,7 +443,7 @@ def test_the_generic_forger_wins_against_a_verdict_that_trusts_the_run(tmp_path,
     word for each test), it scores 1 with the bug in place. Against the real grader it scores 0 (above)."""
     import dataclasses
 
-    from tandem.grading import Grader
+    from tandem.envs.coding.grading import Grader
 
     real_plan = Grader.plan
     monkeypatch.setattr(Grader, "plan", lambda self, task: dataclasses.replace(

@@ -276,7 +276,7 @@ def test_startup_gates_each_child_on_its_own_budget(tmp_path):
     import io
 
     from tandem.orchestrator.startup import StartupStatus, wait_all
-    from tandem.orchestrator.supervisor import ChildFailed
+    from tandem.supervisor import ChildFailed
 
     clock, out = Clock(), io.StringIO()
     engines = [pending(FakeChild(f"engine{i}", "engine"), 10 + i, clock, 30, "engine.startup_timeout_s")
@@ -349,7 +349,7 @@ def test_disk_need_by_hand():
     holds weights + Adam's two moments = 3 x the weights."""
     from tandem.config import build_config
     from tandem.orchestrator.preflight import disk_need
-    from tandem.plan.shape import tiny_shape
+    from tandem.lab.plan.shape import tiny_shape
 
     cfg = build_config({})
     params = tiny_shape(cfg.model.tiny).total_params()
@@ -366,13 +366,13 @@ def test_an_environment_names_what_it_needs():
     from types import SimpleNamespace
 
     from tandem.config import build_config
-    from tandem.env.verifiers_env import VerifiersEnv
+    from tandem.envs.verifiers_env import VerifiersEnv
     from tandem.orchestrator import preflight
 
     cfg = build_config({})
     rollout = SimpleNamespace(env_class=VerifiersEnv)
     assert preflight.environment_problems(cfg, rollout) == []  # installed here (requirements-envs.txt)
-    import tandem.env.verifiers_env as venv
+    import tandem.envs.verifiers_env as venv
     original = venv.importable
     try:
         venv.importable = lambda module: False

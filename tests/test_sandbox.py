@@ -22,10 +22,10 @@ from pathlib import Path
 
 import pytest
 
-from tandem.grading import get_runtime, reset_runtime
-from tandem.sandbox import Isolation, Limits, SandboxPool, TemplateCache
-from tandem.sandbox.templates import DiffTooLarge
-from tandem.swe_data import BUNDLED_TASKS
+from tandem.envs.coding.grading import get_runtime, reset_runtime
+from tandem.envs.coding.sandbox import Isolation, Limits, SandboxPool, TemplateCache
+from tandem.envs.coding.sandbox.templates import DiffTooLarge
+from tandem.envs.coding.swe_data import BUNDLED_TASKS
 from tests._swe import bash, fix_command, make_cfg, row_named, run_rollout, sandbox_backends, scripted
 
 AVAILABLE, BACKENDS = sandbox_backends()
@@ -195,7 +195,7 @@ OWNER = textwrap.dedent("""
     signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C stops it, even from a job that ignores SIGINT
     from concurrent.futures import ThreadPoolExecutor
     from pathlib import Path
-    from tandem.sandbox import Isolation, Limits, SandboxPool, TemplateCache
+    from tandem.envs.coding.sandbox import Isolation, Limits, SandboxPool, TemplateCache
     root = Path(sys.argv[1])
     templates = TemplateCache.ephemeral(root)
     t = templates.get("t", lambda d: (d / "a").write_text("a"))

@@ -23,13 +23,13 @@ from pathlib import Path
 
 import pytest
 
-from tandem.grading import get_runtime, reset_runtime, swe_reward
+from tandem.envs.coding.grading import get_runtime, reset_runtime, swe_reward
 from tandem.sample import Sample
-from tandem.sandbox import Isolation, Limits, SandboxPool, SandboxUnavailable, TemplateCache, seccomp
-from tandem.sandbox.runner import run_bounded
-from tandem.sandbox.pool import SandboxInfraError
-from tandem.sandbox.storage import chown_tree
-from tandem.sandbox.storage import DiskCap, mounts_under, tmpfs_available
+from tandem.envs.coding.sandbox import Isolation, Limits, SandboxPool, SandboxUnavailable, TemplateCache, seccomp
+from tandem.envs.coding.sandbox.runner import run_bounded
+from tandem.envs.coding.sandbox.pool import SandboxInfraError
+from tandem.envs.coding.sandbox.storage import chown_tree
+from tandem.envs.coding.sandbox.storage import DiskCap, mounts_under, tmpfs_available
 from tests._swe import bash, fix_command, make_cfg, row_named, run_rollout, sandbox_backends, scripted
 
 _, BACKENDS = sandbox_backends()

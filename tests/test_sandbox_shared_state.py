@@ -18,14 +18,14 @@ from pathlib import Path
 
 import pytest
 
-from tandem.graded_diff import DiffRefused, check_sizes, filter_diff, scrub_leftovers
-from tandem.grading import pytest_command
-from tandem.sandbox import Isolation, Limits, SandboxPool, TemplateCache, seccomp
-from tandem.sandbox import pool as pool_module
-from tandem.sandbox.cgroup import MemoryCgroups
-from tandem.sandbox.runner import run_bounded
-from tandem.sandbox.storage import DiskCap, chown_tree
-from tandem.sandbox.templates import host_git
+from tandem.envs.coding.graded_diff import DiffRefused, check_sizes, filter_diff, scrub_leftovers
+from tandem.envs.coding.grading import pytest_command
+from tandem.envs.coding.sandbox import Isolation, Limits, SandboxPool, TemplateCache, seccomp
+from tandem.envs.coding.sandbox import pool as pool_module
+from tandem.envs.coding.sandbox.cgroup import MemoryCgroups
+from tandem.envs.coding.sandbox.runner import run_bounded
+from tandem.envs.coding.sandbox.storage import DiskCap, chown_tree
+from tandem.envs.coding.sandbox.templates import host_git
 from tests._swe import sandbox_backends
 
 _, BACKENDS = sandbox_backends()
@@ -358,7 +358,7 @@ def test_graded_files_are_never_restored_through_a_directory_the_diff_made_a_lin
     """Round 2 (hardening): a diff deletes the graded test files under C-quoted names (filter_diff does not
     parse them) and turns tests/ into a link to a host directory. Putting the graded files back, the host
     (root) would read, delete and write through that link; it refuses instead, and the directory is untouched."""
-    from tandem.grading import get_runtime, reset_runtime
+    from tandem.envs.coding.grading import get_runtime, reset_runtime
     from tests._swe import make_cfg, row_named
 
     outside = tmp_path / "outside"

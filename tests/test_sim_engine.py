@@ -21,10 +21,10 @@ import pytest
 
 from engine_conformance import *  # noqa: F401,F403  (fixtures and conformance tests)
 from engine_conformance import ROOT, core_generate, start_engine, stop_process, wait_load
-from tandem.sim.latency import LatencyModel
-from tandem.sim.profiles import (CapacityParams, DecodeParams, Dist, EngineProfile, PrefillParams, ProfileError,
+from tandem.lab.sim.latency import LatencyModel
+from tandem.lab.sim.profiles import (CapacityParams, DecodeParams, Dist, EngineProfile, PrefillParams, ProfileError,
                                  engine_profile_from_dict, load_engine_profile, load_workload_profile)
-from tandem.sim.scheduler import PrefixCache, SimReq, SimScheduler
+from tandem.lab.sim.scheduler import PrefixCache, SimReq, SimScheduler
 
 ENGINE_BACKEND = "sim"
 ENGINE_EXTRA_CAPS = {"deterministic"}  # greedy output is a function of the prompt, like a real model's
@@ -271,7 +271,7 @@ def test_pause_retract_in_place_abort_and_reload():
 # --------------------------------------------------------------------------- the core (in process)
 def _core(profile: EngineProfile | None = None, time_scale: float = 1000.0, trace: Path | None = None,
           priority_scheduling: bool = False):
-    from tandem.engine.sim import SimEngineCore
+    from tandem.lab.sim_engine import SimEngineCore
     from tandem.model_source import build_byte_tokenizer
 
     return SimEngineCore(tokenizer=build_byte_tokenizer(), model_path="sim", profile=profile or EngineProfile(),
@@ -384,7 +384,7 @@ def test_core_weight_reload_reads_files_and_blocks_for_reload_s(tmp_path):
     import torch
 
     from tandem.weights import publish_weights
-    from tandem.trainer.sim_backend import make_weights
+    from tandem.lab.sim_trainer import make_weights
 
     src = tmp_path / "src"
     src.mkdir()
@@ -416,7 +416,7 @@ def test_sim_trainer_waits_scaled_train_time_and_exports_the_configured_size():
 
     from tandem.config import TandemConfig
     from tandem.sample import Sample
-    from tandem.trainer.sim_backend import SimTrainer
+    from tandem.lab.sim_trainer import SimTrainer
 
     cfg = TandemConfig.model_validate({"engine": {"sim": {"time_scale": 200.0}}, "model": {"dtype": "bfloat16"},
                                        "trainer": {"backend": "sim", "sim": {"train_time_s": 40.0,
@@ -439,7 +439,7 @@ def test_sim_trainer_waits_scaled_train_time_and_exports_the_configured_size():
 # --------------------------------------------------------------------------- predictor
 def test_predictor_on_shipped_profiles_reproduces_the_reference_shape():
     """The calibration the workload profile documents: one engine ~ the reference's 1-engine step."""
-    from tandem.sim.predict import predict
+    from tandem.lab.sim.predict import predict
 
     prof, wl = load_engine_profile(SHIPPED_ENGINE), load_workload_profile(SHIPPED_WORKLOAD)
     one = predict(prof, wl, 1)
@@ -453,7 +453,7 @@ def test_predictor_on_shipped_profiles_reproduces_the_reference_shape():
 
 def test_token_scale_keeps_model_timing_with_fewer_wire_tokens():
     """token_scale 4: 500 wire prompt tokens + 100 wire outputs are modelled as 2000 + 400."""
-    from tandem.engine.sim import SimEngineCore
+    from tandem.lab.sim_engine import SimEngineCore
     from tandem.model_source import build_byte_tokenizer
 
     prof = EngineProfile()
@@ -503,9 +503,9 @@ def test_agentic_rollout_builds_multi_turn_samples(tmp_path, token_scale):
 
     from tandem.rollout import RolloutContext
     from tandem.config import TandemConfig
-    from tandem.engine.sim import SimEngineCore
+    from tandem.lab.sim_engine import SimEngineCore
     from tandem.model_source import build_byte_tokenizer
-    from tandem.sim import workload
+    from tandem.lab.sim import workload
 
     wl = tmp_path / "w.toml"
     wl.write_text("""
@@ -521,8 +521,8 @@ solve_rate = 0.5
 """)
     cfg = TandemConfig.model_validate({"engine": {"sim": {"workload": str(wl), "time_scale": 100.0,
                                                           "token_scale": token_scale}},
-                                       "rollout": {"function": "tandem.sim.workload:agentic_rollout",
-                                                   "reward": "tandem.sim.workload:agentic_reward"}})
+                                       "rollout": {"function": "tandem.lab.sim.workload:agentic_rollout",
+                                                   "reward": "tandem.lab.sim.workload:agentic_reward"}})
     tok = build_byte_tokenizer()
     k = token_scale
 

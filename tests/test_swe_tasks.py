@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from tandem.grading import filter_diff, get_runtime, pytest_command, reset_runtime
-from tandem.sandbox.templates import PrepareError, TemplateCache, host_git
-from tandem.swe_data import BUNDLED_TASKS, apply_patch, load_bundled, read_rows, task_from_row
-from tandem.verdict import parse_pytest_report
+from tandem.envs.coding.grading import filter_diff, get_runtime, pytest_command, reset_runtime
+from tandem.envs.coding.sandbox.templates import PrepareError, TemplateCache, host_git
+from tandem.envs.coding.swe_data import BUNDLED_TASKS, apply_patch, load_bundled, read_rows, task_from_row
+from tandem.envs.coding.verdict import parse_pytest_report
 from tests._swe import make_cfg
 
 SWE_FIELDS = {"instance_id", "repo", "base_commit", "patch", "FAIL_TO_PASS", "PASS_TO_PASS", "problem_statement",

@@ -1,4 +1,4 @@
-"""The virtual-clock loop (tandem/sim/virtual_clock.py) and a whole sim run on it (tandem.sim.virtual)."""
+"""The virtual-clock loop (tandem/lab/sim/virtual_clock.py) and a whole sim run on it (tandem.lab.virtual)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import time
 import pytest
 
 from tandem.config import load_config
-from tandem.sim import virtual_clock
-from tandem.sim.inprocess import InProcessRouter
+from tandem.lab.sim import virtual_clock
+from tandem.lab.inprocess import InProcessRouter
 
 
 def test_a_long_sleep_returns_at_once_with_the_clock_moved_by_exactly_that():
@@ -77,7 +77,8 @@ def test_the_router_stand_in_pins_each_key_and_sends_new_keys_to_the_least_loade
 
 
 def _virtual_run(tmp_path, name, monkeypatch):
-    from tandem.sim import virtual, workload
+    from tandem.lab import virtual
+    from tandem.lab.sim import workload
 
     # A fresh process numbers its rollout calls from 0 (the workload's draws depend on it).
     monkeypatch.setattr(workload, "_calls", itertools.count())
@@ -87,8 +88,8 @@ def _virtual_run(tmp_path, name, monkeypatch):
     wall = time.perf_counter()
     virtual.run(["--engines", "2", "--mode", "async", "--steps", "4", "--run-dir", str(run_dir),
                  "--engine.backend", "sim", "--trainer.backend", "sim",
-                 "--rollout.function", "tandem.sim.workload:agentic_rollout",
-                 "--rollout.reward", "tandem.sim.workload:agentic_reward", "--rollout.data_path", str(tasks),
+                 "--rollout.function", "tandem.lab.sim.workload:agentic_rollout",
+                 "--rollout.reward", "tandem.lab.sim.workload:agentic_reward", "--rollout.data_path", str(tasks),
                  "--rollout.prompts_per_step", "2", "--rollout.samples_per_prompt", "2",
                  "--engine.sim.token_scale", "8", "--trainer.sim.train_time_s", "400",
                  "--logging.live", "off", "--logging.tensorboard", "false"])
@@ -96,7 +97,7 @@ def _virtual_run(tmp_path, name, monkeypatch):
 
 
 def test_a_virtual_run_is_far_faster_than_modelled_time_and_repeats_exactly(tmp_path, monkeypatch):
-    from tandem.sim.sweep import Point, analyse
+    from tandem.lab.sim.sweep import Point, analyse
 
     first, wall = _virtual_run(tmp_path, "a", monkeypatch)
     second, _ = _virtual_run(tmp_path, "b", monkeypatch)

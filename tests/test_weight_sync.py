@@ -22,7 +22,7 @@ from tandem.config import TandemConfig
 from tandem.model_source import resolve_model_path
 from tandem.placement import plan_placement
 from tandem.sample import Sample
-from tandem.orchestrator.supervisor import Supervisor
+from tandem.supervisor import Supervisor
 from tandem.trainer.torch_backend import TorchTrainer
 
 REPO = Path(__file__).resolve().parents[1]

@@ -22,8 +22,10 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
+from tandem import registry
 from tandem.autoscale.policy import Decision, Signals, TargetPolicy
 from tandem.autoscale.providers import EngineProvider
+from tandem.rollout.plugins import load_plugin
 
 
 class Autoscaler:
@@ -45,8 +47,6 @@ class Autoscaler:
         """engine.autoscale.policy (a user's class, built with the section), else the target policy."""
         if not self.scale.policy:
             return TargetPolicy(self.scale, self._decode_step_s())
-        from tandem.rollout.plugins import load_plugin
-
         return load_plugin(self.scale.policy, "engine.autoscale.policy")(self.scale)
 
     def _decode_step_s(self) -> Callable[[float, float], float] | None:
@@ -56,20 +56,8 @@ class Autoscaler:
         path = self.scale.latency_profile or (cfg.engine.sim.profile if cfg.engine.backend == "sim" else "")
         if not path:
             return None
-        from tandem.sim.latency import LatencyModel
-        from tandem.sim.profiles import load_engine_profile
-        from tandem.sim.workload import resolve_profile_path
-
-        profile = load_engine_profile(resolve_profile_path(path))
-        model = LatencyModel.from_profile(profile)
         per_wire_token = cfg.engine.sim.token_scale if cfg.engine.backend == "sim" else 1
-
-        def decode_step_s(batch: float, wire_tokens: float) -> float:
-            kv = wire_tokens * per_wire_token
-            if kv > profile.capacity.max_total_tokens or batch > profile.capacity.max_running_requests:
-                return float("inf")
-            return model.decode_step_s(max(1, round(batch)), int(kv))
-        return decode_step_s
+        return registry.load(registry.LAB["decode_step_time"])(path, per_wire_token)
 
     def _tick(self) -> None:
         now = self._clock()

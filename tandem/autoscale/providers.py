@@ -20,13 +20,12 @@ import re
 import shlex
 import subprocess
 import time
-from pathlib import Path
-from typing import Protocol
+from typing import Callable, Protocol
 
 import httpx
 
 from tandem.config import TandemConfig
-from tandem.orchestrator.supervisor import Child, ChildFailed, Supervisor, tail
+from tandem.supervisor import Child, ChildFailed, Supervisor, tail
 from tandem.placement import Placement
 from tandem.ports import free_port
 
@@ -58,12 +57,12 @@ async def wait_healthy(url: str, child: Child | None, deadline: float, headers: 
 
 
 class NodeProvider:
-    def __init__(self, cfg: TandemConfig, sup: Supervisor, placement: Placement, run_config: Path, model_path: str,
-                 gpus: list[str | None]):
-        from tandem.orchestrator.cluster import engine_command
-
+    def __init__(self, cfg: TandemConfig, sup: Supervisor, placement: Placement,
+                 command: Callable[[str, int], list[str]], gpus: list[str | None]):
+        """`command(name, port)`: the argv of one engine, as the run started the first ones
+        (the launcher's engine_command; the provider knows no engine backend)."""
         self.cfg, self.sup, self.placement = cfg, sup, placement
-        self._command = lambda name, port: engine_command(cfg, name, port, run_config, model_path)
+        self._command = command
         self.free = list(gpus)
         """Devices no engine holds: GPU ids, or None for a CPU engine (as many as may still start)."""
         self.held: dict[str, str | None] = {}

@@ -18,7 +18,7 @@ class SimEngineConfig(Section):
     time_scale: float = Field(100.0, gt=0)
     """How many times faster than real time the sim runs: sim engines, the sim trainer's train time and the sim workload's tool time all divide by it."""
     workload: str = "profiles/workload/reference_agentic.toml"
-    """Workload profile (TOML) read by the sim rollout plug-in tandem.sim.workload:agentic_rollout (turns, tokens and tool time per rollout)."""
+    """Workload profile (TOML) read by the sim rollout plug-in tandem.lab.sim.workload:agentic_rollout (turns, tokens and tool time per rollout)."""
     token_scale: int = Field(1, ge=1)
     """Each token on the wire stands for this many modelled tokens (sim engines and the sim workload agree on it): long agent contexts cost k times less HTTP/JSON work on a small machine, while the modelled GPU timing is unchanged."""
 

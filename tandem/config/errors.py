@@ -6,7 +6,8 @@ from typing import Any, get_origin
 
 from pydantic import BaseModel, ValidationError
 
-from tandem.config.sections import RULE_ERROR
+from tandem.config.base import RULE_ERROR
+from tandem.config.schema import TandemConfig
 
 
 class ConfigError(ValueError):
@@ -37,8 +38,6 @@ def _describe(error: dict[str, Any], key: str) -> str:
 def field_key(loc: tuple[str | int, ...]) -> str:
     """The dotted config key of an error location, without what pydantic adds after a field of a
     union type (the member it tried: 'int', "literal['all']")."""
-    from tandem.config.schema import TandemConfig
-
     model: Any = TandemConfig
     parts: list[str] = []
     for part in loc:

@@ -18,10 +18,11 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from tandem.config.cli import help_rows, help_text, parse_cli
+from tandem.config.command_line import help_rows, help_text, parse_cli
 from tandem.config.errors import ConfigError, validation_problems
-from tandem.config.removed import removed_key_message
+from tandem.config.renamed import removed_key_message
 from tandem.config.schema import TandemConfig
+from tandem.paths import PROJECT_ROOT
 
 DEFAULT_CONFIG_FILE = "config.toml"
 
@@ -131,8 +132,6 @@ def resolve_file_paths(tree: dict, base: Path) -> None:
     A path that is not there but is one of the project's shipped files (data/, profiles/) is the
     shipped one, so the bundled configs work from anywhere; model.path and sandbox.python only
     when they name something there (else a hub id, or a program looked up on PATH)."""
-    from tandem.paths import PROJECT_ROOT
-
     for dotted in INPUT_PATH_KEYS:
         *sections, key = dotted.split(".")
         node = tree

@@ -40,7 +40,7 @@ class TandemConfig(Section):
     environment: EnvironmentConfig = EnvironmentConfig()
     """The multi-turn environment loop (rollout.environment) and its limits."""
     agent: AgentConfig = AgentConfig()
-    """The coding agent's prompts and action format (rollout.environment = 'tandem.agent:CodingEnv')."""
+    """The coding agent's prompts and action format (rollout.environment = 'tandem.envs.coding:CodingEnv')."""
     sandbox: SandboxConfig = SandboxConfig()
     """Isolation and limits for agent commands and hidden-test grading."""
 

@@ -14,9 +14,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from tandem.config.base import RULE_ERROR, DecayRate, Port, Section, rule_broken
-
-__all__ = ["RULE_ERROR", "DecayRate", "Port", "Section", "rule_broken"]  # re-exported: older imports name them here
+from tandem.config.base import DecayRate, Section, rule_broken
 
 
 # --------------------------------------------------------------------------- run
@@ -88,9 +86,9 @@ class ModelConfig(Section):
 
 # --------------------------------------------------------------------------- rollout
 class RolloutConfig(Section):
-    function: str = "rollout:single_turn"
+    function: str = "tandem.rollout:single_turn"
     """Rollout plug-in, 'module:function' or 'path/to/file.py:function'; it turns one prompt row into a group of samples."""
-    reward: str = "reward:echo_reward"
+    reward: str = "tandem.envs.echo:echo_reward"
     """Reward plug-in, 'module:function' or 'file.py:function'; it receives each sample with its whole dataset row (labels included). Not used with rollout.environment (the environment's reward() scores)."""
     environment: str = ""
     """A multi-turn environment class, 'module:Class' or 'file.py:Class' (tandem.env.Environment); its episodes run on the shared agent loop and its reward() scores them. Empty: rollout.function runs."""

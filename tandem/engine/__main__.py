@@ -18,7 +18,6 @@ not oversubscribe the cores (oversubscribed OpenMP spinning costs 10-50x on a bu
 from __future__ import annotations
 
 import argparse
-import importlib
 import ipaddress
 import logging
 import logging.config
@@ -28,13 +27,17 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-BACKENDS = {"embedded": "tandem.engine.embedded:EmbeddedCore", "sim": "tandem.engine.sim:SimEngineCore"}
+from tandem import registry
+from tandem.auth import MissingApiKey, api_key_from_env
+from tandem.config import ConfigError, config_from_json, load_config
+from tandem.engine.http import build_app
+from tandem.model_source import resolve_model_path
+from tandem.quiet import quiet
 
 
 def _log_config(level: str) -> dict[str, Any]:
     """uvicorn and tandem loggers, all to stdout (the launcher captures stdout per child)."""
     fmt = "%(asctime)s %(levelname)s %(name)s: %(message)s"
-    from tandem.quiet import quiet
 
     handler = {"class": "logging.StreamHandler", "formatter": "plain", "stream": "ext://sys.stdout",
                **({"filters": ["probe_noise"]} if quiet() else {})}
@@ -84,17 +87,15 @@ def _check_loopback(name: str, host: str) -> None:
 
 def _load_run_config(name: str, path: str) -> Any:
     """The run config, refused early (before torch is imported) when this process cannot serve it."""
-    from tandem.config import config_from_json
-
     try:
         cfg = config_from_json(path)
     except Exception as err:  # missing file, bad JSON, invalid values
         _fail(name, f"cannot read run config {path!r}: {err}")
 
     backend = cfg.engine.backend
-    if backend not in BACKENDS:
+    if backend not in registry.ENGINE_CORES:
         _fail(name, f"engine.backend = {backend!r} is not served by `python -m tandem.engine` "
-                    f"(choose one of {sorted(BACKENDS)}; 'sglang' servers are launched directly)")
+                    f"(choose one of {sorted(registry.ENGINE_CORES)}; 'sglang' servers are launched directly)")
 
     mp = cfg.model.path
     if mp != "tiny" and (os.path.isabs(mp) or mp.startswith((".", "~"))) and not os.path.isdir(os.path.expanduser(mp)):
@@ -121,15 +122,12 @@ def make_core(args: argparse.Namespace, cfg: Any) -> LoadedCore:
 
     torch.set_num_threads(threads)
 
-    from tandem.model_source import resolve_model_path
-
     t0 = time.perf_counter()
     try:
         model_path = resolve_model_path(cfg)
     except Exception as err:
         _fail(name, f"cannot build/resolve model {cfg.model.path!r}: {err}")
-    module_name, cls_name = BACKENDS[cfg.engine.backend].split(":")
-    core_cls = getattr(importlib.import_module(module_name), cls_name)
+    core_cls = registry.named(registry.ENGINE_CORES, cfg.engine.backend, "engine.backend")
     try:
         core = core_cls.from_config(cfg, model_path=model_path, name=name)
     except Exception as err:
@@ -140,8 +138,6 @@ def make_core(args: argparse.Namespace, cfg: Any) -> LoadedCore:
 
 def serve(loaded: LoadedCore, args: argparse.Namespace, api_key: str | None = None) -> None:
     """Serve SGLang's HTTP API from the core until the process is stopped."""
-    from tandem.engine.http import build_app
-
     app = build_app(loaded.core, name=args.name, api_key=api_key)
     logging.getLogger("tandem.engine").info(
         "%s: %s backend, model %s loaded in %.1fs, torch threads %d; serving on http://%s:%d",
@@ -160,7 +156,7 @@ def build_serve_parser() -> argparse.ArgumentParser:
                                              "'external'). Other --section.key value options override config.toml.")
     ap.add_argument("--host", default="127.0.0.1", help="address to bind (0.0.0.0: reachable from other hosts)")
     ap.add_argument("--port", type=int, default=30000)
-    ap.add_argument("--backend", choices=sorted(BACKENDS), default="embedded")
+    ap.add_argument("--backend", choices=sorted(registry.ENGINE_CORES), default="embedded")
     ap.add_argument("--name", default="engine0", help="engine name (logs, server_info, sampling seed)")
     ap.add_argument("--api-key-env", default="", help="environment variable holding the API key clients must send")
     ap.add_argument("--torch-threads", type=int, default=None)
@@ -169,8 +165,6 @@ def build_serve_parser() -> argparse.ArgumentParser:
 
 
 def _standalone_config(args: argparse.Namespace, overrides: list[str]) -> Any:
-    from tandem.config import ConfigError, load_config
-
     try:
         cfg = load_config(overrides)
     except ConfigError as err:
@@ -188,8 +182,6 @@ def _prepare_process(log_level: str) -> None:
 
 
 def serve_standalone(argv: list[str]) -> None:
-    from tandem.engine.auth import MissingApiKey, api_key_from_env
-
     args, overrides = build_serve_parser().parse_known_args(argv)
     try:
         api_key = api_key_from_env(args.api_key_env)

@@ -31,6 +31,7 @@ from tandem.engine.lora_layers import LoraLayers, read_adapter
 from tandem.engine.request import GenerateRequest
 from tandem.lora import AdapterError
 from tandem.engine.weight_loading import WeightLoadError, copy_weights_in_place, read_weights
+from tandem.model_source import load_causal_lm, load_tokenizer, pick_device
 
 log = logging.getLogger("tandem.engine.embedded")
 
@@ -64,8 +65,6 @@ class EmbeddedCore(EngineCore):
     def from_config(cls, cfg: Any, *, model_path: str, name: str = "engine") -> "EmbeddedCore":
         """Build from the run's TandemConfig (`python -m tandem.engine` calls this); `model_path` is
         `tandem.model_source.resolve_model_path(cfg)`. Initial weight_version is "0"."""
-        from tandem.model_source import pick_device
-
         return cls.load(
             model_path, device=pick_device(cfg.engine.device), dtype=cfg.model.dtype,
             trust_remote_code=cfg.model.trust_remote_code, served_model_name=cfg.model.path,
@@ -78,8 +77,6 @@ class EmbeddedCore(EngineCore):
     @classmethod
     def load(cls, model_path: str, *, device: str = "cpu", dtype: str = "float32",
              trust_remote_code: bool = False, **kw: Any) -> "EmbeddedCore":
-        from tandem.model_source import load_causal_lm, load_tokenizer
-
         tok = load_tokenizer(model_path, trust_remote_code=trust_remote_code)
         model = load_causal_lm(model_path, dtype=dtype, device=device, trust_remote_code=trust_remote_code)
         return cls(model=model, tokenizer=tok, model_path=model_path, device=device, **kw)

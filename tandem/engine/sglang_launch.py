@@ -22,10 +22,12 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
+import subprocess
 import sys
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from tandem.config import ConfigError, TandemConfig
 from tandem.lora import max_loaded_adapters
@@ -147,3 +149,19 @@ def lora_args(cfg: TandemConfig) -> list[str]:
     return ["--enable-lora", "--max-lora-rank", str(lora.rank), "--lora-target-modules", *lora.target_modules,
             "--max-loaded-loras", loaded, "--max-loras-per-batch", loaded]
 
+
+def interpreter_problems(cfg: TandemConfig, run: Callable = subprocess.run) -> list[str]:
+    """engine.backend = 'sglang': SGLang importable by the interpreter that will start the engines."""
+    if cfg.engine.backend != "sglang":
+        return []
+    python = sglang_python()
+    fix = (f"install it there (requirements-sglang.txt), or point ${PYTHON_ENV} at the interpreter of the "
+           f"virtualenv that has it")
+    if not shutil.which(python) and not Path(python).is_file():
+        return [f"engine.backend = 'sglang': the interpreter {python} (${PYTHON_ENV}) does not exist; {fix}"]
+    probe = "import importlib.util, sys; sys.exit(importlib.util.find_spec('sglang') is None)"
+    try:
+        found = run([python, "-c", probe], capture_output=True, timeout=60).returncode == 0
+    except (OSError, subprocess.TimeoutExpired) as err:
+        return [f"engine.backend = 'sglang': cannot run {python} ({err}); {fix}"]
+    return [] if found else [f"engine.backend = 'sglang': SGLang is not installed for {python}; {fix}"]

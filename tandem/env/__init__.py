@@ -11,7 +11,7 @@ from tandem.env.base import Environment, load_environment_class
 from tandem.env.chat import ChatFormat
 from tandem.env.loop import LOOP_END_REASONS, Episode, TurnRecord, run_episode
 from tandem.env.parsers import ParsedReply, ToolCall, parse_hermes, parse_tool_tokens, pick_parser
-from tandem.env.rollout import EnvRollout, env_step_metrics
+from tandem.env.env_rollout import EnvRollout, env_step_metrics
 
 __all__ = ["ChatFormat", "EnvRollout", "Environment", "Episode", "LOOP_END_REASONS", "ParsedReply", "ToolCall",
            "TurnRecord", "env_step_metrics", "load_environment_class", "parse_hermes", "parse_tool_tokens",

@@ -16,11 +16,12 @@ from pathlib import Path
 
 import httpx
 
+from tandem import registry
 from tandem.config import ConfigError, TandemConfig
-from tandem.engine.auth import bearer_headers
+from tandem.auth import bearer_headers
 from tandem.placement import Placement, plan_placement, visible_gpu_count
 from tandem.orchestrator.startup import Pending, StartupStatus, wait_all
-from tandem.orchestrator.supervisor import Child, ChildFailed, Supervisor
+from tandem.supervisor import Child, ChildFailed, Supervisor
 from tandem.ports import free_port, port_is_free
 
 
@@ -44,18 +45,18 @@ def _pick_port(configured: int, key: str) -> int:
 
 
 def engine_command(cfg: TandemConfig, name: str, port: int, run_config: Path, model_path: str) -> list[str]:
-    if cfg.engine.backend == "sglang":
-        from tandem.engine.sglang_launch import sglang_command
-
-        return sglang_command(cfg, port=port, model_path=model_path)
-    return [sys.executable, "-m", "tandem.engine", "--run-config", str(run_config), "--port", str(port), "--name", name]
+    """tandem's own engine server for the backends it serves, else the backend's own command."""
+    backend = cfg.engine.backend
+    if backend in registry.ENGINE_COMMANDS:
+        return registry.named(registry.ENGINE_COMMANDS, backend, "engine.backend")(cfg, port=port, model_path=model_path)
+    return [sys.executable, "-m", registry.ENGINE_SERVER, "--run-config", str(run_config), "--port", str(port),
+            "--name", name]
 
 
 def trainer_command(cfg: TandemConfig, run_config: Path) -> list[str]:
-    if cfg.trainer.backend == "megatron":
-        from tandem.trainer.megatron_backend import trainer_launch_command
-
-        return trainer_launch_command(cfg, str(run_config))
+    backend = cfg.trainer.backend
+    if backend in registry.TRAINER_COMMANDS:
+        return registry.named(registry.TRAINER_COMMANDS, backend, "trainer.backend")(cfg, str(run_config))
     return [sys.executable, "-m", "tandem.trainer", "--run-config", str(run_config)]
 
 

@@ -25,10 +25,10 @@ from tandem.weights.reload import engine_adapters, engine_weight_version, parse_
 from tandem.weights.delta import DELTA_FILE
 from tandem.weights.transport import local_copies, reload_by_agent
 from tandem.config import TandemConfig
-from tandem.engine.auth import bearer_headers
+from tandem.auth import bearer_headers
 from tandem.orchestrator.hooks import NO_HOOKS, RunHooks
 from tandem.orchestrator.router_workers import RouterMembership, RouterRefused, RouterWorkers
-from tandem.orchestrator.supervisor import Child, ChildFailed, Supervisor, tail
+from tandem.supervisor import Child, ChildFailed, Supervisor, tail
 
 
 PROBE_FLOOR_S = 0.25

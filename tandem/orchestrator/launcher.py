@@ -12,9 +12,9 @@ import signal
 import sys
 from pathlib import Path
 
-from tandem import checkpoint, rehearse
+from tandem import checkpoint, registry
 from tandem.config import ConfigError, TandemConfig, load_config
-from tandem.engine.auth import MissingApiKey, api_key_from_env
+from tandem.auth import MissingApiKey, api_key_from_env
 from tandem.handoff import HandoffTimeout
 from tandem.model_source import resolve_model_path
 from tandem.orchestrator import preflight, run_state
@@ -22,7 +22,7 @@ from tandem.orchestrator.cluster import start_cluster
 from tandem.orchestrator.fleet import EngineCrashLoop
 from tandem.orchestrator.hooks import NO_HOOKS, RunHooks
 from tandem.orchestrator.loop import orchestrate
-from tandem.orchestrator.supervisor import ChildFailed, Supervisor
+from tandem.supervisor import ChildFailed, Supervisor
 from tandem.paths import PROJECT_ROOT, cache_root
 from tandem.quiet import quiet_libraries
 from tandem.env import EnvRollout
@@ -137,7 +137,8 @@ def main(argv: list[str] | None = None, hooks: RunHooks = NO_HOOKS) -> int:
         resumed, overwrite, rest = split_launcher_options(list(sys.argv[1:] if argv is None else argv))
         cfg = load_run(resumed, rest)
         quiet_libraries(cfg.logging.verbose)
-        rehearsal = rehearse.start(cfg) if cfg.run.rehearse else None
+        rehearse = registry.load(registry.LAB["rehearsal"]) if cfg.run.rehearse else None
+        rehearsal = rehearse.start(cfg) if rehearse else None
         cfg = rehearsal.config if rehearsal else cfg
         absolutize_paths(cfg)
         run_dir = Path(cfg.run.run_dir)

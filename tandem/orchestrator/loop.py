@@ -19,18 +19,19 @@ from tandem.model_source import load_tokenizer
 from tandem.orchestrator import run_state
 from tandem.autoscale.controller import Autoscaler
 from tandem.autoscale.providers import CommandProvider, NodeProvider
-from tandem.orchestrator.cluster import Cluster
+from tandem.orchestrator.cluster import Cluster, engine_command
 from tandem.orchestrator.cpu_share import FIXED, CpuShare, FixedShare
 from tandem.orchestrator.failures import FailureGuard, RunStopped, StepFailures
-from tandem.engine.auth import bearer_headers
+from tandem.auth import bearer_headers
 from tandem.orchestrator.external import ExternalFleet
 from tandem.orchestrator.fleet import Fleet
 from tandem.orchestrator.hooks import NO_HOOKS, RunHooks
 from tandem.orchestrator.live_view import LiveView
 from tandem.orchestrator.metrics import MetricsLog, QueueMonitor, rollout_metrics
 from tandem.orchestrator.producer import RolloutProducer, RolloutsFailing, StepBatch
-from tandem.orchestrator.supervisor import ChildFailed, Supervisor
+from tandem.supervisor import ChildFailed, Supervisor
 from tandem.rollout import EngineClient, PromptCursor, RolloutContext, sampling_params_from_config
+from tandem.losses import assign_advantages
 
 TRAIN_KEYS = ("loss", "kl", "entropy", "clip_frac", "grad_norm", "logprob_mismatch", "train_time")
 SYNC_KEYS = ("publish_bytes", "changed_fraction", "encode_time", "upload_time")
@@ -75,8 +76,6 @@ async def run_loop(cfg: TandemConfig, run_dir: Path, producer: RolloutProducer, 
                    hooks: RunHooks = NO_HOOKS, cpu: CpuShare | FixedShare = FIXED,
                    autoscaler: Autoscaler | None = None) -> None:
     """The whole RL loop. Rollout for step k+staleness overlaps training on step k."""
-    from tandem.losses import assign_advantages  # torch: imported only once a run starts
-
     # Steps are timed at the trainer's cadence: from one trained step to the next, so
     # step_time = trainer_wait_time (rollout tail + weight sync) + train time. The loop's clock,
     # not time.monotonic(): a simulated run drives the same loop on a virtual clock.
@@ -221,7 +220,9 @@ def make_autoscaler(cfg: TandemConfig, fleet: Fleet, sup: Supervisor, cluster: C
         provider = CommandProvider(cfg, sup)
     else:
         spare = cluster.placement.engine_gpus[cfg.engine.count:scale.max]
-        provider = NodeProvider(cfg, sup, cluster.placement, run_dir / "config.json", model_path, spare)
+        run_config = run_dir / "config.json"
+        provider = NodeProvider(cfg, sup, cluster.placement,
+                                lambda name, port: engine_command(cfg, name, port, run_config, model_path), spare)
     return Autoscaler(cfg, fleet, provider, run_dir)
 
 

@@ -11,13 +11,15 @@ together (PreflightFailed, exit 2), and nothing was started or written.
 from __future__ import annotations
 
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 from typing import Callable
 
+from tandem import registry
 from tandem.config import ConfigError, TandemConfig
-from tandem.rollout.plugins import importable
+from tandem.orchestrator.cluster import check_configured_ports
+from tandem.placement import plan_placement, visible_gpu_count
+from tandem.registry import importable
 
 GPU_INSTALL = "pip install -r requirements.txt -r requirements-gpu.txt"
 
@@ -43,29 +45,14 @@ def module_problems(cfg: TandemConfig) -> list[str]:
             if not importable(module)]
 
 
-def sglang_problems(cfg: TandemConfig, run: Callable = subprocess.run) -> list[str]:
-    """engine.backend = 'sglang': SGLang importable by the interpreter that will start the engines."""
-    if cfg.engine.backend != "sglang":
+def engine_problems(cfg: TandemConfig) -> list[str]:
+    """What the engine backend checks before it starts (sglang: its interpreter has SGLang)."""
+    if cfg.engine.backend not in registry.ENGINE_PREFLIGHT:
         return []
-    from tandem.engine.sglang_launch import PYTHON_ENV, sglang_python
-
-    python = sglang_python()
-    fix = (f"install it there (requirements-sglang.txt), or point ${PYTHON_ENV} at the interpreter of the "
-           f"virtualenv that has it")
-    if not shutil.which(python) and not Path(python).is_file():
-        return [f"engine.backend = 'sglang': the interpreter {python} (${PYTHON_ENV}) does not exist; {fix}"]
-    probe = "import importlib.util, sys; sys.exit(importlib.util.find_spec('sglang') is None)"
-    try:
-        found = run([python, "-c", probe], capture_output=True, timeout=60).returncode == 0
-    except (OSError, subprocess.TimeoutExpired) as err:
-        return [f"engine.backend = 'sglang': cannot run {python} ({err}); {fix}"]
-    return [] if found else [f"engine.backend = 'sglang': SGLang is not installed for {python}; {fix}"]
+    return registry.named(registry.ENGINE_PREFLIGHT, cfg.engine.backend, "engine.backend")(cfg)
 
 
 def placement_problems(cfg: TandemConfig) -> list[str]:
-    from tandem.orchestrator.cluster import check_configured_ports
-    from tandem.placement import plan_placement, visible_gpu_count
-
     problems = []
     for check in (check_configured_ports, lambda c: plan_placement(c, visible_gpu_count())):
         try:
@@ -104,11 +91,9 @@ class DiskNeed:
 def disk_need(cfg: TandemConfig) -> DiskNeed | None:
     """What the run's kept weight versions and checkpoints take, from the model's parameter count
     (None when the model's config cannot be read here, e.g. a hub id with no network)."""
-    from tandem.plan.shape import PlanError, load_shape
-
     try:
-        params = load_shape(cfg.model).total_params()
-    except (PlanError, OSError, ValueError):
+        params = registry.load(registry.LAB["model_shape"])(cfg.model).total_params()
+    except (OSError, ValueError):  # the planner's PlanError is a ValueError
         return None
     dtype_bytes = 4 if cfg.model.dtype == "float32" else 2
     weights = params * dtype_bytes
@@ -136,7 +121,7 @@ def check(cfg: TandemConfig, load_inputs: Callable[[TandemConfig], tuple], run_d
     """Run every check; return `load_inputs(cfg)` (dataset and plug-ins), or raise PreflightFailed
     listing every problem found."""
     problems = [run_dir_refusal] if run_dir_refusal else []
-    for checker in (module_problems, sglang_problems, placement_problems, disk_problems):
+    for checker in (module_problems, engine_problems, placement_problems, disk_problems):
         problems += checker(cfg)
     inputs = None
     try:

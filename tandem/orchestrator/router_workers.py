@@ -2,7 +2,7 @@
 
 `RouterWorkers` is sglang-router's worker API over HTTP (GET /workers, POST /workers with
 {"url": ...}, DELETE /workers/{id}). A simulated run passes its in-process router instead
-(tandem.sim.inprocess.InProcessRouter has the same two methods), so the fleet's join, leave
+(tandem.lab.inprocess.InProcessRouter has the same two methods), so the fleet's join, leave
 and recovery code runs unchanged against either.
 """
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from tandem.weights import published_versions, version_dir
 from tandem import checkpoint
-from tandem.config import ConfigError, TandemConfig, without_removed_keys
+from tandem.config import ConfigError, TandemConfig
 
 
 @dataclass
@@ -40,7 +40,7 @@ def resume_base_tree(run_dir: str) -> dict:
     path = Path(run_dir) / "config.json"
     if not path.exists():
         raise ConfigError(f"--resume {run_dir}: no config.json there (is it a tandem run directory?)")
-    return without_removed_keys(json.loads(path.read_text()))  # keys an older tandem still wrote
+    return json.loads(path.read_text())
 
 
 RUN_OUTPUTS = ("config.json", "metrics.jsonl", "queue.jsonl", "endpoints.json", "data_report.json",

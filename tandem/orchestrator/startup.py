@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, TextIO
 
-from tandem.orchestrator.supervisor import Child, ChildFailed, Supervisor, tail
+from tandem.supervisor import Child, ChildFailed, Supervisor, tail
 
 POLL_S = 0.2
 

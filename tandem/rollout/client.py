@@ -55,7 +55,7 @@ ROUTING_KEY_HEADER = "x-smg-routing-key"
 Post = Callable[[dict, "dict | None"], Awaitable[tuple[int, Any]]]
 """How one /generate reaches the router: (payload, headers) -> (HTTP status, JSON body if 200
 else the body's text). The default posts over HTTP with aiohttp; a simulated run injects an
-in-process router (tandem.sim.virtual)."""
+in-process router (tandem.lab.virtual)."""
 
 
 class InFlightMeter:

@@ -1,20 +1,17 @@
 """Plug-ins: the rollout and reward contracts as types, and how a config names a function.
 
-A config names a plug-in as 'package.module:function' or 'path/to/file.py:function'. The
-names users knew before the package existed, `rollout:…` and `reward:…` (the top-level
-scripts), resolve to the package modules, so old configs keep working.
+A config names a plug-in as 'package.module:function' or 'path/to/file.py:function'
+(tandem.registry resolves it). A module tandem renamed fails with the name to use instead
+(tandem.config.renamed).
 """
 
 from __future__ import annotations
 
 import asyncio
-import importlib
-import importlib.util
 import inspect
 import time
 import traceback
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import (
     TYPE_CHECKING,
     Any,
@@ -25,7 +22,9 @@ from typing import (
     runtime_checkable,
 )
 
+from tandem.config.renamed import renamed_module_message
 from tandem.errors import RunFatal
+from tandem.registry import PluginError, load
 from tandem.sample import Sample
 
 if TYPE_CHECKING:
@@ -51,23 +50,8 @@ class RewardFn(Protocol):
     def __call__(self, sample: Sample, row: dict) -> RewardResult | Awaitable[RewardResult]: ...
 
 
-LEGACY_MODULES = {"rollout": "tandem.rollout", "reward": "tandem.rewards"}
-"""Module names of the top-level entry points, resolved to the package (no import of the scripts)."""
-
 CONTRACTS = {"rollout": (RolloutFn, ("ctx", "row", "group_size"), True), "reward": (RewardFn, ("sample", "row"), None)}
 """kind -> (protocol, its positional parameters, must it be a coroutine function (None: either))."""
-
-
-class PluginError(ValueError):
-    pass
-
-
-def importable(module: str) -> bool:
-    """`module` can be imported here (found on the path; nothing is imported but its parents)."""
-    try:
-        return importlib.util.find_spec(module) is not None
-    except (ImportError, ValueError):  # a parent package missing or broken
-        return False
 
 
 def load_plugin(spec: str, what: str) -> Callable:
@@ -75,20 +59,10 @@ def load_plugin(spec: str, what: str) -> Callable:
     module_name, sep, attr = spec.rpartition(":")
     if not sep or not module_name or not attr:
         raise PluginError(f"{what} '{spec}' must look like 'module:function' or 'file.py:function'")
-    module_name = LEGACY_MODULES.get(module_name, module_name)
-    try:
-        if module_name.endswith(".py"):
-            path = Path(module_name).resolve()
-            if not path.exists():
-                raise PluginError(f"{what} '{spec}': file {path} does not exist")
-            mod_spec = importlib.util.spec_from_file_location(f"tandem_plugin_{path.stem}", path)
-            module = importlib.util.module_from_spec(mod_spec)
-            mod_spec.loader.exec_module(module)
-        else:
-            module = importlib.import_module(module_name)
-    except ImportError as err:
-        raise PluginError(f"{what} '{spec}': cannot import {module_name}: {err}") from err
-    fn = getattr(module, attr, None)
+    renamed = renamed_module_message(module_name)
+    if renamed:
+        raise PluginError(f"{what} '{spec}': {renamed}")
+    fn = load(spec, what)
     if not callable(fn):
         raise PluginError(f"{what} '{spec}': {module_name} has no function {attr}")
     return fn

@@ -10,22 +10,18 @@ process that started it is alive.
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import os
 import sys
 import time
 from typing import Any, Callable, Protocol
 
-from tandem import handoff
+from tandem import checkpoint, handoff, registry
 from tandem.config import TandemConfig, config_from_json
+from tandem.model_source import resolve_model_path
 from tandem.trainer.backend import TrainerBackend
+from tandem.weights.transport import WeightPublisher
 
-BACKENDS = {
-    "torch": "tandem.trainer.torch_backend:TorchTrainer",
-    "megatron": "tandem.trainer.megatron_backend:MegatronTrainer",
-    "sim": "tandem.trainer.sim_backend:SimTrainer",
-}
 # Upper bound only for a parent that is alive but never writes a batch; the real limit is
 # the orchestrator's own timeouts, which stop the whole run.
 BATCH_WAIT_S = 24 * 3600.0
@@ -39,8 +35,7 @@ class Publisher(Protocol):
 
 def make_backend(cfg: TandemConfig) -> TrainerBackend:
     """Import the configured backend lazily: megatron and its CUDA deps load only when asked for."""
-    module_name, _, cls_name = BACKENDS[cfg.trainer.backend].partition(":")
-    return getattr(importlib.import_module(module_name), cls_name)(cfg)
+    return registry.named(registry.TRAINER_BACKENDS, cfg.trainer.backend, "trainer.backend")(cfg)
 
 
 def parent_watch() -> Callable[[], bool]:
@@ -69,8 +64,6 @@ def save_checkpoint_part(backend: TrainerBackend, run_dir: str, version: int, we
     publishes the whole with one rename (tandem/checkpoint.py).
     """
     import torch
-
-    from tandem import checkpoint
 
     state = {"backend": backend.state_dict_for_checkpoint(), "torch_rng": torch.get_rng_state(), "version": version}
     tmp = checkpoint.save_trainer_part(run_dir, version, getattr(backend, "rank", 0), state,
@@ -169,8 +162,6 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     cfg = config_from_json(args.run_config)
-    from tandem.model_source import resolve_model_path
-    from tandem.weights.transport import WeightPublisher  # imported here so a broken install fails
     # at start-up, not after the first step
 
     publisher = WeightPublisher(cfg, resolve_model_path(cfg))

@@ -34,6 +34,7 @@ from tandem.lora import PEFT_KEY_PREFIX
 from tandem.trainer import megatron_convert as conv
 from tandem.trainer.megatron_dist import ParallelLayout
 from tandem.trainer.megatron_model import layer_offset
+from tandem.trainer.megatron_export import gather_pipeline
 
 # HF projection -> (Megatron layer, its parallelism); the fused ones are assembled in `_assemble`.
 PROJECTIONS = {
@@ -232,8 +233,6 @@ def gather_adapter(model: nn.Module, layout: ParallelLayout, shape: conv.ModelSh
     """`value_of(lora param)` of every adapter as whole peft tensors on global rank 0 ({} elsewhere).
     A collective, like `megatron_export.gather_hf`."""
     from megatron.core import parallel_state as ps
-
-    from tandem.trainer.megatron_export import gather_pipeline
 
     out: dict[str, Tensor] = {}
     if layout.dp_rank == 0:

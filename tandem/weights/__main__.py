@@ -10,6 +10,10 @@ import json
 import sys
 from pathlib import Path
 
+from tandem.auth import MissingApiKey, bearer_headers
+from tandem.weights.agent import WeightAgent
+from tandem.weights.store import WeightStore
+
 
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m tandem.weights", description=__doc__)
@@ -31,10 +35,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 async def run_agent(args: argparse.Namespace) -> None:
     import httpx
-
-    from tandem.engine.auth import MissingApiKey, bearer_headers
-    from tandem.weights.agent import WeightAgent
-    from tandem.weights.store import WeightStore
 
     try:
         options = json.loads(args.storage_options)

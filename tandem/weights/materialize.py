@@ -20,6 +20,7 @@ from typing import Any, Callable
 from tandem.weights.delta import DELTA_FILE, DeltaError, apply_delta
 from tandem.weights.publish import prune_versions
 from tandem.weights.store import MANIFEST, WeightStore, built_in_place_of, verify_dir
+from tandem.weights import safetensors_io
 
 
 def fingerprint(manifest: dict[str, Any]) -> str:
@@ -126,8 +127,6 @@ def write_applied(base_dir: Path, payload: bytes, manifest: dict[str, Any], out_
     and the config/tokenizer files are hard links (never modified in place, so sharing is safe)."""
     from safetensors import safe_open
 
-    from tandem.weights.safetensors_io import write_safetensors
-
     shards = sorted(base_dir.glob("*.safetensors"))
     state, members, metadata = {}, {}, {}
     for shard in shards:
@@ -137,7 +136,7 @@ def write_applied(base_dir: Path, payload: bytes, manifest: dict[str, Any], out_
     changed = apply_delta(state, payload, manifest)
     for shard in shards:
         if changed.intersection(members[shard]):
-            write_safetensors(out_dir / shard.name, {n: state[n] for n in members[shard]}, metadata[shard])
+            safetensors_io.write_safetensors(out_dir / shard.name, {n: state[n] for n in members[shard]}, metadata[shard])
         else:
             os.link(shard, out_dir / shard.name)
     for f in base_dir.iterdir():

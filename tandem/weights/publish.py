@@ -15,6 +15,9 @@ import shutil
 from pathlib import Path
 from typing import Callable
 
+from tandem.weights import safetensors_io
+from tandem.weights.store import write_manifest
+
 
 WEIGHTS_DIR = "weights"
 MAX_SHARD_BYTES = 5 * 1024**3
@@ -99,8 +102,6 @@ def write_hf_checkpoint(state_dict: dict, source_model_dir: str | os.PathLike, o
     `reuse` (a retired version, see prune_versions) is moved in and written over in place."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from tandem.weights.safetensors_io import write_safetensors
-
     writers = writers or PUBLISH_WRITERS
     source = Path(source_model_dir)
     config = json.loads((source / "config.json").read_text())
@@ -111,7 +112,7 @@ def write_hf_checkpoint(state_dict: dict, source_model_dir: str | os.PathLike, o
         [f"model-{i + 1:05d}-of-{len(shards):05d}.safetensors" for i in range(len(shards))]
     reused = {name for name in names if reuse is not None and _take_file(reuse / name, out_dir / name)}
     with ThreadPoolExecutor(max_workers=min(writers, len(shards))) as pool:
-        digests = dict(zip(names, pool.map(lambda item: write_safetensors(
+        digests = dict(zip(names, pool.map(lambda item: safetensors_io.write_safetensors(
             out_dir / item[0], item[1], {"format": "pt"}, in_place=item[0] in reused), zip(names, shards))))
     if len(shards) > 1:
         total = state_bytes(state_dict)
@@ -180,8 +181,6 @@ def publish_dir(write: Callable[[Path], dict[str, str] | None], run_dir: str | o
                 keep_from: int | None = None, spare: Path | None = None) -> Path:
     """Publish what `write(tmp_dir)` writes as version `version`: manifest, then one rename.
     `write` may return the xxh3-128 of files it hashed while writing them (not read again)."""
-    from tandem.weights.store import write_manifest
-
     final = version_dir(run_dir, version, root)
     final.parent.mkdir(parents=True, exist_ok=True)
     _remove_abandoned_temps(final.parent)

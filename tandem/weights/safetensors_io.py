@@ -11,19 +11,26 @@ import json
 import os
 import struct
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import torch
 import xxhash
 
+if TYPE_CHECKING:
+    import torch
+
+# Keyed by the dtype's name: torch is imported by whoever holds the tensors, not by the
+# processes that only import tandem.weights (the orchestrator, the weight agent).
 _DTYPES = {
-    torch.float64: "F64", torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16",
-    torch.int64: "I64", torch.int32: "I32", torch.int16: "I16", torch.int8: "I8", torch.uint8: "U8",
-    torch.bool: "BOOL",
+    "torch.float64": "F64", "torch.float32": "F32", "torch.float16": "F16", "torch.bfloat16": "BF16",
+    "torch.int64": "I64", "torch.int32": "I32", "torch.int16": "I16", "torch.int8": "I8", "torch.uint8": "U8",
+    "torch.bool": "BOOL",
 }
 _CHUNK = 64 << 20
 
 
 def _raw(t: torch.Tensor) -> memoryview:
+    import torch
+
     return memoryview(t.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy())
 
 
@@ -37,10 +44,10 @@ def write_safetensors(path: Path, tensors: dict[str, torch.Tensor], metadata: di
     offset = 0
     for name in order:
         t = tensors[name]
-        if t.dtype not in _DTYPES:
+        if str(t.dtype) not in _DTYPES:
             raise TypeError(f"{name}: dtype {t.dtype} has no safetensors name")
         size = t.numel() * t.element_size()
-        header[name] = {"dtype": _DTYPES[t.dtype], "shape": list(t.shape), "data_offsets": [offset, offset + size]}
+        header[name] = {"dtype": _DTYPES[str(t.dtype)], "shape": list(t.shape), "data_offsets": [offset, offset + size]}
         offset += size
     head = json.dumps(header, separators=(",", ":")).encode()
     head += b" " * (-len(head) % 8)

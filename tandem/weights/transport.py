@@ -21,6 +21,7 @@ from tandem.weights.materialize import LocalVersions
 from tandem.weights.publish import WEIGHTS_DIR, drop_tied, publish_dir, publish_weights, remove_spare, state_bytes
 from tandem.config.sections import is_remote_url as is_remote
 from tandem.weights.store import WeightStore
+from tandem.weights import safetensors_io
 
 
 def reload_by_agent(cfg: TandemConfig) -> bool:
@@ -96,10 +97,8 @@ class WeightPublisher:
 def write_adapter_dir(out_dir: Path, tensors: dict, lora, base_model: str) -> dict[str, str]:
     """A peft adapter directory (adapter_model.safetensors, adapter_config.json); returns the
     weights' xxh3-128, computed while writing."""
-    from tandem.weights.safetensors_io import write_safetensors
-
     out_dir.mkdir(parents=True)
-    digest = write_safetensors(out_dir / ADAPTER_WEIGHTS, tensors, {"format": "pt"})
+    digest = safetensors_io.write_safetensors(out_dir / ADAPTER_WEIGHTS, tensors, {"format": "pt"})
     (out_dir / ADAPTER_CONFIG).write_text(json.dumps(peft_config_dict(lora, base_model), indent=1))
     return {ADAPTER_WEIGHTS: digest}
 

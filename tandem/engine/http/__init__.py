@@ -21,7 +21,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 
 from tandem.engine.core import EngineCore, InvalidRequest
-from tandem.engine.auth import add_api_key_middleware
+from tandem.auth import add_api_key_middleware
 from tandem.engine.http import control, native, openai
 from tandem.engine.http.common import ClientGone, error_response
 

@@ -1,0 +1,138 @@
+"""Inside the grading sandbox: what the graded tests compute, written out as plain data.
+
+The host rewrites each hidden check `assert <actual> == <expected>` of a graded test file
+into `__tandem_check__(k, <actual>)` (and `with pytest.raises(E): ...` into
+`with __tandem_raises__(k): ...`), keeping site k's expectation on the host
+(tandem.envs.coding.checks). Here the value of <actual> is encoded as plain data and written to the
+report pipe, tagged with the running test; the host decodes it and compares it with the
+expectation, which never enters this process. Nothing here decides pass or fail, and
+nothing here is trusted: code under test can rewrite this module, and then it must still
+produce the right values, which is what a fix does.
+
+Encoding (JSON): None, bool, int, float (NaN and infinities as JSON's extensions), str and
+list are themselves; {"t": [...]} tuple, {"s": [...]} set, {"f": [...]} frozenset,
+{"d": [[k, v], ...]} dict, {"y": latin-1 text} bytes, {"c": [re, im]} complex, {"q": [num,
+den]} an exact rational (fractions.Fraction, a finite decimal.Decimal). A subclass of these
+(a namedtuple, OrderedDict, Counter, IntEnum, StrEnum, numpy.float64) is written as its
+base value, and a numpy scalar as its .item(): the original assert compares them as such
+values. Anything else is {"o": "<type name>"}, which the host never equals.
+
+In the reference fix's run only, `assert E == R` (R not a constant) reaches check(k, E, R):
+R's value goes along as "r", and becomes the expectation the host holds (tandem.envs.coding.checks.Reference).
+"""
+
+from __future__ import annotations
+
+import sys
+
+import tandem_report
+
+MAX_DEPTH = 48
+MAX_ITEMS = 200_000
+MAX_MESSAGE = 4000
+"""The host refuses a longer message as one no honest run writes (tandem.envs.coding.checks.MAX_MESSAGE)."""
+
+
+class _Budget:
+    def __init__(self):
+        self.items = 0
+
+
+def encode(value, depth: int = 0, budget: _Budget | None = None):
+    """Plain data for `value` (see the module docstring)."""
+    budget = budget or _Budget()
+    budget.items += 1
+    if budget.items > MAX_ITEMS or depth > MAX_DEPTH:
+        return {"o": "too large"}
+    kind = type(value)
+    if value is None or kind in (bool, str, float):
+        return value
+    if kind is int:
+        return value if value.bit_length() < 12000 else {"o": "int too large"}
+    if kind is list:
+        return [encode(v, depth + 1, budget) for v in value]
+    if kind is tuple:
+        return {"t": [encode(v, depth + 1, budget) for v in value]}
+    if kind in (set, frozenset):
+        return {"s" if kind is set else "f": [encode(v, depth + 1, budget) for v in value]}
+    if kind is dict:
+        return {"d": [[encode(k, depth + 1, budget), encode(v, depth + 1, budget)] for k, v in value.items()]}
+    if kind is bytes:
+        return {"y": value.decode("latin-1")}
+    if kind is complex:
+        return {"c": [value.real, value.imag]}
+    return _encode_other(value, depth, budget)
+
+
+def _encode_other(value, depth: int, budget: _Budget):
+    """Exact rationals, numpy scalars, and subclasses of the plain types as their base value."""
+    kind = type(value)
+    rational = _rational(value)
+    if rational is not None:
+        return rational
+    if any(c.__module__ == "numpy" and c.__qualname__ == "generic" for c in kind.__mro__):
+        try:
+            return encode(value.item(), depth + 1, budget)
+        except Exception:  # a numpy scalar with no Python value (np.datetime64('NaT'))
+            return {"o": f"{kind.__module__}.{kind.__qualname__}"[:200]}
+    for base, plain in _BASES:
+        if isinstance(value, base):
+            try:
+                return encode(plain(value), depth + 1, budget)
+            except Exception:  # a subclass whose iteration or conversion fails: not a value
+                break
+    return {"o": f"{kind.__module__}.{kind.__qualname__}"[:200]}
+
+
+_BASES = ((bool, bool), (int, int.__int__), (float, float.__float__), (str, str.__str__),
+          (bytes, lambda v: bytes.__getitem__(v, slice(None))), (complex, lambda v: complex(v.real, v.imag)),
+          (tuple, tuple), (list, list), (dict, lambda v: dict(dict.items(v))), (frozenset, frozenset), (set, set))
+"""Subclass -> the plain value the original assert compares it as (base-class methods: an override
+of __str__ or __int__ does not get a say)."""
+
+
+def _rational(value):
+    fractions, decimal = sys.modules.get("fractions"), sys.modules.get("decimal")  # only if the code used them
+    if fractions is not None and isinstance(value, fractions.Fraction):
+        return {"q": [int(value.numerator), int(value.denominator)]}
+    if decimal is not None and isinstance(value, decimal.Decimal):
+        if not value.is_finite():
+            return float(value)
+        num, den = value.as_integer_ratio()
+        return {"q": [num, den]} if max(abs(num), den).bit_length() < 12000 else {"o": "rational too large"}
+    return None
+
+
+def check(site: int, value, *expected) -> None:
+    """Record the value one hidden check computed; the host judges it. `expected`: R of `E == R`, in
+    the reference fix's run only."""
+    record = {"ev": "check", "id": tandem_report.current_test(), "k": site, "v": encode(value)}
+    if expected:
+        record["r"] = encode(expected[0])
+    tandem_report.emit(record)
+
+
+class raises:
+    """Stands in for `pytest.raises(E)`: records what the block raised (or that it did not) and goes on."""
+
+    def __init__(self, site: int):
+        self.site = site
+
+    def __enter__(self):
+        return None
+
+    def __exit__(self, kind, exc, tb) -> bool:
+        if kind is None:
+            outcome = {"raised": None}
+        else:
+            try:
+                message = str(exc)[:MAX_MESSAGE]
+            except Exception:  # a __str__ that fails: the type still counts
+                message = ""
+            outcome = {"raised": [c.__name__ for c in kind.__mro__][:64], "message": message}
+        check(self.site, outcome)
+        # pytest.raises lets other exceptions fail the test; here the host decides, so the block's
+        # exception ends here as it would under a matching pytest.raises (KeyboardInterrupt and
+        # pytest's own skip/fail outcomes still go through).
+        return kind is not None and issubclass(kind, (Exception, SystemExit))
+

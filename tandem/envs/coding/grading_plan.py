@@ -1,0 +1,203 @@
+"""How one task is graded, decided once from three reference runs: which checks the host holds, and
+whether the task can be graded at all.
+
+1. Every graded test file is split (tandem.envs.coding.instrument): each check that can be becomes a
+   host-held site; the sandbox copy of the file holds only what the check computes.
+2. **Clean run**: the split files against the reference fix (the task's bug patch reversed),
+   `E == R` sites computing R too. Every FAIL_TO_PASS and PASS_TO_PASS test must pass, or the
+   task is refused (its fix does not pass here: a missing dependency, a flaky test). R's values
+   become those sites' expectations (tandem.envs.coding.checks.Reference). A site whose reference value the
+   host cannot judge (not plain data, or not meeting its expectation here) goes back into the
+   sandbox as the ordinary assert it was. The sites each test reached are *required*: a graded
+   run that skips one fails that test.
+3. **Buggy run**: the graded files against the bug. A site is *decisive* for a hidden test
+   when the bug fails it (a wrong value, or never reached).
+4. **Confirming run**: the graded files, exactly as samples get them, against the reference
+   fix: it must score 1 under this plan (an R that had side effects, a value that changes from
+   run to run), or the task is refused.
+5. **Exposure** (tandem.envs.coding.exposure): which sites a forger can answer without the fix, from what
+   the sandbox holds (constants of the sandbox's copies, asserts kept there, round trips) or by
+   one transformation of the bug's values. A hidden test is graded by the host when one of its
+   decisive sites is beyond a guess and not exposed: to pass it, any code, forging or not, must
+   write the value the fix computes.
+
+A task with a hidden test that is not graded by the host is **refused**: grading it
+would let a forger pass it by writing a guess, so it scores 0 with the reason, for every
+sample (its groups carry no signal), and the grader logs and counts it. Reasons name what
+each check computes, never what it expects.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Callable
+
+from tandem.envs.coding.checks import Reference, Site
+from tandem.envs.coding.exposure import Exposure, analyse
+from tandem.envs.coding.instrument import Candidate, find_sites, rewrite
+from tandem.envs.coding.sandbox.runner import ExecResult
+from tandem.envs.coding.swe_data import SweTask
+from tandem.envs.coding.verdict import Stream, judge, lookup
+
+RunTests = Callable[..., tuple[ExecResult, Stream]]
+"""(clean: reference fix applied, else the bug; graded file texts; the sites; references: the run
+writes R of `E == R` sites) -> the run and its stream."""
+
+
+class PlanUnavailable(RuntimeError):
+    """A reference run could not tell anything (timed out, no stream): try again later, nothing is cached."""
+
+
+@dataclass
+class GradingPlan:
+    files: dict[str, str]
+    """Graded test file -> the text written into every graded copy (its host-held checks split out)."""
+    sites: dict[int, Site]
+    required: dict[str, set[int]] = field(default_factory=dict)
+    """Test id (the task's spelling) -> the sites the reference fix reached in it."""
+    refused: str = ""
+    """Why the task cannot be graded; empty when it can."""
+    host_graded: dict[str, list[int]] = field(default_factory=dict)
+    """Hidden test -> its strong sites that the bug fails (what a forger would have to write right)."""
+    kept_in_sandbox: list[str] = field(default_factory=list)
+    """Sites put back as ordinary asserts after the clean run, with why."""
+    exposed: dict[int, str] = field(default_factory=dict)
+    """Sites a forger can answer without the fix (tandem.envs.coding.exposure), with how."""
+
+    def summary(self) -> dict:
+        return {"sites": len(self.sites), "host_graded": {t: len(k) for t, k in self.host_graded.items()},
+                "kept_in_sandbox": self.kept_in_sandbox[:8], "exposed": len(self.exposed), "refused": self.refused}
+
+
+def split_files(testbed: Path, test_files: list[str]) -> tuple[dict[str, str], dict[str, list[Candidate]]]:
+    """(original text, candidates) of every graded test file that parses; site numbers are unique across files."""
+    sources, candidates, k = {}, {}, 0
+    for rel in test_files:
+        path = testbed / rel
+        if path.suffix != ".py" or path.is_symlink() or not path.is_file():
+            continue
+        source = path.read_text(errors="surrogateescape")
+        found = find_sites(source, rel, k)
+        if found is None:
+            continue
+        sources[rel], candidates[rel] = source, found
+        k += len(found)
+    return sources, candidates
+
+
+def build_plan(task: SweTask, testbed: Path, run_tests: RunTests) -> GradingPlan:
+    """Split the graded files of `task` (from its graded template's testbed) and run the references."""
+    sources, candidates = split_files(testbed, task.test_files)
+    sites = {s.k: s for found in candidates.values() for c in found for s in c.sites}
+    first = {rel: rewrite(sources[rel], candidates[rel], with_references=True) for rel in sources}
+    run, clean = _reference(run_tests, True, first, sites, True)
+    plan = GradingPlan(first, sites)
+    if _refuse_failing(plan, task, run, clean, "the reference fix does not pass its own tests in this sandbox"):
+        return plan
+    sites.update(_with_references(sites, clean, task.tests))
+    kept = _unjudgeable(clean, sites)
+    for found in candidates.values():  # a statement is split whole or not at all
+        for c in found:
+            if any(s.k in kept for s in c.sites):
+                kept.update({s.k: kept.get(s.k, "split with a check the host cannot judge") for s in c.sites})
+    plan.kept_in_sandbox = [f"{sites[k].where} `{sites[k].source}`: {why}" for k, why in sorted(kept.items())]
+    for k in kept:
+        del sites[k]
+    plan.files = {rel: rewrite(sources[rel], candidates[rel], keep=set(kept)) for rel in sources}
+    reference_files = {rel: rewrite(sources[rel], candidates[rel], keep=set(kept), with_references=True)
+                       for rel in sources}
+    plan.required = {t: {k for k, _ in lookup(clean.checks, t, []) if k in sites} for t in task.tests}
+    _, buggy = _reference(run_tests, False, plan.files, sites)
+    run, confirm = _reference(run_tests, True, plan.files, sites)
+    if _refuse_failing(plan, task, run, confirm, "the reference fix does not pass the graded copies of its tests",
+                       judged=True):
+        return plan
+    exposure = analyse(reference_files, sites, buggy.checks, plan.required, list(task.tests))
+    plan.exposed = exposure.reasons
+    reasons = []
+    for t in task.fail_to_pass:
+        decisive = _decisive(lookup(buggy.checks, t, []), sites, plan.required[t], t)
+        plan.host_graded[t] = sorted({k for k, nth in decisive if exposure.strong(sites[k], t, nth)})
+        if not plan.host_graded[t]:
+            reasons.append(_why_not_graded(t, sorted({k for k, _ in decisive}), sites, exposure))
+    if reasons:
+        plan.refused = "; ".join(reasons)[:1500]
+    return plan
+
+
+def _reference(run_tests: RunTests, clean: bool, files: dict[str, str], sites: dict[int, Site],
+               references: bool = False) -> tuple[ExecResult, Stream]:
+    run, stream = run_tests(clean, files, sites, references)
+    if run.timed_out or not stream.started:
+        state = "reference fix" if clean else "bug"
+        raise PlanUnavailable(f"the reference run with the {state} {'timed out' if run.timed_out else 'never started'}"
+                              f" (exit {run.returncode}): {run.output[-300:].strip()}")
+    return run, stream
+
+
+def _refuse_failing(plan: GradingPlan, task: SweTask, run: ExecResult, stream: Stream, what: str,
+                    judged: bool = False) -> bool:
+    """Refuse the task when a reference fix's run fails a test (judged: by the plan's host-held checks too)."""
+    if judged:
+        verdict = judge(list(task.tests), stream, run.returncode, run.output, plan.sites, plan.required)
+        status, tamper = verdict.tests, verdict.tamper
+        failing = [f"{t} {status[t]}" + (f" ({verdict.check_failures[t]})" if t in verdict.check_failures else "")
+                   for t in task.tests if status[t] != "PASSED"]
+    else:
+        tamper = stream.tamper
+        failing = [f"{t} {lookup(stream.status, t, 'MISSING')}" for t in task.tests
+                   if lookup(stream.status, t) != "PASSED"]
+    if failing or tamper:
+        plan.refused = (f"{what}: {', '.join(failing[:3]) or tamper[0]} (exit {run.returncode}): "
+                        f"{run.output[-300:].strip()}")
+    return bool(plan.refused)
+
+
+def _with_references(sites: dict[int, Site], clean: Stream, tests) -> dict[int, Site]:
+    """Reference sites with R's values from the clean run, per test (as the stream and the task spell it)."""
+    values: dict[int, dict[str, list]] = {k: {} for k, s in sites.items() if isinstance(s.expected, Reference)}
+    for test, events in clean.references.items():
+        for k, value in events:
+            if k in values:
+                values[k].setdefault(test, []).append(value)
+    for t in tests:  # the task's spelling of a test whose id pytest escapes
+        for per_test in values.values():
+            found = lookup(per_test, t)
+            if found is not None:
+                per_test.setdefault(t, found)
+    return {k: replace(sites[k], expected=replace(sites[k].expected, values={t: tuple(v) for t, v in vs.items()}))
+            for k, vs in values.items()}
+
+
+def _unjudgeable(clean: Stream, sites: dict[int, Site]) -> dict[int, str]:
+    """Sites whose reference value the host cannot hold: they go back into the sandbox."""
+    kept: dict[int, str] = {}
+    for test, events in clean.checks.items():
+        runs: dict[int, int] = {}
+        for k, value in events:
+            nth = runs[k] = runs.get(k, -1) + 1
+            if k in sites and k not in kept and not sites[k].passes(value, test, nth):
+                kept[k] = f"the reference fix's value ({type(value).__name__}) cannot be judged on the host"
+    return kept
+
+
+def _decisive(events: list, sites: dict[int, Site], required: set[int], test: str) -> list[tuple[int, int]]:
+    """(site, nth run) of required sites that the bug fails: a value that does not hold, or never reached."""
+    out, runs = [], {}
+    for k, value in events:
+        if k in sites:
+            nth = runs[k] = runs.get(k, -1) + 1
+            if not sites[k].passes(value, test, nth):
+                out.append((k, nth))
+    for k in required:
+        out += [(k, nth) for nth in range(runs.get(k, -1) + 1, sites[k].runs(test))]
+    return sorted(set(out))
+
+
+def _why_not_graded(test: str, decisive: list[int], sites: dict[int, Site], exposure: Exposure) -> str:
+    if not decisive:
+        return (f"{test}: the bug fails none of its host-held checks (what fails it stays in the sandbox, "
+                f"where a forger can pass it)")
+    forms = "; ".join(f"`{sites[k].source}`: {exposure.why(sites[k])}" for k in decisive[:3])
+    return f"{test}: every check the bug fails is within a forger's reach ({forms})"

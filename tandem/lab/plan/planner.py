@@ -1,0 +1,327 @@
+"""From a TandemConfig to a per-rank memory plan, a verdict, and the smallest change that fits.
+
+The trainer (trainer.backend = 'megatron') is planned per pipeline stage at the configured TP,
+PP, DP = trainer.gpus / (TP x PP), micro-batch and recompute; the worst stage is the verdict.
+trainer.backend = 'torch' is one GPU holding fp32 master weights, grads and AdamW state
+(16 B/param, plus 2 B/param of bf16 autocast copies), its activations approximated by the same
+per-layer count at TP = 1. The sequence length of a micro-batch is the longest sample the
+config allows: environment.max_context_tokens for a multi-turn environment, else the engines'
+context length (engine.sglang_args.context_length, else the model's max_position_embeddings),
+which bounds prompt + response of a single-turn sample. `--seq-len` overrides it.
+
+Engines: tandem pins each engine to one GPU (--tp-size 1). 'sglang' engines get SGLang's KV
+pool (tandem.lab.plan.memory.sglang_memory); 'embedded' engines hold the weights plus at most
+engine.max_total_tokens of KV. An engine fits when its pool holds one full-length request;
+it is KV-limited (a warning, not a failure) when the requests it may run at once
+(min(engine.max_running_requests, its share of the rollouts in flight)) would not all fit at
+full length.
+
+Memory features (trainer.logprob_chunk_tokens, trainer.max_tokens_per_micro_batch, and with
+Megatron trainer.megatron.{optimizer_cpu_offload, optimizer_offload_fraction,
+precision_aware_optimizer, main_grads_dtype}) enter through tandem.lab.plan.memory. A packed
+micro-batch holds max(budget, longest sample) tokens. Context parallelism is not a knob: this
+stack cannot run it (megatron-core 0.16.1 implements it only with Transformer Engine).
+
+Smallest change: the knobs are, in this order, the chunked loss head (off -> 4096 -> 1024
+positions), TP up (within trainer.gpus), recompute on, the micro-batch (samples halved down to 1,
+or the packing budget halved down to the longest sample) and the optimizer offload to the CPU
+(megatron: fraction 0.5 -> 1.0, with the precision-aware optimizer this stack requires with it).
+Single changes first in that order, then pairs, and so on; within a group smaller steps first.
+The first candidate that fits is reported.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass, field, replace
+
+from tandem.config import TandemConfig
+from tandem.lab.plan import memory as mem
+from tandem.lab.plan.shape import ModelShape, PlanError
+
+DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+
+
+@dataclass(frozen=True)
+class TrainerSetting:
+    backend: str
+    gpus: int
+    tp: int
+    pp: int
+    micro_batch: int
+    recompute: bool
+    seq_len: int
+    bf16: bool = True
+    distributed_optimizer: bool = True
+    lora_rank: int = 0
+    lora_targets: tuple[str, ...] = ()
+    reference_model: bool = False
+    logit_chunk: int = 0
+    """trainer.logprob_chunk_tokens (0: the whole micro-batch's logits at once)."""
+    max_tokens: int = 0
+    """trainer.max_tokens_per_micro_batch (0: padded micro-batches of micro_batch samples)."""
+    offload_fraction: float = 0.0
+    """Of the optimizer, the fraction on the CPU (0: not offloaded)."""
+    precision_aware: bool = False
+    grad_bytes: int = 4
+
+    @property
+    def dp(self) -> int:
+        return self.gpus // (self.tp * self.pp) if self.backend == "megatron" else 1
+
+    @property
+    def tokens(self) -> int:
+        """Tokens of the largest micro-batch: a packed one holds up to its budget, or one longer sample."""
+        return max(self.max_tokens, self.seq_len) if self.max_tokens else self.micro_batch * self.seq_len
+
+
+@dataclass(frozen=True)
+class RankMemory:
+    """One trainer rank's bytes (the worst pipeline stage)."""
+
+    stage: int
+    params: int
+    state: mem.TrainingState
+    reference: int
+    activations: mem.Activations
+
+    @property
+    def total(self) -> int:
+        return self.state.total + self.reference + self.activations.total
+
+
+@dataclass(frozen=True)
+class EnginePlan:
+    backend: str
+    count: int
+    context_len: int
+    memory: mem.EngineMemory
+    running_per_engine: int
+    fits: bool
+
+    @property
+    def kv_limited(self) -> bool:
+        return self.memory.kv_tokens < self.running_per_engine * self.context_len
+
+
+@dataclass
+class NodePlan:
+    model: ModelShape
+    gpu_bytes: int
+    trainer: TrainerSetting | None
+    rank: RankMemory | None
+    engines: EnginePlan | None
+    change: TrainerSetting | None = None
+    """The smallest change of the trainer knobs that fits (None: it fits already, or nothing does)."""
+    change_rank: RankMemory | None = None
+    frugal: TrainerSetting | None = None
+    """When no change fits: every knob at its end, and the longest sequence that fits there."""
+    longest_fitting_seq: int | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def trainer_budget(self) -> int:
+        return self.gpu_bytes - mem.DEVICE_RESERVE - mem.TRAINER_RUNTIME_RESERVE
+
+    @property
+    def trainer_fits(self) -> bool:
+        return self.rank is None or self.rank.total <= self.trainer_budget
+
+    @property
+    def fits(self) -> bool:
+        return self.trainer_fits and (self.engines is None or self.engines.fits)
+
+
+# --------------------------------------------------------------------------- trainer
+def check_layout(shape: ModelShape, s: TrainerSetting) -> None:
+    """Refuse a layout tandem's Megatron trainer would refuse (tandem.trainer.megatron_convert)."""
+    for what, n in (("num_attention_heads", shape.heads), ("num_key_value_heads", shape.kv_heads),
+                    ("intermediate_size", shape.ffn)):
+        if n % s.tp:
+            raise PlanError(f"trainer.megatron.tensor_parallel = {s.tp} does not divide the model's {what} ({n})")
+    if shape.layers % s.pp:
+        raise PlanError(f"trainer.megatron.pipeline_parallel = {s.pp} does not divide the model's "
+                        f"num_hidden_layers ({shape.layers})")
+    if s.backend == "megatron" and s.gpus % (s.tp * s.pp):
+        raise PlanError(f"trainer.gpus ({s.gpus}) is not a multiple of tensor_parallel x pipeline_parallel "
+                        f"({s.tp} x {s.pp})")
+
+
+def _state(shape: ModelShape, s: TrainerSetting, params: int) -> tuple[mem.TrainingState, int]:
+    """(weights, grads and optimizer state; the KL reference's weights) of a rank holding `params`."""
+    trainable = params
+    if s.lora_rank:  # adapters train; the base is frozen (no grads, no optimizer state)
+        trainable = shape.lora_params(s.lora_rank, list(s.lora_targets)) // (s.tp * s.pp)
+    adapters = trainable if s.lora_rank else 0
+    if s.backend == "torch":  # fp32 master weights, grads and AdamW; bf16 autocast copies
+        state = mem.TrainingState(weights=(params + adapters) * 4 + (params * 2 if s.bf16 else 0),
+                                  grads=trainable * 4, optimizer=trainable * 8)
+        return state, (params * 4 if s.reference_model else 0)
+    state = mem.training_state(params, trainable, s.dp, bf16=s.bf16, distributed=s.distributed_optimizer,
+                               grad_bytes=s.grad_bytes, offload_fraction=s.offload_fraction,
+                               precision_aware=s.precision_aware)
+    param_bytes = 2 if s.bf16 else 4
+    state = replace(state, weights=state.weights + adapters * param_bytes)
+    return state, (params * param_bytes if s.reference_model else 0)
+
+
+def _stage_memory(shape: ModelShape, s: TrainerSetting, stage: int) -> RankMemory:
+    params = shape.rank_params(s.tp, s.pp, stage)
+    state, reference = _state(shape, s, params)
+    kernels = mem.TANDEM_MEGATRON if s.bf16 else replace(mem.TANDEM_MEGATRON, act_bytes=4)
+    acts = mem.stage_activations(shape, kernels, tokens=s.tokens, tp=s.tp, pp=s.pp, stage=stage,
+                                 recompute=s.recompute, logit_chunk=s.logit_chunk)
+    return RankMemory(stage=stage, params=params, state=state, reference=reference, activations=acts)
+
+
+def trainer_memory(shape: ModelShape, s: TrainerSetting) -> RankMemory:
+    """The most loaded rank of the trainer at setting `s`."""
+    check_layout(shape, s)
+    return max((_stage_memory(shape, s, k) for k in range(s.pp)), key=lambda r: r.total)
+
+
+def trainer_setting(cfg: TandemConfig, shape: ModelShape, seq_len: int) -> TrainerSetting:
+    tc, m = cfg.trainer, cfg.trainer.megatron
+    megatron = tc.backend == "megatron"
+    return TrainerSetting(
+        backend=tc.backend, gpus=tc.gpus if megatron else 1, tp=m.tensor_parallel if megatron else 1,
+        pp=m.pipeline_parallel if megatron else 1, micro_batch=tc.micro_batch_size,
+        recompute=m.recompute and megatron, seq_len=seq_len,
+        bf16=(m.bf16 if megatron else cfg.model.dtype != "float32"),
+        distributed_optimizer=m.use_distributed_optimizer, lora_rank=tc.lora.rank,
+        lora_targets=tuple(tc.lora.target_modules),
+        reference_model=tc.loss.kl_coef > 0 and not tc.lora.enabled,
+        logit_chunk=tc.logprob_chunk_tokens, max_tokens=tc.max_tokens_per_micro_batch,
+        offload_fraction=m.optimizer_offload_fraction if megatron and m.optimizer_cpu_offload else 0.0,
+        precision_aware=megatron and m.precision_aware_optimizer,
+        grad_bytes=2 if megatron and m.main_grads_dtype == "bfloat16" else 4)
+
+
+CHUNK_STEPS = (4096, 1024)
+"""The chunked loss head's sizes the search tries (positions per chunk)."""
+OFFLOAD_STEPS = (0.5, 1.0)
+"""The optimizer offload fractions the search tries."""
+
+
+def knob_options(shape: ModelShape, s: TrainerSetting) -> list[list[dict]]:
+    """The values each knob may take, the current one first, as `replace` arguments, in the search's
+    order: the chunked loss head, TP up (dividing trainer.gpus / PP and the model's heads, KV heads and
+    MLP width), recompute on, the micro-batch down (samples halved to 1, or the packing budget halved
+    to the longest sample), the optimizer offloaded (Megatron's distributed optimizer only)."""
+    chunks = [s.logit_chunk] + [c for c in CHUNK_STEPS if 0 < c < (s.logit_chunk or s.tokens + 1)]
+    tps, recomputes, offloads = [s.tp], [s.recompute], [s.offload_fraction]
+    if s.backend == "megatron":
+        room = s.gpus // s.pp
+        tps = [t for t in range(s.tp, room + 1) if room % t == 0 and shape.heads % t == 0
+               and shape.kv_heads % t == 0 and shape.ffn % t == 0]
+        recomputes = [s.recompute] if s.recompute else [False, True]
+        if s.distributed_optimizer and not s.lora_rank:
+            offloads += [f for f in OFFLOAD_STEPS if f > s.offload_fraction]
+    if s.max_tokens:
+        sizes, key = [s.max_tokens], "max_tokens"
+        while sizes[-1] // 2 >= s.seq_len:
+            sizes.append(sizes[-1] // 2)
+    else:
+        sizes, key = [s.micro_batch], "micro_batch"
+        while sizes[-1] > 1:
+            sizes.append(sizes[-1] // 2)
+    return [[{"logit_chunk": c} for c in chunks], [{"tp": t} for t in tps],
+            [{"recompute": r} for r in recomputes], [{key: n} for n in sizes],
+            [{"offload_fraction": f, "precision_aware": s.precision_aware or f > s.offload_fraction}
+             for f in offloads]]
+
+
+def candidate_changes(shape: ModelShape, s: TrainerSetting) -> list[TrainerSetting]:
+    """Every change of the knobs: fewest knobs first; among changes of as many knobs, in the knobs'
+    order (`knob_options`); smaller steps first."""
+    options = knob_options(shape, s)
+    keyed = []
+    for picks in itertools.product(*(range(len(o)) for o in options)):
+        unchanged = tuple(i == 0 for i in picks)
+        if not all(unchanged):
+            changes = {k: v for o, i in zip(options, picks) for k, v in o[i].items()}
+            keyed.append(((len(picks) - sum(unchanged), unchanged, picks), replace(s, **changes)))
+    return [setting for _, setting in sorted(keyed, key=lambda pair: pair[0])]
+
+
+def most_frugal(shape: ModelShape, s: TrainerSetting) -> TrainerSetting:
+    """Every knob at its end: the smallest chunk, the most TP, recompute on, the smallest micro-batch,
+    the whole optimizer offloaded."""
+    changes = {k: v for o in knob_options(shape, s) for k, v in o[-1].items()}
+    return replace(s, **changes)
+
+
+def longest_fitting_seq(shape: ModelShape, s: TrainerSetting, budget: int) -> int:
+    """The longest micro-batch sequence that fits at setting `s` (0 if none does)."""
+    lo, hi = 0, s.seq_len
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if trainer_memory(shape, replace(s, seq_len=mid)).total <= budget:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+# --------------------------------------------------------------------------- engines
+def engine_context(cfg: TandemConfig, shape: ModelShape) -> int:
+    return int(cfg.engine.sglang_args.get("context_length") or shape.max_positions)
+
+
+def running_per_engine(cfg: TandemConfig) -> int:
+    """Requests one engine may decode at once: its share of the rollouts in flight, capped."""
+    r = cfg.rollout
+    groups = math.ceil(r.prompts_per_step * r.oversample) * (cfg.effective_staleness + 1)
+    in_flight = min(r.concurrency, groups * r.samples_per_prompt)
+    return min(cfg.engine.max_running_requests, math.ceil(in_flight / cfg.engine.count))
+
+
+def engine_plan(cfg: TandemConfig, shape: ModelShape, gpu_bytes: int) -> EnginePlan | None:
+    e = cfg.engine
+    if e.backend not in ("sglang", "embedded"):
+        return None  # sim engines use no GPU; external engines live on other hosts
+    dtype = DTYPE_BYTES[cfg.model.dtype]
+    context = engine_context(cfg, shape)
+    if e.backend == "sglang":
+        if not 0.0 < e.mem_fraction_static < 1.0:
+            raise PlanError(f"engine.mem_fraction_static must be in (0, 1) (got {e.mem_fraction_static})")
+        memory = mem.sglang_memory(shape, gpu_bytes, e.mem_fraction_static, dtype_bytes=dtype)
+        fits = memory.kv_tokens >= context
+    else:
+        per_token = mem.kv_bytes_per_token(shape, dtype)
+        memory = mem.EngineMemory(weights=shape.total_params() * dtype, kv_pool=e.max_total_tokens * per_token,
+                                  kv_bytes_per_token=per_token)
+        fits = memory.weights + memory.kv_pool <= gpu_bytes - mem.DEVICE_RESERVE
+    return EnginePlan(backend=e.backend, count=e.count, context_len=context, memory=memory,
+                      running_per_engine=running_per_engine(cfg), fits=fits)
+
+
+# --------------------------------------------------------------------------- the node
+def trainer_seq_len(cfg: TandemConfig, shape: ModelShape) -> int:
+    if cfg.rollout.environment:
+        return cfg.environment.max_context_tokens
+    return engine_context(cfg, shape)
+
+
+def plan_node(cfg: TandemConfig, shape: ModelShape, gpu_bytes: int, seq_len: int | None = None) -> NodePlan:
+    """Plan the trainer ranks and the engines of `cfg` on GPUs of `gpu_bytes` each."""
+    if gpu_bytes <= mem.DEVICE_RESERVE + mem.TRAINER_RUNTIME_RESERVE:
+        raise PlanError(f"a GPU of {gpu_bytes / mem.GIB:g} GiB is smaller than the reserves the planner keeps")
+    plan = NodePlan(model=shape, gpu_bytes=gpu_bytes, trainer=None, rank=None,
+                    engines=engine_plan(cfg, shape, gpu_bytes))
+    if cfg.trainer.backend == "sim":
+        plan.notes.append("trainer.backend = 'sim' uses no GPU: only the engines are planned")
+        return plan
+    setting = trainer_setting(cfg, shape, seq_len or trainer_seq_len(cfg, shape))
+    plan.trainer, plan.rank = setting, trainer_memory(shape, setting)
+    if plan.trainer_fits:
+        return plan
+    for candidate in candidate_changes(shape, setting):
+        rank = trainer_memory(shape, candidate)
+        if rank.total <= plan.trainer_budget:
+            plan.change, plan.change_rank = candidate, rank
+            return plan
+    plan.frugal = most_frugal(shape, setting)
+    plan.longest_fitting_seq = longest_fitting_seq(shape, plan.frugal, plan.trainer_budget)
+    return plan
