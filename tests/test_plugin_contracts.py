@@ -52,8 +52,8 @@ def test_every_named_plugin_meets_its_contract(kind, spec):
 
 
 @pytest.mark.parametrize("old,new", [("rollout:single_turn", "tandem.rollout"), ("reward:echo_reward", "tandem.envs.echo"),
-                                     ("tandem.envs.echo:swe_reward", "tandem.envs.coding"),
-                                     ("tandem.envs.coding:swe_agent_rollout", "tandem.envs.coding")])
+                                     ("tandem.rewards:swe_reward", "tandem.envs.coding"),
+                                     ("tandem.agent:swe_agent_rollout", "tandem.envs.coding")])
 def test_an_old_plugin_name_fails_naming_the_new_one(old, new):
     """Renamed modules are errors, never aliases, even where the old module would import (the
     top-level scripts `rollout` and `reward` do from the repository root, and only from there)."""

@@ -22,7 +22,6 @@ RecursionError. Mounts below the tree are detached first.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import logging
 import os
 import stat
@@ -33,7 +32,8 @@ log = logging.getLogger(__name__)
 
 MS_NOSUID, MS_NODEV = 2, 4
 MNT_DETACH = 2
-_libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+# libc's symbols are the process's own: find_library("c") would run ldconfig at import time.
+_libc = ctypes.CDLL(None, use_errno=True)
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
