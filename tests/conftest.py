@@ -39,6 +39,7 @@ under `-n 2` (pytest-xdist, --dist loadgroup) they run one after another on one 
 file is a group of its own: its tests run in order on one worker, as they were written to."""
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group marks (--dist loadgroup)
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if not any(item.get_closest_marker(t) for t in TIERS):
