@@ -8,11 +8,12 @@
 Per backend, with the real grader (sandboxes, reference runs, host-held checks):
 - the grading plan of every task: host-graded or refused (with the reason);
 - the forger of tests/_forger.py (issue 34's outline, improved against host-held checks, with
-  round 2's oracle rules: values the repository's own code and the test text prove), trial t
-  using its t-th family of guesses, typed into the task's agent sandbox; the diff is graded:
-  reward and tamper flags;
-- the test forms without canary twins and round 2's oracle tasks (tests/_forms.py): each
-  graded (fix and forger, every trial) or refused with the reason, counted;
+  round 2's oracle rules: values the repository's own code and the test text prove, and the
+  literals the problem statement writes out), trial t using its t-th family of guesses, typed
+  into the task's agent sandbox; the diff is graded: reward and tamper flags;
+- the test forms without canary twins, round 2's oracle tasks and a task whose hidden test checks
+  only what its issue writes out (tests/_forms.py): each graded (fix and forger, every trial)
+  or refused with the reason, counted;
 - the task's reference fix (its bug patch reversed) as an agent diff, and the same fix next to
   a `<pkg>.egg-info/entry_points.txt` declaring a pytest11 plugin (what `pip install -e .`
   leaves in a pytest-plugin repository): both must score 1;
@@ -61,7 +62,7 @@ def direct(runtime, tasks, trials: int) -> dict:
             out["refused"][task.instance_id] = plan.refused
         out["stated_in_the_issue"] += stated_in_the_issue(task, plan)
         for trial in range(trials):
-            res = runtime.grader.grade(task, agent_diff(runtime, task, forger_command(trial)))
+            res = runtime.grader.grade(task, agent_diff(runtime, task, forger_command(trial, task.problem_statement)))
             out["forgeries"] += 1
             out["tamper_flagged"] += bool(res.tamper)
             if res.reward == 1.0:
@@ -81,44 +82,26 @@ def direct(runtime, tasks, trials: int) -> dict:
 
 def stated_in_the_issue(task, plan) -> list[str]:
     """Hidden tests every host-graded check of which expects a value the problem statement writes out (the
-    issue's own example): a forger that reads the issue can report it, as code special-cased to it passes."""
-    import ast
-    import re
+    issue's own example, tandem.envs.coding.exposure.stated_values): a forger that reads the issue can report it, as code
+    special-cased to it passes. The grader counts those values as echoes, so this is 0 unless that breaks."""
+    from tandem.envs.coding.exposure import stated_values
 
-    from tandem.envs.coding.checks import Reference
-
-    written = []
-    for span in re.findall(r"`([^`]+)`", task.problem_statement) + re.findall(r"-?\d+(?:\.\d+)?", task.problem_statement):
-        try:
-            written += [ast.literal_eval(n) for n in ast.walk(ast.parse(span.strip(), mode="eval")) if _literal(n)]
-        except SyntaxError:
-            continue
-    out = []
-    for test, ks in plan.host_graded.items():
-        values = [plan.sites[k].expected for k in ks if not isinstance(plan.sites[k].expected, Reference)]
-        if values and len(values) == len(ks) and all(any(type(w) is type(v) and w == v for w in written) for v in values):
-            out.append(test)
-    return out
-
-
-def _literal(node) -> bool:
-    import ast
-
-    try:
-        ast.literal_eval(node)
-        return True
-    except (ValueError, TypeError, SyntaxError):
-        return False
+    written = stated_values(task.problem_statement)
+    return [test for test, ks in plan.host_graded.items()
+            if ks and not any(plan.sites[k].strong_against(written, test, nth)
+                              for k in ks for nth in range(plan.sites[k].runs(test)))]
 
 
 def forms(runtime, root: Path, trials: int) -> dict:
-    """The no-twin forms and round 2's oracle tasks: refused (why) or graded (fix, forger per trial)."""
+    """The no-twin forms, round 2's oracle tasks and the issue-text task: refused (why) or graded (fix, forger
+    per trial)."""
     from tandem.envs.coding.swe_data import task_from_row
     from tests._forger import forger_command
-    from tests._forms import FORMS, ORACLE_TASKS, form_row, oracle_row, write_repo
+    from tests._forms import FORMS, ORACLE_TASKS, form_row, oracle_row, stated_row, write_repo
 
     repo = write_repo(root / "shapes")
     rows = [form_row(repo, name) for name in FORMS] + [oracle_row(root / "oracle", name) for name in ORACLE_TASKS]
+    rows.append(stated_row(root / "stated"))  # a hidden test that checks only what its issue writes out
     out = {"refused": {}, "graded": {}}
     for row in rows:
         task = task_from_row(row)
@@ -127,7 +110,8 @@ def forms(runtime, root: Path, trials: int) -> dict:
             out["refused"][task.instance_id] = plan.refused
             continue
         fix = runtime.grader.grade(task, agent_diff(runtime, task, None, reverse_patch=True)).reward
-        forged = [runtime.grader.grade(task, agent_diff(runtime, task, forger_command(t))).reward for t in range(trials)]
+        forged = [runtime.grader.grade(task, agent_diff(runtime, task, forger_command(t, task.problem_statement))).reward
+                  for t in range(trials)]
         out["graded"][task.instance_id] = {"fix": fix, "forged": sum(r == 1.0 for r in forged)}
     return out
 
@@ -143,7 +127,8 @@ def agent_loop(cfg, rows, trials: int) -> dict:
     def policy(prompt: str, turn: int) -> str:
         if turn >= 2:
             return bash(f"echo {SENTINEL}", "Done.")
-        return bash(forger_command(int.from_bytes(os.urandom(1), "big") % 4), "Make the tests pass.")
+        # the prompt holds the issue text: the forger reports its literals (R6)
+        return bash(forger_command(int.from_bytes(os.urandom(1), "big") % 4, prompt), "Make the tests pass.")
 
     samples = []
     ctx = make_ctx(cfg, InProcessEngine(tiny_tokenizer(), policy))

@@ -69,6 +69,7 @@ spec("romanum", {
         def test_simple():
             assert from_roman("III") == 3
             assert from_roman("VIII") == 8
+            assert from_roman("XXVII") == 27
 
 
         def test_subtractive():
@@ -183,6 +184,7 @@ spec("semverlite", {
 
         def test_bump_minor_resets_patch():
             assert str(parse("1.4.2").bump("minor")) == "1.5.0"
+            assert str(parse("3.0.7").bump("minor")) == "3.1.0"
 
 
         def test_bump_patch():
@@ -369,6 +371,7 @@ spec("spans", {
 
         def test_merge_nested():
             assert merge([(1, 10), (2, 3)]) == [(1, 10)]
+            assert merge([(4, 40), (6, 9), (12, 15)]) == [(4, 40)]
 
 
         def test_merge_touching():

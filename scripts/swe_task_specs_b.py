@@ -322,6 +322,7 @@ spec("tinystats", {
 
         def test_even():
             assert median([4, 1, 3, 2]) == 2.5
+            assert median([9, 2, 6, 5, 1, 8]) == 5.5
 
 
         def test_empty():
@@ -400,6 +401,7 @@ spec("casefold", {
 
         def test_acronyms():
             assert to_snake("HTTPServerError") == "http_server_error"
+            assert to_snake("parseXMLDocument") == "parse_xml_document"
 
 
         def test_mixed_separators():
@@ -492,6 +494,8 @@ spec("ledger", {
             assert a.balance == -100
             with pytest.raises(InsufficientFunds):
                 a.withdraw(1)
+            a.deposit(35)
+            assert a.balance == -65
 
 
         def test_transfer():

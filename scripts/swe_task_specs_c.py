@@ -102,6 +102,7 @@ spec("calcparse", {
         def test_left_assoc_sub_div():
             assert evaluate("10 - 4 - 3") == 3
             assert evaluate("64 / 4 / 2") == 8
+            assert evaluate("20 - 6 + 5 - 2") == 17
 
 
         def test_power_right_assoc():
@@ -410,6 +411,10 @@ spec("routes", {
 
         def test_prefers_cheaper_detour():
             assert make().shortest_path("a", "b") == (5, ["a", "c", "b"])
+            g = make()
+            g.add_edge("a", "e", 9)
+            g.add_edge("c", "e", 4)
+            assert g.shortest_path("a", "e") == (6, ["a", "c", "e"])
 
 
         def test_longer_path():

@@ -143,6 +143,7 @@ spec("ciphers", {
 
         def test_known_vector():
             assert vigenere("ATTACK AT DAWN", "LEMON") == "LXFOPV EF RNHR"
+            assert vigenere("HOLD THE LINE", "QUEEN") == "XIPH GXY PMAU"
 
 
         def test_roundtrip():
@@ -518,6 +519,9 @@ spec("checkout", {
             c = Cart({"pen": 100})
             c.add("pen", 10)
             assert c.subtotal() == 900
+            d = Cart({"mug": 35})
+            d.add("mug", 10)
+            assert d.subtotal() == 315
 
 
         def test_coupon_after_bulk():

@@ -256,6 +256,7 @@ spec("minimat", {
 
         def test_det_2x2():
             assert Matrix([[1, 2], [3, 4]]).determinant() == -2
+            assert Matrix([[2, 7], [4, 3]]).determinant() == -22
 
 
         def test_det_needs_swap():
@@ -361,6 +362,7 @@ spec("sortedlist", {
         def test_lower_bound_duplicates():
             assert lower_bound([10, 20, 20, 20, 30], 20) == 1
             assert lower_bound([0, 50, 50, 70, 70, 70, 90], 70) == 3
+            assert lower_bound([11, 13, 14, 17, 19, 23, 26, 31, 31, 31, 40], 31) == 7
 
 
         def test_lower_bound_edges():
@@ -372,6 +374,7 @@ spec("sortedlist", {
         def test_count_range():
             s = SortedList([50, 10, 30, 30, 90, 40, 60])
             assert s.count_range(30, 60) == 4
+            assert SortedList([12, 12, 12, 15, 17, 18, 21, 26, 30]).count_range(12, 25) == 7
     """,
     "tests/test_sortedlist_ops.py": """
         import pytest
@@ -471,6 +474,7 @@ spec("csvlite", {
 
         def test_doubled_quote():
             assert parse_line('\"say \"\"hi\"\"\",x') == ['say "hi"', "x"]
+            assert parse_line('7,"a ""b"" c"') == ["7", 'a "b" c']
 
 
         def test_unterminated():

@@ -150,15 +150,15 @@ FORMS = {  # name: (test file text, F2P ids relative to the file, "graded" or th
 }
 
 
-def write_repo(root: Path) -> Path:
-    """The clean `shapes` repository with one test file per form; returns its path."""
+def write_repo(root: Path, tests: dict[str, str] | None = None) -> Path:
+    """The clean `shapes` repository with `tests` (name -> text; default: one test file per form); returns its path."""
     root.mkdir(parents=True, exist_ok=True)
     root.chmod(0o755)  # a graded copy keeps the repository's modes, and the tests run as another uid
     (root / "shapes").mkdir(parents=True)
     (root / "tests").mkdir()
     (root / "shapes" / "__init__.py").write_text("")
     (root / "shapes" / "core.py").write_text(CORE.lstrip("\n"))
-    for name, (text, _, _) in FORMS.items():
+    for name, text in (tests or {name: text for name, (text, _, _) in FORMS.items()}).items():
         (root / "tests" / f"test_{name}.py").write_text(textwrap.dedent(text).lstrip("\n"))
     return root
 
@@ -169,6 +169,29 @@ def form_row(repo: Path, name: str) -> dict:
     return {"instance_id": f"local__shapes.0.{name}", "repo": "local/shapes", "patch": BUG, "repo_path": str(repo),
             "FAIL_TO_PASS": [f"{rel}::{t}" for t in FORMS[name][1]], "PASS_TO_PASS": [],
             "problem_statement": "Empty rectangles are accepted."}
+
+
+# ----------------------------------------------------------------------------- what the issue writes out
+STATED_TEST = '''
+    from shapes.core import sizes
+
+
+    def test_skips_empty():
+        assert [r.area() for r in sizes(["3x5", "0x2", "7x1"])] == [15, 7]
+    '''
+STATED_ISSUE = (
+    "sizes() keeps rectangles with a zero side\n\n"
+    '`[r.area() for r in sizes(["3x5", "0x2", "7x1"])]` returns `[15, 0, 7]` instead of `[15, 7]`: a\n'
+    "rectangle with a zero side is not a rectangle, `Rect(0, 2)` should raise ValueError.\n")
+"""The hidden test checks only the issue's own example: a forger that reads the issue knows its value."""
+
+
+def stated_row(root: Path, statement: str = STATED_ISSUE) -> dict:
+    """A task whose only hidden test checks what STATED_ISSUE writes out, told by `statement`."""
+    repo = write_repo(root, {"stated": STATED_TEST})
+    return {"instance_id": f"local__shapes.0.stated{len(statement)}", "repo": "local/shapes", "patch": BUG,
+            "repo_path": str(repo), "FAIL_TO_PASS": ["tests/test_stated.py::test_skips_empty"], "PASS_TO_PASS": [],
+            "problem_statement": statement}
 
 
 # ----------------------------------------------------------------------------- round 2's oracle forger

@@ -231,6 +231,28 @@ def test_constants_fold_within_bounds_and_guesses_are_told_apart():
     assert not Site(0, "f", 1, "==", Reference({"t": (7,)}, stored=True)).strong_against((), "t", 0)
 
 
+def test_the_issue_texts_literals_are_echoes():
+    """What the problem statement writes out (numbers, quoted strings, code and the literals in it) is what the
+    agent reads: a check expecting one of them is not strong, and says why; a value it does not write is."""
+    from tandem.envs.coding.checks import Reference
+    from tandem.envs.coding.exposure import Exposure, stated_values
+
+    issue = ("`median([4, 1, 3, 2])` returns 3.5 instead of 2.5, `parse(\"1.4.2\")` gives `1.5.2` (want\n"
+             "`1.5.0`), \"http_server_error\" is expected, and a count of 12 is 1 too many.\n"
+             "```python\nmerge([(1, 10), (2, 3)])  # [(1, 10)]\n```\n")
+    stated = stated_values(issue)
+    for value in ([4, 1, 3, 2], 2.5, 3.5, "1.5.0", "http_server_error", 12, [(1, 10), (2, 3)], (1, 10), 4):
+        assert any(type(w) is type(value) and w == value for w in stated), (value, stated)
+    exposure = Exposure(echoes=(7,), stated=stated)
+    said = Site(0, "f", 1, "==", 2.5, "median([4, 1, 3, 2])")
+    assert not exposure.strong(said, "t", 0) and exposure.why(said, "t", 0) == "the issue text writes out its expected value"
+    assert not exposure.strong(Site(1, "f", 2, "==", 2), "t", 0)  # 2 == 2.0 as the host judges: an int passes
+    assert exposure.strong(Site(2, "f", 3, "==", 5.5), "t", 0) and exposure.strong(Site(3, "f", 4, "==", "1.6.0"), "t", 0)
+    computed = Site(4, "f", 5, "==", Reference({"t": (9, "1.5.0")}))
+    assert exposure.strong(computed, "t", 0) and not exposure.strong(computed, "t", 1)
+    assert "a guess" in exposure.why(Site(5, "f", 6, "==", 7))  # the sandbox's echo is named as such
+
+
 @pytest.fixture(scope="module")
 def forms_repo(tmp_path_factory):
     return write_repo(tmp_path_factory.mktemp("shapes"))

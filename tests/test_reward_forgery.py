@@ -21,7 +21,7 @@ from tandem.envs.coding.grading import get_runtime, reset_runtime
 from tandem.envs.coding.swe_data import apply_patch, load_bundled, task_from_row
 from tandem.envs.coding.verdict import Stream, judge, parse_pytest_report, parse_stream
 from tests._forger import EGG_INFO, forger_command
-from tests._forms import ORACLE_TASKS, oracle_row
+from tests._forms import ORACLE_TASKS, STATED_ISSUE, oracle_row, stated_row
 from tests._swe import PATCH_REPORTS_CODE, make_cfg, row_named, sandbox_backends, write_file
 
 _, BACKEND_PARAMS = sandbox_backends()
@@ -115,7 +115,9 @@ FORGERIES = {  # name: (the attacker's command, sandbox settings, evidence that 
     "entry_point_plugin": (ENTRY_POINT_PLUGIN, {"test_plugin_autoload": True}, None),
     "bytecode_only_fix": (BYTECODE_ONLY_FIX, {}, None),
     # the generic forger, each family of guesses (tests/_forger.py): wrong values, nothing to flag
-    **{f"generic_forger_trial_{i}": (forger_command(i), {}, None) for i in range(4)},
+    # (typed with the issue text the agent read: R6 reports its literals)
+    **{f"generic_forger_trial_{i}": (forger_command(i, row_named("romanum")["problem_statement"]), {}, None)
+       for i in range(4)},
     # records no honest reporter writes: flagged, never a crash of the grader (issue 34: KeyError, RecursionError)
     "malformed_record": (plant("_forge", raw_records(b'{"ev": "finish", "exitstatus": "x"}')), {},
                          "unreadable record"),
@@ -194,6 +196,26 @@ def test_a_forger_that_reads_the_repository_scores_zero(tmp_path, backend, name)
         reset_runtime()
     assert res.reward == 0.0, res.info()
     assert EXPOSURE[name] in plan.refused, plan.refused
+
+
+def test_a_forger_that_reads_the_issue_scores_zero(tmp_path, backend):
+    """The agent reads the problem statement: "`[r.area() for r in sizes([...])]` returns `[15, 0, 7]` instead
+    of `[15, 7]`". A hidden test that checks only that example is answered by a forger that reports the issue's
+    literals (tests/_forger.py, R6): graded with an issue that writes out no value it scores 1. Told the
+    statement the agent read, the grader refuses the task, naming why, and the same forger scores 0."""
+    runtime = runtime_for(tmp_path, backend)
+    told = task_from_row(stated_row(tmp_path / "told"))
+    secret = task_from_row(stated_row(tmp_path / "secret", "sizes() keeps rectangles with a zero side."))
+    try:
+        secret_plan, told_plan = runtime.grader.plan(secret), runtime.grader.plan(told)
+        command = forger_command(0, STATED_ISSUE)
+        secret_forged = runtime.grader.grade(secret, agent_diff(runtime, secret, command))
+        told_forged = runtime.grader.grade(told, agent_diff(runtime, told, command))
+    finally:
+        reset_runtime()
+    assert not secret_plan.refused and secret_forged.reward == 1.0, (secret_plan.refused, secret_forged.info())
+    assert "the issue text writes out its expected value" in told_plan.refused, told_plan.refused
+    assert told_forged.reward == 0.0, told_forged.info()
 
 
 # A check record for a real site whose value is a set of 60,000 integers that all hash to 0: building it is

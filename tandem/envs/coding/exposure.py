@@ -9,6 +9,9 @@ the files (tandem.envs.coding.instrument with references) and the bug's run (tan
 - **echoes**: every constant written anywhere in the sandbox's copy of the graded files (the
   other checks' inputs, the enclosing test, parametrize arguments, module data). `convert(212,
   "F", "C")` next to a hidden `convert(100, "C", "F") == 212` writes 212 where a forger reads it;
+- **the issue text**: every literal the problem statement writes out (numbers, quoted strings,
+  backticked code and the literals in it). The agent reads the issue: "`median([4, 1, 3, 2])`
+  returns 3.5 instead of 2.5" tells a forger what to report for that check;
 - **a kept equality**: an assert left in the sandbox (`assert E == R`, R not plain data)
   tells a forger that E equals R, and R's code may be right under the bug: every host-held
   check that computes E (or R) is exposed (`repr(Frac(1, 2) - Frac(1, 3))` next to a kept
@@ -29,6 +32,7 @@ code computes for reasons no check states. The README says so.
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -60,13 +64,18 @@ class Exposure:
     """Every constant of the sandbox's copy of the graded files (tandem's site numbers aside)."""
     reasons: dict[int, str] = field(default_factory=dict)
     """Site -> how a forger reaches its value without the fix."""
+    stated: tuple = ()
+    """Every literal the problem statement writes out (stated_values): the agent reads it."""
 
     def strong(self, site: Site, test: str, nth: int) -> bool:
-        return site.k not in self.reasons and site.strong_against(self.echoes, test, nth)
+        return site.k not in self.reasons and site.strong_against(self.echoes + self.stated, test, nth)
 
-    def why(self, site: Site) -> str:
+    def why(self, site: Site, test: str | None = None, nth: int = 0) -> str:
         if site.k in self.reasons:
             return self.reasons[site.k]
+        weak = not site.strong_against(self.echoes + self.stated, test, nth)
+        if weak and site.strong_against(self.echoes, test, nth):
+            return "the issue text writes out its expected value"
         if isinstance(site.expected, Reference) and site.expected.stored:
             return "its expectation is a value the test holds in a variable (the sandbox has it)"
         if site.op == "raises":
@@ -91,9 +100,10 @@ class _Check:
 
 
 def analyse(reference_files: dict[str, str], sites: dict[int, Site], buggy: dict[str, list],
-            required: dict[str, set[int]], tests: list[str]) -> Exposure:
+            required: dict[str, set[int]], tests: list[str], statement: str = "") -> Exposure:
     """The exposure of every host-held site: `reference_files` are the graded files as the reference
-    fix's run had them (reference sites compute R too), `buggy` the bug's run's check values per test."""
+    fix's run had them (reference sites compute R too), `buggy` the bug's run's check values per test,
+    `statement` the task's problem statement (what the agent reads)."""
     checks, echoes = [], []
     for rel, text in reference_files.items():
         tree = parse(text)
@@ -101,7 +111,7 @@ def analyse(reference_files: dict[str, str], sites: dict[int, Site], buggy: dict
         found, references = _checks(tree, rel, sites)
         checks += [(c, module_names) for c in found]
         echoes += echoes_of(tree, skip=references)  # R of a reference site is not in a graded copy
-    out = Exposure(tuple(_distinct(echoes)))
+    out = Exposure(tuple(_distinct(echoes)), stated=stated_values(statement))
     host = [c for c, _ in checks if c.k is not None and c.k in sites]
     kept = [(c, names) for c, names in checks if c.k is None]
     for c, names in kept:
@@ -117,6 +127,36 @@ def analyse(reference_files: dict[str, str], sites: dict[int, Site], buggy: dict
                                                 f"{pair[1]}() (the round trip at {where})")
     _uniform_transforms(sites, buggy, required, tests, out.reasons)
     return out
+
+
+_NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
+_QUOTED = re.compile(r"\"([^\"\n]*)\"|'([^'\n]*)'")
+_CODE = re.compile(r"```[^\n]*\n(.*?)```|`([^`\n]+)`", re.S)
+
+
+def stated_values(statement: str) -> tuple:
+    """Every literal the problem statement writes out, as a forger that reads it would take them:
+    numbers, quoted strings, and in code (fenced or backticked) its text and every constant in it
+    (`median([4, 1, 3, 2])` gives [4, 1, 3, 2], 4, 1, 3, 2 and the text itself)."""
+    found: list = []
+    for m in _CODE.finditer(statement):
+        block, span = m.group(1), m.group(2)
+        code = (block or span).strip()
+        if span is not None:
+            found.append(code)
+        for mode in ("eval", "exec"):
+            try:
+                found += echoes_of(parse(code, mode=mode))
+                break
+            except (SyntaxError, ValueError, RecursionError):  # prose, a traceback, a shell line
+                continue
+    found += [m.group(1) if m.group(1) is not None else m.group(2) for m in _QUOTED.finditer(statement)]
+    for text in _NUMBER.findall(statement):
+        try:
+            found.append(int(text))
+        except ValueError:
+            found.append(float(text))
+    return tuple(_distinct(found))
 
 
 def _checks(tree: ast.AST, rel: str, sites: dict[int, Site]) -> tuple[list[_Check], tuple[ast.expr, ...]]:

@@ -168,9 +168,10 @@ class Grader:
     def plan(self, task: SweTask) -> GradingPlan:
         """The task's grading plan, from its two reference runs the first time it is asked for."""
         template = self.graded_template(task)
-        # What a plan depends on: the graded files (the template's commit), the task's tests and bug
-        # patch, and the interpreter and plugins that run them; not the sandbox backend.
-        key = (task.instance_id, TemplateCache.commit_of(template), task.patch, task.tests,
+        # What a plan depends on: the graded files (the template's commit), the task's tests, bug patch and
+        # problem statement (its literals are echoes), and the interpreter and plugins that run them; not
+        # the sandbox backend.
+        key = (task.instance_id, TemplateCache.commit_of(template), task.patch, task.tests, task.problem_statement,
                self.pool.isolation.python_exe, tuple(self.plugins))
         with _PLANS_GUARD:
             lock = _PLAN_LOCKS.setdefault(key, threading.Lock())

@@ -16,8 +16,9 @@ whether the task can be graded at all.
    fix: it must score 1 under this plan (an R that had side effects, a value that changes from
    run to run), or the task is refused.
 5. **Exposure** (tandem.envs.coding.exposure): which sites a forger can answer without the fix, from what
-   the sandbox holds (constants of the sandbox's copies, asserts kept there, round trips) or by
-   one transformation of the bug's values. A hidden test is graded by the host when one of its
+   the sandbox holds (constants of the sandbox's copies, asserts kept there, round trips), from
+   what the agent reads (the literals the problem statement writes out) or by one
+   transformation of the bug's values. A hidden test is graded by the host when one of its
    decisive sites is beyond a guess and not exposed: to pass it, any code, forging or not, must
    write the value the fix computes.
 
@@ -113,14 +114,15 @@ def build_plan(task: SweTask, testbed: Path, run_tests: RunTests) -> GradingPlan
     if _refuse_failing(plan, task, run, confirm, "the reference fix does not pass the graded copies of its tests",
                        judged=True):
         return plan
-    exposure = analyse(reference_files, sites, buggy.checks, plan.required, list(task.tests))
+    exposure = analyse(reference_files, sites, buggy.checks, plan.required, list(task.tests),
+                       task.problem_statement)
     plan.exposed = exposure.reasons
     reasons = []
     for t in task.fail_to_pass:
         decisive = _decisive(lookup(buggy.checks, t, []), sites, plan.required[t], t)
         plan.host_graded[t] = sorted({k for k, nth in decisive if exposure.strong(sites[k], t, nth)})
         if not plan.host_graded[t]:
-            reasons.append(_why_not_graded(t, sorted({k for k, _ in decisive}), sites, exposure))
+            reasons.append(_why_not_graded(t, decisive, sites, exposure))
     if reasons:
         plan.refused = "; ".join(reasons)[:1500]
     return plan
@@ -195,9 +197,11 @@ def _decisive(events: list, sites: dict[int, Site], required: set[int], test: st
     return sorted(set(out))
 
 
-def _why_not_graded(test: str, decisive: list[int], sites: dict[int, Site], exposure: Exposure) -> str:
+def _why_not_graded(test: str, decisive: list[tuple[int, int]], sites: dict[int, Site], exposure: Exposure) -> str:
     if not decisive:
         return (f"{test}: the bug fails none of its host-held checks (what fails it stays in the sandbox, "
                 f"where a forger can pass it)")
-    forms = "; ".join(f"`{sites[k].source}`: {exposure.why(sites[k])}" for k in decisive[:3])
+    first = {k: nth for k, nth in reversed(decisive)}  # each site once, at its first run the bug fails
+    forms = "; ".join(f"`{sites[k].source}`: {exposure.why(sites[k], test, nth)}"
+                      for k, nth in sorted(first.items())[:3])
     return f"{test}: every check the bug fails is within a forger's reach ({forms})"

@@ -7,6 +7,7 @@ def test_camel_to_snake():
 
 def test_acronyms():
     assert to_snake("HTTPServerError") == "http_server_error"
+    assert to_snake("parseXMLDocument") == "parse_xml_document"
 
 
 def test_mixed_separators():

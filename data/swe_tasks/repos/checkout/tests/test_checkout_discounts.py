@@ -5,6 +5,9 @@ def test_bulk_discount_threshold():
     c = Cart({"pen": 100})
     c.add("pen", 10)
     assert c.subtotal() == 900
+    d = Cart({"mug": 35})
+    d.add("mug", 10)
+    assert d.subtotal() == 315
 
 
 def test_coupon_after_bulk():

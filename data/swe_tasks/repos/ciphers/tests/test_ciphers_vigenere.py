@@ -3,6 +3,7 @@ from ciphers import vigenere
 
 def test_known_vector():
     assert vigenere("ATTACK AT DAWN", "LEMON") == "LXFOPV EF RNHR"
+    assert vigenere("HOLD THE LINE", "QUEEN") == "XIPH GXY PMAU"
 
 
 def test_roundtrip():

@@ -9,6 +9,7 @@ def test_quoted_delimiter():
 
 def test_doubled_quote():
     assert parse_line('"say ""hi""",x') == ['say "hi"', "x"]
+    assert parse_line('7,"a ""b"" c"') == ["7", 'a "b" c']
 
 
 def test_unterminated():

@@ -17,6 +17,8 @@ def test_overdraft_limit():
     assert a.balance == -100
     with pytest.raises(InsufficientFunds):
         a.withdraw(1)
+    a.deposit(35)
+    assert a.balance == -65
 
 
 def test_transfer():

@@ -5,6 +5,7 @@ from minimat import Matrix
 
 def test_det_2x2():
     assert Matrix([[1, 2], [3, 4]]).determinant() == -2
+    assert Matrix([[2, 7], [4, 3]]).determinant() == -22
 
 
 def test_det_needs_swap():

@@ -6,6 +6,7 @@ from romanum import from_roman
 def test_simple():
     assert from_roman("III") == 3
     assert from_roman("VIII") == 8
+    assert from_roman("XXVII") == 27
 
 
 def test_subtractive():

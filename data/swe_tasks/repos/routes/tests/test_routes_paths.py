@@ -12,6 +12,10 @@ def make():
 
 def test_prefers_cheaper_detour():
     assert make().shortest_path("a", "b") == (5, ["a", "c", "b"])
+    g = make()
+    g.add_edge("a", "e", 9)
+    g.add_edge("c", "e", 4)
+    assert g.shortest_path("a", "e") == (6, ["a", "c", "e"])
 
 
 def test_longer_path():

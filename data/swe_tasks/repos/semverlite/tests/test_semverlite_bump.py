@@ -7,6 +7,7 @@ def test_bump_major():
 
 def test_bump_minor_resets_patch():
     assert str(parse("1.4.2").bump("minor")) == "1.5.0"
+    assert str(parse("3.0.7").bump("minor")) == "3.1.0"
 
 
 def test_bump_patch():

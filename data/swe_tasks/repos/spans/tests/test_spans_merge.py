@@ -7,6 +7,7 @@ def test_merge_overlapping():
 
 def test_merge_nested():
     assert merge([(1, 10), (2, 3)]) == [(1, 10)]
+    assert merge([(4, 40), (6, 9), (12, 15)]) == [(4, 40)]
 
 
 def test_merge_touching():

@@ -9,6 +9,7 @@ def test_odd():
 
 def test_even():
     assert median([4, 1, 3, 2]) == 2.5
+    assert median([9, 2, 6, 5, 1, 8]) == 5.5
 
 
 def test_empty():
