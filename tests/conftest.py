@@ -35,8 +35,10 @@ SANDBOX_FILES = {
     "test_swe_tasks.py",
 }
 """Files whose tests run sandboxes: they share the host's sandbox uids, cgroups and slot sweeps, so
-under `-n 2` (pytest-xdist, --dist loadgroup) they run one after another on one worker. Every other
-file is a group of its own: its tests run in order on one worker, as they were written to."""
+under `-n 2` (pytest-xdist, --dist loadgroup) they run one after another on one worker."""
+ORDERED_FILES = {"test_external_engines.py"}
+"""Files whose tests share a module fixture that carries state from one test to the next: each runs
+whole, in order, on one worker. Every other test is scheduled on its own (the best balance)."""
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group marks (--dist loadgroup)
@@ -45,8 +47,8 @@ def pytest_collection_modifyitems(config, items):
         if not any(item.get_closest_marker(t) for t in TIERS):
             item.add_marker(pytest.mark.e2e if Path(item.fspath).name in E2E_FILES else pytest.mark.unit)
         name = Path(item.fspath).name
-        # a file's tests stay together, in order, on one worker (module fixtures carry state between them)
-        item.add_marker(pytest.mark.xdist_group("sandbox" if name in SANDBOX_FILES else name))
+        if name in SANDBOX_FILES or name in ORDERED_FILES:
+            item.add_marker(pytest.mark.xdist_group("sandbox" if name in SANDBOX_FILES else name))
         if item.get_closest_marker("gpu") and not _cuda():
             item.add_marker(pytest.mark.skip(reason="needs a CUDA GPU"))
 
