@@ -44,11 +44,12 @@ whole, in order, on one worker. Every other test is scheduled on its own (the be
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group marks (--dist loadgroup)
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        if not any(item.get_closest_marker(t) for t in TIERS):
-            item.add_marker(pytest.mark.e2e if Path(item.fspath).name in E2E_FILES else pytest.mark.unit)
         name = Path(item.fspath).name
-        if name in SANDBOX_FILES or name in ORDERED_FILES:
-            item.add_marker(pytest.mark.xdist_group("sandbox" if name in SANDBOX_FILES else name))
+        if not any(item.get_closest_marker(t) for t in TIERS):
+            item.add_marker(pytest.mark.e2e if name in E2E_FILES else pytest.mark.unit)
+        group = "sandbox" if name in SANDBOX_FILES else name if name in ORDERED_FILES else None
+        if group:
+            item.add_marker(pytest.mark.xdist_group(group))
         if item.get_closest_marker("gpu") and not _cuda():
             item.add_marker(pytest.mark.skip(reason="needs a CUDA GPU"))
 

@@ -127,10 +127,11 @@ def test_an_idle_engine_prefills_a_burst_together(tmp_path: Path) -> None:
                 tasks.append(asyncio.create_task(core_generate(core, [65 + i], max_new_tokens=8, temperature=0,
                                                                ignore_eos=True)))
                 await asyncio.sleep(0.001)
-                for _ in range(6000 if window_s == 0 and i == 0 else 0):  # at most 60 s
-                    if stats["prefill_batches"]:
-                        break
-                    await asyncio.sleep(0.01)
+                if window_s == 0 and i == 0:  # the first one prefilled before the rest are sent (at most 60 s)
+                    for _ in range(6000):
+                        if stats["prefill_batches"]:
+                            break
+                        await asyncio.sleep(0.01)
             outs = await asyncio.gather(*tasks)
             return stats["prefill_batches"], [r.output_ids for r in outs]
         finally:
