@@ -64,7 +64,7 @@ def run_args(args: argparse.Namespace, run_dir: Path, tasks: Path, seed: int, en
             "--trainer.backend", "sim", "--engine.sim.workload", args.workload,
             "--engine.sim.token_scale", str(args.token_scale), "--rollout.function",
             "tandem.lab.sim.workload:agentic_rollout", "--rollout.reward", "tandem.lab.sim.workload:agentic_reward",
-            "--rollout.data_path", str(tasks), "--rollout.prompts_per_step", str(wl.batch.prompts_per_step),
+            "--data.path", str(tasks), "--rollout.prompts_per_step", str(wl.batch.prompts_per_step),
             "--rollout.samples_per_prompt", str(wl.batch.samples_per_prompt),
             "--trainer.sim.train_time_s", str(wl.train.time_s), "--model.dtype", "bfloat16",
             "--logging.live", "off", "--logging.tensorboard", "false", "--run.seed", str(seed), *scale]

@@ -174,7 +174,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     cfg = TandemConfig()
     cfg.model.path = args.model
-    cfg.engine.device = args.device
+    cfg.engine.embedded.device = args.device
     cfg.engine.max_running_requests = max(args.requests, 1)
     cfg.run.cache_dir = str(ROOT / ".cache" / "tandem")
     model_path = resolve_model_path(cfg)

@@ -118,11 +118,11 @@ def measure_head(kind: str) -> dict:
     with grad, the entropy metric without), forward and backward. kind: loss_tp1 / loss_vp (the whole
     micro-batch's logits) or chunk_tp1 / chunk_vp (chunks of CHUNK positions from hidden states)."""
     from tandem import losses
-    from tandem.config import MegatronConfig
+    from tandem.config import MegatronSettings
     from tandem.trainer.megatron_dist import init_parallel
     from tandem.trainer.megatron_head import LossHead
 
-    init_parallel(MegatronConfig(tensor_parallel=1), 0)  # a TP group of one runs the TP > 1 code
+    init_parallel(MegatronSettings(tensor_parallel=1), 0)  # a TP group of one runs the TP > 1 code
     head = LossHead(2 if kind.endswith("vp") else 1, LOSS_VOCAB, 1.0, 0)  # tp > 1 selects the vocab-parallel code
     targets = torch.randint(0, LOSS_VOCAB, (1, LOSS_TOKENS))
     if kind.startswith("loss"):

@@ -78,9 +78,9 @@ REFERENCE = {"async": {1: 1200, 2: 840, 3: 661}, "sync": {1: 1697, 2: 1047, 3: 1
 POLICIES = ("drain", "abort", "continue")
 """The partial-rollout policies a variant point can run."""
 CONFIG_VARIANTS = {
-    "priority_admission": ["--rollout.request_priority", "admission"],
-    "hold": ["--rollout.admission_hold", "true"],
-    "staleness_by_admission": ["--rollout.staleness_by", "admission"],
+    "priority_admission": ["--rollout.staleness.request_priority", "admission"],
+    "hold": ["--rollout.staleness.admission_hold", "true"],
+    "staleness_by_admission": ["--rollout.staleness.measured_by", "admission"],
 }
 """Streaming variants a point can run at the largest engine count (against the default config)."""
 
@@ -114,11 +114,11 @@ def launcher_args(p: Point, args: argparse.Namespace, run_dir: Path, tasks: Path
         "--engine.sim.time_scale", str(model_time_scale(args)), "--engine.sim.token_scale", str(args.token_scale),
         "--rollout.function", args.rollout_function,
         "--rollout.reward", "tandem.lab.sim.workload:agentic_reward",
-        "--rollout.data_path", str(tasks),
+        "--data.path", str(tasks),
         "--rollout.prompts_per_step", str(wl.batch.prompts_per_step),
         "--rollout.samples_per_prompt", str(wl.batch.samples_per_prompt),
-        "--rollout.partial_rollout", p.policy, "--rollout.oversample", str(p.oversample),
-        "--rollout.max_staleness", str(p.staleness),
+        "--rollout.staleness.partial_rollout", p.policy, "--rollout.oversample", str(p.oversample),
+        "--rollout.staleness.max", str(p.staleness),
         "--trainer.sim.train_time_s", str(wl.train.time_s),
         "--trainer.sim.weight_size_gb", str(wl.train.weight_size_gb),
         "--model.dtype", "bfloat16",

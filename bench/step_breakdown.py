@@ -1,7 +1,7 @@
 """Where one step's time goes, for two builds of tandem (or two settings) side by side, interleaved.
 
     python bench/step_breakdown.py --old /path/to/old/checkout                 # this tree against another
-    python bench/step_breakdown.py --variant "--rollout.group_request false"   # one setting against its default
+    python bench/step_breakdown.py --variant "--rollout.client.group_request false"   # one setting against its default
     python bench/step_breakdown.py --size 23m --steps 12 --rounds 2
 
 Each round runs `train.py` once per side (the sides alternate, so machine load drifts over both
@@ -52,7 +52,7 @@ def parts(row: dict) -> dict[str, float]:
 def run_side(repo: Path, args: list[str], run_dir: Path, a: argparse.Namespace) -> dict:
     cmd = [sys.executable, str(repo / "train.py"), "--mode", a.mode, "--engines", "1", "--steps", str(a.steps),
            "--run-dir", str(run_dir), "--rollout.prompts_per_step", "8", "--rollout.samples_per_prompt", "4",
-           "--rollout.max_new_tokens", "32", "--rollout.temperature", "1.0", "--checkpoint.interval", "0",
+           "--rollout.sampling.max_new_tokens", "32", "--rollout.sampling.temperature", "1.0", "--checkpoint.interval", "0",
            "--logging.tensorboard", "false", "--logging.live", "off", *SIZES[a.size], *args]
     # The old side runs its own package: PYTHONPATH puts its tree first, whatever is installed.
     proc = subprocess.run(cmd, cwd=repo, capture_output=True, text=True, timeout=a.timeout,

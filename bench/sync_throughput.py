@@ -189,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     model_path = resolve_model_path(cfg)
     sup = Supervisor(run_dir, REPO)
     try:
-        engines = start_engines(cfg, sup, plan_placement(cfg, 0), run_dir / "config.json", model_path)
+        engines = start_engines(cfg, sup, plan_placement(cfg, 0), run_dir, model_path)
         urls = list(engines.values())
         print(f"{args.engines} sim engines up; sizes {sizes} GB on {run_dir} "
               f"(MemAvailable {mem_available_gb():.1f} GB)", flush=True)

@@ -203,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     s3 = start_s3(run_dir / "moto.log")
     sup = Supervisor(run_dir, REPO)
     try:
-        urls = list(start_engines(cfg, sup, plan_placement(cfg, 0), run_dir / "config.json", model_path).values())
+        urls = list(start_engines(cfg, sup, plan_placement(cfg, 0), run_dir, model_path).values())
         rows = asyncio.run(run(cfg, base, urls, s3, model_path, run_dir, args))
     finally:
         sup.shutdown()

@@ -92,7 +92,7 @@ def tandem_command(mode: str, engines: int, a: argparse.Namespace, run_dir: Path
     return [sys.executable, str(REPO / "train.py"), "--mode", mode, "--engines", str(engines), "--steps", str(steps),
             "--run-dir", str(run_dir),
             "--rollout.prompts_per_step", str(a.prompts), "--rollout.samples_per_prompt", str(a.group),
-            "--rollout.max_new_tokens", str(a.tokens), "--rollout.temperature", "1.0",
+            "--rollout.sampling.max_new_tokens", str(a.tokens), "--rollout.sampling.temperature", "1.0",
             "--logging.tensorboard", "false", "--logging.live", "off", *a.tandem_cfg_argv]
 
 
@@ -364,7 +364,7 @@ def main(argv: list[str] | None = None) -> int:
     a.tandem_cfg_argv = [x for arg in a.tandem_arg for x in arg.split("=", 1)]
     from tandem.config import load_config
     cfg = load_config(a.tandem_cfg_argv)
-    data_path = Path(cfg.rollout.data_path)
+    data_path = Path(cfg.data.path)
     data_path = data_path if data_path.is_absolute() else REPO / data_path
 
     results = new_results(a)

@@ -45,18 +45,18 @@ def shaped_echo_reward(sample: Sample, row: dict, digit_credit: float) -> tuple[
 
 def rollout(trainer: TorchTrainer, tok, rows: list[dict], cfg, digit_credit: float = 0.0) -> list[Sample]:
     """One step's groups, sampled from the trainer's current weights."""
-    rc = cfg.rollout
+    rc, sampling = cfg.rollout, cfg.rollout.sampling
     model = trainer.model
-    prompts = [tok(r[rc.prompt_key], add_special_tokens=False)["input_ids"] for r in rows]
+    prompts = [tok(r[cfg.data.prompt_key], add_special_tokens=False)["input_ids"] for r in rows]
     assert len({len(p) for p in prompts}) == 1, "echo prompts share one length: no left-padding needed"
     ids = torch.tensor(prompts).repeat_interleave(rc.samples_per_prompt, 0).to(trainer.device)
     with torch.no_grad():
-        out = model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=True, temperature=rc.temperature,
-                             top_k=rc.top_k if rc.top_k > 0 else 0, top_p=rc.top_p,
-                             max_new_tokens=rc.max_new_tokens, output_logits=True,
+        out = model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=True, temperature=sampling.temperature,
+                             top_k=sampling.top_k if sampling.top_k > 0 else 0, top_p=sampling.top_p,
+                             max_new_tokens=sampling.max_new_tokens, output_logits=True,
                              return_dict_in_generate=True, pad_token_id=tok.pad_token_id,
                              eos_token_id=tok.eos_token_id)
-    logp = torch.log_softmax(torch.stack(out.logits, 1).float() / rc.temperature, -1)
+    logp = torch.log_softmax(torch.stack(out.logits, 1).float() / sampling.temperature, -1)
     resp = out.sequences[:, ids.shape[1]:]
     lps = logp.gather(-1, resp[..., None])[..., 0]
     samples = []
@@ -91,7 +91,7 @@ def run(lr: float, seed: int, steps: int, target: float, threads: int, overrides
             node = node.setdefault(p, {})
         node[leaf] = value
     cfg = build_config(tree)
-    rows = [json.loads(line) for line in open(REPO / cfg.rollout.data_path)]
+    rows = [json.loads(line) for line in open(REPO / cfg.data.path)]
     tok = load_tokenizer(resolve_model_path(cfg))
     trainer = TorchTrainer(cfg)
     rng = random.Random(seed)
@@ -99,7 +99,7 @@ def run(lr: float, seed: int, steps: int, target: float, threads: int, overrides
     t0, cpu0 = time.perf_counter(), time.process_time()
     history, reached, reached_avg = [], None, None
     # Async emulation: train step k on samples drawn `stale` versions earlier (run.mode=async,
-    # rollout.max_staleness=1 lets the rollout of step k+1 overlap training on step k).
+    # rollout.staleness.max=1 lets the rollout of step k+1 overlap training on step k).
     queue: list[list[Sample]] = []
     for step in range(steps):
         while len(queue) <= stale:
@@ -143,7 +143,7 @@ def main() -> None:
     ap.add_argument("--no-stop", action="store_true", help="keep running after the target is reached")
     ap.add_argument("--quiet", action="store_true", help="print only the summary lines")
     ap.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
-                    help="config overrides, e.g. trainer.grad_clip=0 rollout.temperature=0.7")
+                    help="config overrides, e.g. trainer.grad_clip=0 rollout.sampling.temperature=0.7")
     args = ap.parse_args()
     overrides = {}
     for item in args.set:

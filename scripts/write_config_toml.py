@@ -16,6 +16,7 @@ from pydantic import BaseModel
 REPO = Path(__file__).resolve().parents[1]
 
 from tandem.config import TandemConfig
+from tandem.config.base import backend_doc, backend_variants, variant_only_keys
 
 HEADER = """\
 # tandem configuration. Every key can be overridden on the command line as --section.key VALUE,
@@ -43,26 +44,43 @@ def comment(text: str) -> list[str]:
     return ["# " + line for line in textwrap.wrap(text, 100)]
 
 
-def render(model: BaseModel, section: str, out: list[str]) -> None:
+def render(model: BaseModel, section: str, out: list[str], backend_tables: dict[str, type[BaseModel]] | None = None) -> None:
+    """`model`'s keys under [section]. For a section by backend, its backends' own sub-tables are
+    written commented out: a table for another backend than the chosen one is an error, so the
+    file carries none, and each shows what setting that backend takes."""
     scalars, subsections = [], []
+    own = variant_only_keys(backend_tables) if backend_tables else {}
     for name, field in type(model).model_fields.items():
+        if name in own:
+            continue
         value = getattr(model, name)
         (subsections if isinstance(value, BaseModel) else scalars).append((name, field, value))
+    scalars.sort(key=lambda item: item[0] != "backend")  # the key that decides what else the table holds, first
     if section:
         out.append("")
         out.append(f"[{section}]")
     for name, field, value in scalars:
-        if value is None:
-            out.extend(comment(field.description or ""))
-            out.append(f"# {name} =  (unset)")
-            continue
-        out.extend(comment(field.description or ""))
-        out.append(f"{name} = {toml_value(value)}")
+        doc = field.description or ""
+        if name == "backend" and backend_tables:
+            doc = backend_doc(backend_tables)
+        out.extend(comment(doc))
+        out.append(f"# {name} =  (unset)" if value is None else f"{name} = {toml_value(value)}")
     for name, field, value in subsections:
         sub = f"{section}.{name}" if section else name
         out.append("")
         out.extend(comment(field.description or ""))
-        render(value, sub, out)
+        render(value, sub, out, backend_variants(type(model).model_fields[name].annotation) or None)
+    for key, backend in own.items():
+        _commented_table(backend_tables[backend], key, f"{section}.{key}", out)
+
+
+def _commented_table(variant: type[BaseModel], key: str, table: str, out: list[str]) -> None:
+    field = variant.model_fields[key]
+    block: list[str] = []
+    render(field.default, table, block)
+    out.append("")
+    out.extend(comment(field.description or ""))
+    out.extend(line if not line or line.startswith("#") else f"# {line}" for line in block[1:])
 
 
 def main() -> None:

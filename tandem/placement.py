@@ -84,7 +84,7 @@ def _needs_gpus(cfg: TandemConfig, visible_gpus: int) -> tuple[bool, bool]:
     node's TOML runs unchanged on a laptop."""
     megatron_on_gpus = cfg.trainer.backend == "megatron" and cfg.trainer.device == "auto" and visible_gpus > 0
     trainer = cfg.trainer.device == "cuda" and cfg.trainer.backend in ("torch", "megatron") or megatron_on_gpus
-    engines = cfg.engine.backend == "sglang" or (cfg.engine.backend == "embedded" and cfg.engine.device == "cuda")
+    engines = cfg.engine.backend == "sglang" or (cfg.engine.backend == "embedded" and cfg.engine.embedded.device == "cuda")
     return trainer, engines
 
 
@@ -96,7 +96,7 @@ def plan_placement(cfg: TandemConfig, visible_gpus: int) -> Placement:
     trainer_needs, engines_need = _needs_gpus(cfg, visible_gpus)
     auto_gpu = visible_gpus > 0
     use_trainer_gpu = trainer_needs or (auto_gpu and cfg.trainer.backend == "torch" and cfg.trainer.device == "auto")
-    use_engine_gpu = engines_need or (auto_gpu and cfg.engine.backend == "embedded" and cfg.engine.device == "auto")
+    use_engine_gpu = engines_need or (auto_gpu and cfg.engine.backend == "embedded" and cfg.engine.embedded.device == "auto")
     trainer_count = (cfg.trainer.gpus if cfg.trainer.backend == "megatron" else 1) if use_trainer_gpu else 0
     engine_count = n if use_engine_gpu else 0
     wanted = trainer_count + engine_count

@@ -4,7 +4,7 @@ that implements it, as a 'module:attribute' string imported on first use.
 The core (config, launcher and loop, producer, rollout client, losses, trainer process, weights,
 checkpoints) imports no engine implementation, no environment and no lab module; the layering
 contracts in pyproject.toml fail the tests if one does. What it needs of them it asks for here,
-by the name the config gave (`engine.backend`, `trainer.backend`, `rollout.environment`, ...),
+by the name the config gave (`engine.backend`, `trainer.backend`, `environment.name`, ...),
 so a backend costs its imports (torch, megatron, fastapi) only in the process that runs it.
 This is also the one module that imports tandem code at run time: everywhere else an import
 stands at the top of its module, where the contracts see it.
@@ -42,6 +42,9 @@ TRAINER_BACKENDS = {
 
 TRAINER_COMMANDS = {"megatron": "tandem.trainer.megatron_backend:trainer_launch_command"}
 """trainer.backend -> fn(cfg, run_config) -> argv, for a backend that needs its own launcher (torchrun)."""
+
+ENVIRONMENT_ARGS = {"tandem.envs.coding:CodingEnv": "tandem.envs.coding.settings:CodingArgs"}
+"""The bundled environments that type their arguments (environment.name -> its Args model), for --help."""
 
 LAB = {
     "rehearsal": "tandem.lab.rehearse",

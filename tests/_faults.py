@@ -381,8 +381,8 @@ def cursor_draws(run_dir: Path, n: int) -> list[int]:
     from tandem.config import config_from_json
 
     cfg = config_from_json(str(Path(run_dir) / "config.json"))
-    rows = load_dataset_rows(cfg.rollout.data_path, cfg.rollout.prompt_key).rows
-    cursor = PromptCursor(len(rows), cfg.run.seed, cfg.rollout.shuffle)
+    rows = load_dataset_rows(cfg.data.path, cfg.data.prompt_key).rows
+    cursor = PromptCursor(len(rows), cfg.run.seed, cfg.data.shuffle)
     return [int(rows[cursor.next()]["_index"]) for _ in range(n)]
 
 

@@ -14,16 +14,18 @@ REPO = Path(__file__).resolve().parents[1]
 SENTINEL = "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
 
 
-def make_cfg(tmp_path: Path, **sections: dict) -> TandemConfig:
-    """A small, fast config: bundled tasks, tight sandbox limits, short timeouts."""
+def make_cfg(tmp_path: Path, *, sandbox: dict | None = None, agent: dict | None = None, **sections: dict) -> TandemConfig:
+    """A small, fast config: bundled tasks, tight sandbox limits, short timeouts. `sandbox` and
+    `agent` update the coding environment's arguments, the other keywords whole sections."""
     tree: dict[str, Any] = {
         "run": {"run_dir": str(tmp_path / "run"), "cache_dir": str(REPO / ".cache" / "tandem")},
-        "rollout": {"data_path": str(BUNDLED_TASKS), "prompts_per_step": 1, "samples_per_prompt": 2,
-                    "max_new_tokens": 4096, "reward_timeout_s": 120, "concurrency": 8},
-        "environment": {"max_turns": 6, "max_context_tokens": 16384, "wall_time_s": 120},
-        "agent": {"output_max_chars": 1000},
-        "sandbox": {"pool_size": 2, "command_timeout_s": 10, "test_timeout_s": 60, "cpu_time_s": 20,
-                    "memory_mb": 1024, "max_processes": 48, "max_workdir_mb": 64},
+        "data": {"path": str(BUNDLED_TASKS)},
+        "rollout": {"prompts_per_step": 1, "samples_per_prompt": 2, "reward_timeout_s": 120,
+                    "sampling": {"max_new_tokens": 4096}, "client": {"concurrency": 8}},
+        "environment": {"max_turns": 6, "max_context_tokens": 16384, "wall_time_s": 120, "args": {
+            "agent": {"output_max_chars": 1000, **(agent or {})},
+            "sandbox": {"pool_size": 2, "command_timeout_s": 10, "test_timeout_s": 60, "cpu_time_s": 20,
+                        "memory_mb": 1024, "max_processes": 48, "max_workdir_mb": 64, **(sandbox or {})}}},
     }
     for name, values in sections.items():
         tree.setdefault(name, {}).update(values)
@@ -95,7 +97,7 @@ def make_ctx(cfg: TandemConfig, engine, reward_fn=None):
     from tandem.rollout import RolloutContext, sampling_params_from_config
     from tandem.envs.coding.grading import swe_reward
 
-    executor = ThreadPoolExecutor(max_workers=cfg.rollout.concurrency + 16, thread_name_prefix="rollout")
+    executor = ThreadPoolExecutor(max_workers=cfg.rollout.client.concurrency + 16, thread_name_prefix="rollout")
     return RolloutContext(cfg, tiny_tokenizer(), engine, executor, reward_fn or swe_reward,
                           sampling_params_from_config(cfg))
 
@@ -156,12 +158,13 @@ def bash_episode(policy, execute, *, engine=None, delay_s: float = 0.0, disk=Non
     import asyncio
 
     from tandem.envs.coding import BashAgentEnv
-    from tandem.config import AgentConfig, EnvironmentConfig
+    from tandem.config import EnvironmentConfig
+    from tandem.envs.coding.settings import AgentSettings
     from tandem.env import ChatFormat, parse_hermes, run_episode
 
     tok = tiny_tokenizer()
     engine = engine or InProcessEngine(tok, policy, delay_s)
-    env = BashAgentEnv(execute=execute, agent=agent or AgentConfig(), command_timeout_s=5, disk_exceeded=disk)
+    env = BashAgentEnv(execute=execute, agent=agent or AgentSettings(), command_timeout_s=5, disk_exceeded=disk)
     limits = EnvironmentConfig(**{"max_turns": 5, "max_context_tokens": 4096, **limits})
     episode = asyncio.run(run_episode(env, {"problem_statement": "Fix the bug."}, engine=engine,
                                       chat=ChatFormat(tok), parse=parse_hermes, limits=limits,

@@ -69,16 +69,13 @@ def stop_process(proc: subprocess.Popen) -> None:
 
 
 def write_run_config(path: Path, backend: str, **engine: Any) -> Path:
-    from tandem.config import TandemConfig
+    """The engine's view of a run config (what the launcher writes as run_dir/views/engine.json)."""
+    from tandem.config import ENGINE_VIEW, build_config, child_view
 
-    cfg = TandemConfig()
-    cfg.engine.backend = backend  # type: ignore[assignment]
-    cfg.engine.device = "cpu"
-    for k, v in engine.items():
-        setattr(cfg.engine, k, v)
-    cfg.run.cache_dir = str(ROOT / ".cache" / "tandem")
-    cfg.run.run_dir = str(path.parent)
-    path.write_text(cfg.model_dump_json())
+    own = {"embedded": {"device": "cpu"}} if backend == "embedded" else {}
+    cfg = build_config({"engine": {"backend": backend, **own, **engine},
+                        "run": {"cache_dir": str(ROOT / ".cache" / "tandem"), "run_dir": str(path.parent)}})
+    path.write_text(child_view(cfg, ENGINE_VIEW).model_dump_json())
     return path
 
 
@@ -93,12 +90,12 @@ class EngineProc:
 
 def start_engine(workdir: Path, backend: str, name: str = "engine0", **engine: Any) -> EngineProc:
     """`python -m tandem.engine` as a real subprocess (1 torch thread: the box has 2 cores)."""
-    from tandem.config import config_from_json
+    from tandem.config import ENGINE_VIEW, read_view
     from tandem.model_source import resolve_model_path
 
     workdir.mkdir(parents=True, exist_ok=True)
-    conf = write_run_config(workdir / "config.json", backend, **engine)
-    model_path = resolve_model_path(config_from_json(conf))
+    conf = write_run_config(workdir / "engine.json", backend, **engine)
+    model_path = resolve_model_path(read_view(conf, ENGINE_VIEW))
     port = free_port()
     log = workdir / f"{name}.log"
     env = dict(os.environ, PYTHONPATH=str(ROOT), TANDEM_TORCH_THREADS="1")

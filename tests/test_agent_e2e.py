@@ -37,7 +37,7 @@ def test_scripted_agent_through_router_sandbox_grader_and_trainer_input(tmp_path
         return steps[min(max(turn, 1), len(steps)) - 1]
 
     reset_runtime()
-    cfg = make_cfg(tmp_path, sandbox={"pool_size": 4}, rollout={"samples_per_prompt": 2, "concurrency": 8})
+    cfg = make_cfg(tmp_path, sandbox={"pool_size": 4}, rollout={"samples_per_prompt": 2})
     tok = tiny_tokenizer()
     with ScriptedEngine(tok, policy, weight_version=3) as engine, \
             Router(engine.url, tmp_path / "router.log") as router:
@@ -45,7 +45,7 @@ def test_scripted_agent_through_router_sandbox_grader_and_trainer_input(tmp_path
         n_probe = len(engine.requests)
 
         async def main():
-            client = EngineClient(router.url, cfg.rollout.concurrency, 60)
+            client = EngineClient(router.url, cfg.rollout.client.concurrency, 60)
             client.weight_version = 3  # what weight sync records once every engine serves version 3
             ctx = make_ctx(cfg, client)
             try:
@@ -117,7 +117,7 @@ def test_a_forging_policy_through_the_real_launcher_scores_zero_and_the_run_goes
 
     run_dir = tmp_path / "run"
     args = [sys.executable, "-m", "tests._forging_run", "launch", "--config", "configs/coding_agent.toml",
-            "--run-dir", str(run_dir), "--run.steps", "3", "--rollout.max_new_tokens", "1024",
+            "--run-dir", str(run_dir), "--run.steps", "3", "--rollout.sampling.max_new_tokens", "1024",
             "--environment.max_context_tokens", "4000", "--logging.live", "off", "--engine.startup_timeout_s", "120"]
     done = subprocess.run(args, cwd=REPO, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]

@@ -8,11 +8,11 @@ import time
 import pytest
 
 from tandem.envs.coding import is_submission, parse_actions
-from tandem.config import AgentConfig
+from tandem.envs.coding.settings import AgentSettings
 from tandem.envs.coding.sandbox.runner import ExecResult
 from tests._swe import SENTINEL, InProcessEngine, bash, bash_episode, scripted, tiny_tokenizer
 
-REGEX = AgentConfig().action_regex
+REGEX = AgentSettings().action_regex
 
 
 class Shell:
@@ -31,7 +31,7 @@ class Shell:
 
 def episode(policy, shell=None, delay_s=0.0, disk=None, output_max_chars=None, **limits):
     shell = shell or Shell()
-    agent = AgentConfig(**({"output_max_chars": output_max_chars} if output_max_chars else {}))
+    agent = AgentSettings(**({"output_max_chars": output_max_chars} if output_max_chars else {}))
     ep, env, _ = bash_episode(policy, shell, delay_s=delay_s, disk=disk, agent=agent, **{"max_turns": 6, **limits})
     ep.env = env
     return ep, shell

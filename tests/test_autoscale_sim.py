@@ -86,7 +86,7 @@ def test_a_virtual_run_grows_and_shrinks_its_fleet_without_losing_a_sample(tmp_p
         "--engines", "1", "--mode", "async", "--steps", str(steps), "--run-dir", str(run_dir),
         "--engine.backend", "sim", "--trainer.backend", "sim",
         "--rollout.function", "tandem.lab.sim.workload:agentic_rollout",
-        "--rollout.reward", "tandem.lab.sim.workload:agentic_reward", "--rollout.data_path", str(tasks),
+        "--rollout.reward", "tandem.lab.sim.workload:agentic_reward", "--data.path", str(tasks),
         "--rollout.prompts_per_step", str(prompts), "--rollout.samples_per_prompt", str(group),
         "--engine.sim.token_scale", "8", "--trainer.sim.train_time_s", "400",
         "--logging.live", "off", "--logging.tensorboard", "false",

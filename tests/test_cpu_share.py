@@ -80,7 +80,7 @@ def test_placement_gives_the_computing_side_the_machine(monkeypatch):
     assert not even.phase_split and even.cpu_threads == even.trainer_cpu_threads == 8 // 3
     sim = plan_placement(load_config(["--engine.count", "2", "--engine.backend", "sim"]), visible_gpus=0)
     assert not sim.phase_split  # a sim engine's cost is modelled, not computed
-    gpu = plan_placement(load_config(["--engine.count", "2", "--engine.device", "cuda"]), visible_gpus=4)
+    gpu = plan_placement(load_config(["--engine.count", "2", "--engine.embedded.device", "cuda"]), visible_gpus=4)
     assert not gpu.phase_split and gpu.engine_gpus == ["1", "2"]
 
 

@@ -299,8 +299,8 @@ def test_trainer_command_is_a_valid_tandem_command(sky, offline, tmp_path, monke
     (train,) = [argv for argv in calls if argv[0] == ".venv/bin/python"]
     assert train[1] == "train.py"
     args = train[2:]
-    # engine.urls is a TOML array literal on the command line, as tandem parses it.
-    assert tomllib.loads("urls = " + _value(args, "--engine.urls"))["urls"] == urls
+    # engine.external.urls is a TOML array literal on the command line, as tandem parses it.
+    assert tomllib.loads("urls = " + _value(args, "--engine.external.urls"))["urls"] == urls
     assert _value(args, "--sync.url") == trainer.envs["WEIGHTS_URL"]
 
     from tandem.config.loading import load_config
@@ -308,7 +308,7 @@ def test_trainer_command_is_a_valid_tandem_command(sky, offline, tmp_path, monke
     monkeypatch.chdir(REPO)
     cfg = load_config(args)
     assert cfg.engine.backend == "external"
-    assert cfg.engine.urls == urls and cfg.engine.count == len(ENGINES)
+    assert cfg.engine.external.urls == urls and cfg.engine.count == len(ENGINES)
     assert cfg.engine.api_key_env == API_KEY_ENV
     assert cfg.sync.url == trainer.envs["WEIGHTS_URL"]
     assert cfg.sync.reload_by == ("orchestrator" if variant == "volume" else "agent")

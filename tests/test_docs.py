@@ -110,3 +110,20 @@ def test_the_readme_test_command_is_the_one_ci_runs():
     ci_lines = [line.replace("pip install -q ", "pip install ") for line in (REPO / ".ci" / "run").read_text().splitlines()]
     assert test_command in ci_lines  # CI only quietens pip
     assert test_command in (REPO / "docs" / "testing.md").read_text()
+
+
+def test_every_toml_block_in_the_docs_uses_todays_keys():
+    """A config snippet a user copies from the docs loads: no unknown, moved or other-backend key."""
+    import tomllib
+
+    from tandem.config import ConfigError, build_config
+
+    stale = {}
+    for page in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]:
+        for i, block in enumerate(re.findall(r"```toml\n(.*?)```", page.read_text(), re.S)):
+            try:
+                build_config(tomllib.loads(block))
+            except ConfigError as err:  # a rule about values is the snippet's business; key names are not
+                if re.search(r"unknown config key|moved: it is|is read only with", str(err)):
+                    stale[f"{page.name} block {i + 1}"] = str(err)
+    assert stale == {}

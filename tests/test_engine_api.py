@@ -20,7 +20,7 @@ ENGINE_BACKEND = "embedded"
 
 
 def test_bad_model_path_exits_fast_with_one_clear_line(tmp_path: Path) -> None:
-    conf = write_run_config(tmp_path / "config.json", "embedded")
+    conf = write_run_config(tmp_path / "engine.json", "embedded")
     import json
 
     tree = json.loads(conf.read_text())
@@ -38,7 +38,7 @@ def test_bad_model_path_exits_fast_with_one_clear_line(tmp_path: Path) -> None:
 
 
 def test_non_loopback_host_refused(tmp_path: Path) -> None:
-    conf = write_run_config(tmp_path / "config.json", "embedded")
+    conf = write_run_config(tmp_path / "engine.json", "embedded")
     p = subprocess.run([sys.executable, "-m", "tandem.engine", "--run-config", str(conf), "--port", "1",
                         "--host", "0.0.0.0"], cwd=ROOT, capture_output=True, text=True, timeout=60,
                        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
@@ -70,11 +70,11 @@ def test_waiting_requests_are_admitted_by_priority_when_enabled(tmp_path: Path) 
     behind it, one at a time so their arrival order is known; then it is aborted and the six run
     one after another. With priority scheduling they run by `priority`, larger first (SGLang's
     default; none counts as 0), in arrival order within a priority; without it, in arrival order."""
-    from tandem.config import config_from_json
+    from tandem.config import ENGINE_VIEW, read_view
     from tandem.engine.embedded import EmbeddedCore
     from tandem.model_source import resolve_model_path
 
-    model_path = resolve_model_path(config_from_json(write_run_config(tmp_path / "config.json", "embedded")))
+    model_path = resolve_model_path(read_view(write_run_config(tmp_path / "engine.json", "embedded"), ENGINE_VIEW))
     arrivals = [("a", None), ("b", 2), ("c", 0), ("d", 5), ("e", 2), ("f", -1)]
 
     async def order(by_priority: bool) -> list[str]:
@@ -105,17 +105,17 @@ def test_waiting_requests_are_admitted_by_priority_when_enabled(tmp_path: Path) 
 
 
 def test_an_idle_engine_prefills_a_burst_together(tmp_path: Path) -> None:
-    """engine.admission_window_ms: requests that reach an idle engine a millisecond apart (a step's
+    """engine.embedded.admission_window_ms: requests that reach an idle engine a millisecond apart (a step's
     groups) are prefilled as one batch, so the batch decodes without padding; with no window a
     request is prefilled as it arrives and the later ones join the running batch. The answers are
     the same either way. No timing premise: the window (0.5 s) is far above the 1 ms gaps, and the
     arm without it waits for the first prefill before sending the rest (on a loaded machine the
     engine thread could otherwise meet all four at once)."""
-    from tandem.config import config_from_json
+    from tandem.config import ENGINE_VIEW, read_view
     from tandem.engine.embedded import EmbeddedCore
     from tandem.model_source import resolve_model_path
 
-    model_path = resolve_model_path(config_from_json(write_run_config(tmp_path / "config.json", "embedded")))
+    model_path = resolve_model_path(read_view(write_run_config(tmp_path / "engine.json", "embedded"), ENGINE_VIEW))
 
     async def burst(window_s: float) -> tuple[int, list[list[int]]]:
         core = EmbeddedCore.load(model_path, admission_window_s=window_s)

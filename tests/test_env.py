@@ -244,8 +244,8 @@ def test_loading_refuses_what_cannot_run(tmp_path):
 
 
 def test_config_names_the_key_that_conflicts_with_an_environment():
-    with pytest.raises(ConfigError, match="rollout.reward = 'tandem.envs.echo:exact_match_reward' with rollout.environment"):
-        load_config(["--rollout.environment", "tandem.envs.lookup:Lookup", "--rollout.reward",
+    with pytest.raises(ConfigError, match="rollout.reward = 'tandem.envs.echo:exact_match_reward' with environment.name"):
+        load_config(["--environment.name", "tandem.envs.lookup:Lookup", "--rollout.reward",
                      "tandem.envs.echo:exact_match_reward"])
     with pytest.raises(ConfigError, match="agent.max_turns' was removed.*environment.max_turns"):
         load_config(["--agent.max_turns", "3"])

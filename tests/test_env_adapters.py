@@ -326,9 +326,9 @@ def run_job(tmp_path: Path, environment: str, args: str, data: list[dict]) -> tu
     config = tmp_path / "job.toml"
     config.write_text(f'[run]\nrun_dir = "{tmp_path / "run"}"\nsteps = 2\nmode = "sync"\n'
                       f'[engine]\ncount = 1\n[logging]\nlive = "off"\n'
-                      f'[rollout]\nenvironment = "{environment}"\ndata_path = "{tmp_path / "data.jsonl"}"\n'
-                      f'prompts_per_step = 2\nsamples_per_prompt = 2\nmax_new_tokens = 16\n'
-                      f'[environment]\ntool_parser = "hermes"\nmax_turns = 3\nargs = {args}\n')
+                      f'[data]\npath = "{tmp_path / "data.jsonl"}"\n'
+                      f'[rollout]\nprompts_per_step = 2\nsamples_per_prompt = 2\n[rollout.sampling]\nmax_new_tokens = 16\n'
+                      f'[environment]\nname = "{environment}"\ntool_parser = "hermes"\nmax_turns = 3\nargs = {args}\n')
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(FIXTURES / "vf_envs"), os.environ.get("PYTHONPATH", "")])}
     done = subprocess.run([sys.executable, "train.py", "--config", str(config)], cwd=Path(__file__).parents[1],
                           env=env, capture_output=True, text=True, timeout=600)

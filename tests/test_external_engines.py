@@ -131,11 +131,11 @@ def test_engines_want_the_key_and_the_launcher_names_what_is_wrong(hosts, monkey
     assert httpx.get(f"{url}/model_info").status_code == 401
     assert httpx.post(f"{url}/update_weights_from_disk", json={"model_path": "/x"}).status_code == 401
     monkeypatch.setenv("WRONG_KEY", "not-the-key")
-    wrong = load_config(["--engine.backend", "external", "--engine.urls", json.dumps([url]),
+    wrong = load_config(["--engine.backend", "external", "--engine.external.urls", json.dumps([url]),
                          "--engine.api_key_env", "WRONG_KEY"])
     with pytest.raises(ConfigError, match=f"{url} refused the API key .*check \\$WRONG_KEY"):
         external_engines(wrong)
-    gone = load_config(["--engine.backend", "external", "--engine.urls", f'["http://127.0.0.1:{free_port()}"]',
+    gone = load_config(["--engine.backend", "external", "--engine.external.urls", f'["http://127.0.0.1:{free_port()}"]',
                         "--engine.startup_timeout_s", "1"])
     with pytest.raises(ChildFailed, match="did not answer GET /health within 1s"):
         external_engines(gone)
@@ -146,8 +146,8 @@ def test_a_run_through_s3_survives_an_engine_restart_and_matches_the_trainer(hos
     run_dir = root / "run"
     cmd = [sys.executable, "train.py", "--run.run_dir", str(run_dir), "--run.cache_dir", str(REPO / ".cache/tandem"),
            "--run.steps", str(STEPS), "--run.mode", "async", "--logging.live", "off", "--logging.tensorboard", "false",
-           "--checkpoint.interval", "0", "--rollout.max_new_tokens", "16",
-           "--engine.backend", "external", "--engine.urls", json.dumps([h.url for h in fleet]),
+           "--checkpoint.interval", "0", "--rollout.sampling.max_new_tokens", "16",
+           "--engine.backend", "external", "--engine.external.urls", json.dumps([h.url for h in fleet]),
            "--engine.api_key_env", KEY_ENV, "--sync.url", source,
            "--sync.storage_options", "{endpoint_url = \"%s\"}" % s3.endpoint,
            "--faults.engine_check_interval_s", "0.3"]

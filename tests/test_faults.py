@@ -99,7 +99,7 @@ def test_engine_faults_recovered(tmp_path, mode):
     # group, a 2-group step lands wholly on the live engine one time in four, and then no sync
     # rollout waits on the silent one (seen in CI: the longest rollout was 0.48 s).
     launch = Launch(run, ["--engines", "2", "--steps", str(steps), "--mode", mode, "--checkpoint.interval", "0",
-                          "--rollout.group_request", "false", *FAULTS, *SMALL])
+                          "--rollout.client.group_request", "false", *FAULTS, *SMALL])
     brakes: list[TrainerBrake] = []
     try:
         # --- kill -9 engine1 while a step's requests are in flight. In sync mode the next
@@ -270,7 +270,7 @@ def test_checkpoint_write_failures_keep_the_previous_checkpoint(tmp_path, monkey
 # =============================================================================== the crash chain
 CHAIN_STEPS = 8
 CHAIN = ["--engines", "1", "--steps", str(CHAIN_STEPS), "--mode", "async", "--checkpoint.interval", "2",
-         "--checkpoint.keep_last", "2", "--run.seed", "7", "--rollout.max_new_tokens", "24", *FAULTS, *SMALL]
+         "--checkpoint.keep_last", "2", "--run.seed", "7", "--rollout.sampling.max_new_tokens", "24", *FAULTS, *SMALL]
 CHILDREN_GONE_S = children_gone_bound_s()
 REFERENCE_RUNS = os.environ.get("TANDEM_FAULTS_REFERENCE_RUNS") == "1"
 """Also run two uninterrupted runs alongside the chain and measure how far the final weights are
@@ -407,7 +407,7 @@ def test_crash_chain_resumes_exactly(tmp_path):
         #    training step). Long generations in this stage only keep the requests in flight
         #    for seconds (a /get_load poll can take a few hundred ms on a busy box); nothing it
         #    trains is kept, as it stops before its first checkpoint.
-        s4, at = resume("4-ctrl-c-rollout", args=["--rollout.max_new_tokens", "256"])
+        s4, at = resume("4-ctrl-c-rollout", args=["--rollout.sampling.max_new_tokens", "256"])
         assert not (run / "weights" / "step_000005").exists(), "resume kept weights newer than its checkpoint"
         # When row j-1 is logged the trainer idles, waiting for batch j, and the producer has
         # just launched step j+1. Freeze the trainer there (if the test was too slow and the
@@ -436,7 +436,7 @@ def test_crash_chain_resumes_exactly(tmp_path):
         #    then holds every part but was never renamed, so it must not be picked.
         last = checkpoint_state(run)["complete"][-1]
         s5, _ = resume("5-kill-group", f"checkpoint:{last + 2}:60",
-                       args=["--rollout.max_new_tokens", "24"])
+                       args=["--rollout.sampling.max_new_tokens", "24"])
         s5.wait_stderr(f"tandem: fault hold: checkpoint {last + 2}", 240)
         stop(s5, signal.SIGKILL, "kill9_group", group=True)
         state = checkpoint_state(run)

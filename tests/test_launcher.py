@@ -137,8 +137,8 @@ def test_two_engines_end_to_end(tmp_path, mode, policy, terminal):
     # Drain: step 2's requests start at the first sync and must still be decoding at the second,
     # a few hundred ms later, for draining to matter (48 tokens sometimes finished before it).
     new_tokens = "128" if policy == "drain" else "48"
-    launch = Launch(run, ["--engines", "2", "--steps", str(steps), "--mode", mode, "--rollout.partial_rollout", policy,
-                          "--rollout.max_new_tokens", new_tokens, "--sync.keep_last", "8", *SMALL,
+    launch = Launch(run, ["--engines", "2", "--steps", str(steps), "--mode", mode, "--rollout.staleness.partial_rollout", policy,
+                          "--rollout.sampling.max_new_tokens", new_tokens, "--sync.keep_last", "8", *SMALL,
                           "--logging.tensorboard", "true", "--logging.live", "auto"], terminal=terminal)
     assert finished(launch) == 0, launch.describe()
     rows = metrics(run)
@@ -182,8 +182,8 @@ def test_resume_extends_an_oversampled_run_that_aborts(tmp_path):
     running when step 2, already rolled out, is trained and synced a few hundred ms later."""
     run = tmp_path / "run"
     steps, extended = 4, 6
-    common = ["--engines", "1", "--mode", "async", "--rollout.oversample", "1.5", "--rollout.partial_rollout", "abort",
-              "--rollout.max_new_tokens", "128", "--checkpoint.interval", "2", *SMALL, "--logging.tensorboard", "true"]
+    common = ["--engines", "1", "--mode", "async", "--rollout.oversample", "1.5", "--rollout.staleness.partial_rollout", "abort",
+              "--rollout.sampling.max_new_tokens", "128", "--checkpoint.interval", "2", *SMALL, "--logging.tensorboard", "true"]
     first = Launch(run, ["--steps", str(steps), *common], tag="first")
     assert finished(first) == 0, first.describe()
     extend = Launch(run, ["--steps", str(extended)], resume=True, tag="extend")
@@ -261,7 +261,7 @@ def test_malformed_rows_are_skipped_and_reported(tmp_path):
     good = [json.dumps({"prompt": f"{d}=", "label": str(d), "length": 8}) for d in range(10)]
     data.write_text("\n".join(good[:5] + ["{not json", json.dumps({"label": "3"})] + good[5:]) + "\n")
     launch = Launch(tmp_path / "run", ["--engines", "1", "--steps", "1", "--mode", "sync", *SMALL,
-                                       "--rollout.data_path", str(data)])
+                                       "--data.path", str(data)])
     assert finished(launch) == 0, launch.describe()
     assert "skipped 2 malformed row(s)" in launch.stderr
     report = json.loads((tmp_path / "run" / "data_report.json").read_text())
@@ -278,8 +278,8 @@ def test_the_fleet_grows_and_shrinks_through_the_real_router(tmp_path):
     run = tmp_path / "run"
     # drain: no sample spans a weight update, so each has exactly one version to be checked against
     launch = Launch(run, ["--engines", "1", "--steps", str(steps), "--mode", "async", "--sync.keep_last", "64",
-                          "--rollout.partial_rollout", "drain",
-                          "--rollout.max_new_tokens", "48", *SMALL, "--engine.autoscale.enabled", "true",
+                          "--rollout.staleness.partial_rollout", "drain",
+                          "--rollout.sampling.max_new_tokens", "48", *SMALL, "--engine.autoscale.enabled", "true",
                           "--engine.autoscale.max", "2",
                           "--engine.autoscale.policy", str(REPO / "tests/fixtures/autoscale_policy.py") + ":Scripted"])
     # Hold the trainer from the decision to grow until the new engine has joined, so that steps are

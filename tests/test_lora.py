@@ -99,7 +99,7 @@ def test_the_shipped_lora_config_loads():
 def test_sglang_launch_carries_the_lora_flags(tmp_path):
     from tandem.engine.sglang_launch import load_server_args, sglang_command
 
-    cfg = build_config(lora_tree(tmp_path, engine={"backend": "sglang"}, rollout={"max_staleness": 2}))
+    cfg = build_config(lora_tree(tmp_path, engine={"backend": "sglang"}, rollout={"staleness": {"max": 2}}))
     cmd = sglang_command(cfg, 30000, "/models/qwen")
     _, flags = load_server_args()
     assert "--enable-lora" in cmd and cmd[cmd.index("--max-lora-rank") + 1] == "4"
@@ -110,7 +110,7 @@ def test_sglang_launch_carries_the_lora_flags(tmp_path):
     assert all(f in flags for f in cmd if f.startswith("--"))
     with pytest.raises(ConfigError, match="trainer.lora.rank"):
         sglang_command(build_config(lora_tree(tmp_path, engine={"backend": "sglang",
-                                                                 "sglang_args": {"max_lora_rank": 64}})), 1, "m")
+                                                                 "sglang": {"args": {"max_lora_rank": 64}}})), 1, "m")
 
 
 def test_the_window_of_loaded_adapters():
@@ -413,7 +413,7 @@ def cluster(tmp_path_factory):
     (run_dir / "config.json").write_text(cfg.model_dump_json())
     sup = Supervisor(run_dir, REPO)
     try:
-        engines = start_engines(cfg, sup, plan_placement(cfg, 0), run_dir / "config.json", resolve_model_path(cfg))
+        engines = start_engines(cfg, sup, plan_placement(cfg, 0), run_dir, resolve_model_path(cfg))
         yield cfg, sup, engines, start_router(cfg, sup, engines)
     finally:
         sup.shutdown()
@@ -554,7 +554,7 @@ def test_an_external_engine_behind_an_agent_rejoins_once_it_lists_the_current_ad
     cfg, sup, engines, router = cluster
     url = engines["engine1"]
     ext_cfg = build_config({**json.loads(cfg.model_dump_json()),
-                            "engine": {"backend": "external", "urls": [url]},
+                            "engine": {"backend": "external", "external": {"urls": [url]}},
                             "sync": {"url": str(tmp_path / "store"), "reload_by": "agent"}})
     trainer = TorchTrainer(ext_cfg)
     trainer.train_step(batch([22, 28], 0))

@@ -56,8 +56,8 @@ def make_cfg(cache_dir: str, backend: str, tp: int = 1):
     return build_config({
         "run": {"cache_dir": cache_dir, "seed": 0},
         "trainer": {"backend": backend, "device": "cpu", **json.loads(json.dumps(TRAINER)),
-                    "megatron": {"tensor_parallel": tp}},
-        "rollout": {"temperature": 0.9},  # tempered log-probs on both sides
+                    **({"megatron": {"tensor_parallel": tp}} if backend == "megatron" else {})},
+        "rollout": {"sampling": {"temperature": 0.9}},  # tempered log-probs on both sides
     })
 
 

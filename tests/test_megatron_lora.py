@@ -35,9 +35,9 @@ def lora_cfg(cache_dir: str, backend: str, tp: int = 1):
     return build_config({
         "run": {"cache_dir": cache_dir, "seed": 0},
         "trainer": {"backend": backend, "device": "cpu", **json.loads(json.dumps(TRAINER)),
-                    "megatron": {"tensor_parallel": tp},
+                    **({"megatron": {"tensor_parallel": tp}} if backend == "megatron" else {}),
                     "lora": {"rank": 4, "alpha": 8.0, "target_modules": TARGETS}},
-        "rollout": {"temperature": 0.9},
+        "rollout": {"sampling": {"temperature": 0.9}},
     })
 
 

@@ -36,7 +36,7 @@ def make_cfg(cache_dir: str, tp: int = 1, **megatron):
         "run": {"cache_dir": cache_dir, "seed": 0},
         "trainer": {"backend": "megatron", "device": "cpu", **json.loads(json.dumps(TRAINER)),
                     "megatron": {"tensor_parallel": tp, **megatron}},
-        "rollout": {"temperature": 0.9}})
+        "rollout": {"sampling": {"temperature": 0.9}}})
 
 
 @pytest.mark.parametrize("megatron,cause", [

@@ -20,8 +20,8 @@ def make(mode="async", staleness=1, prompts=2, group=2, oversample=1.0, steps=4,
          staleness_by="oldest_token", start_step=0, cursor=None, in_flight=(), hold=False):
     cfg = TandemConfig.model_validate({
         "run": {"mode": mode, "steps": steps},
-        "rollout": {"max_staleness": staleness, "prompts_per_step": prompts, "samples_per_prompt": group,
-                    "oversample": oversample, "staleness_by": staleness_by, "admission_hold": hold},
+        "rollout": {"prompts_per_step": prompts, "samples_per_prompt": group, "oversample": oversample,
+                    "staleness": {"max": staleness, "measured_by": staleness_by, "admission_hold": hold}},
     })
     launches = []
 

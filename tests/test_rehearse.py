@@ -44,9 +44,9 @@ def test_what_runs_here_and_what_is_reported_as_not_rehearsable():
     # kept: the layout's TP, the engine count, the router, sampling, partial rollouts, the mode, the environment
     assert (cfg.trainer.backend, cfg.trainer.gpus, cfg.trainer.megatron.tensor_parallel) == ("megatron", 4, 2)
     assert cfg.engine.count == node.engine.count and cfg.router == node.router
-    assert (cfg.rollout.temperature, cfg.rollout.partial_rollout, cfg.run.mode) == (
-        node.rollout.temperature, node.rollout.partial_rollout, node.run.mode)
-    assert cfg.rollout.environment == node.rollout.environment
+    assert (cfg.rollout.sampling.temperature, cfg.rollout.staleness.partial_rollout, cfg.run.mode) == (
+        node.rollout.sampling.temperature, node.rollout.staleness.partial_rollout, node.run.mode)
+    assert cfg.environment.name == node.environment.name
     # swapped: SGLang -> embedded, GPUs -> CPU, bf16 -> fp32; recompute and PP reported, not hidden
     assert swaps["engine.backend"] == ("sglang", "embedded") and swaps["trainer.device"] == ("auto", "cpu")
     assert swaps["trainer.megatron.pipeline_parallel"] == (2, 1) and swaps["trainer.megatron.recompute"] == (True, False)
@@ -54,7 +54,7 @@ def test_what_runs_here_and_what_is_reported_as_not_rehearsable():
     assert not_rehearsable == {"trainer.megatron.pipeline_parallel", "trainer.megatron.recompute"}
     assert cfg.model.tiny.num_layers == 4  # two per configured pipeline stage
     # the node's dataset is not here: the project's own coding tasks stand in, and that is said
-    assert swaps["rollout.data_path"][1].endswith("data/swe_tasks/tasks.jsonl")
+    assert swaps["data.path"][1].endswith("data/swe_tasks/tasks.jsonl")
 
 
 def test_what_cannot_be_rehearsed_fails_once_naming_the_cause(tmp_path):
@@ -66,9 +66,9 @@ def test_what_cannot_be_rehearsed_fails_once_naming_the_cause(tmp_path):
         swaps_of("configs/node_qwen3_4b.toml", "--model.path", str(llama))
     with pytest.raises(ConfigError, match="do not shard over trainer.megatron.tensor_parallel = 3"):
         swaps_of("configs/node_qwen3_4b.toml", "--trainer.megatron.tensor_parallel", "3", "--trainer.gpus", "3")
-    with pytest.raises(ConfigError, match="rollout.data_path 'nowhere.jsonl' does not exist here"):
-        swaps_of("configs/node_qwen3_4b.toml", "--rollout.environment", "tandem.envs.counter:Counter",
-                 "--rollout.data_path", "nowhere.jsonl")
+    with pytest.raises(ConfigError, match="data.path 'nowhere.jsonl' does not exist here"):
+        swaps_of("configs/node_qwen3_4b.toml", "--environment.name", "tandem.envs.counter:Counter",
+                 "--data.path", "nowhere.jsonl")
 
 
 def test_the_memory_features_stay_on_at_rehearsal_sizes():

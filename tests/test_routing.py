@@ -95,10 +95,10 @@ def test_each_trajectory_sticks_to_one_engine_and_carries_its_step_priority(tmp_
     ("age", [(0, 0), (1, -1), (2, -2), (3, -3), (4, -4), (5, -5)]),
 ])
 def test_the_producer_gives_every_group_its_priority(order, expected):
-    assert TandemConfig().rollout.request_priority == "age"
+    assert TandemConfig().rollout.staleness.request_priority == "age"
     cfg = TandemConfig.model_validate({"run": {"mode": "async", "steps": 3},
                                        "rollout": {"prompts_per_step": 2, "samples_per_prompt": 1,
-                                                   "request_priority": order}})
+                                                   "staleness": {"request_priority": order}}})
     seen: list[tuple[int, int | None]] = []
 
     async def fn(ctx, row, g):
@@ -129,7 +129,7 @@ def test_the_producer_gives_every_group_its_priority(order, expected):
 
 @pytest.mark.parametrize("group_request", [True, False])
 def test_a_single_turn_group_is_one_request_through_the_real_router(tmp_path, group_request):
-    """rollout.group_request: the default single-turn rollout asks for a group's G samples in one
+    """rollout.client.group_request: the default single-turn rollout asks for a group's G samples in one
     batched /generate, which sglang-router forwards whole to one engine; each sample keeps its own
     tokens, logprobs and weight version. Off, the same group is G requests."""
     from tandem.rollout.single_turn import single_turn
@@ -140,7 +140,7 @@ def test_a_single_turn_group_is_one_request_through_the_real_router(tmp_path, gr
     def reply(prompt: str, turn: int) -> str:
         with lock:  # engines answer on several threads
             return words.pop()
-    cfg = TandemConfig.model_validate({"rollout": {"group_request": group_request, "max_new_tokens": 8}})
+    cfg = TandemConfig.model_validate({"rollout": {"client": {"group_request": group_request}, "sampling": {"max_new_tokens": 8}}})
     with ScriptedEngine(tok, reply) as e0, ScriptedEngine(tok, reply) as e1, \
             Router([e0.url, e1.url], tmp_path / "router.log") as router:
         wait_for(router_ready(router.url, 2))

@@ -319,7 +319,7 @@ def test_a_python_without_pytest_is_refused_before_the_first_rollout(tmp_path, b
     try:
         with pytest.raises(SandboxUnavailable, match="cannot run Python with pytest") as err:
             get_runtime(cfg)
-        assert "No module named 'pytest'" in str(err.value) and "sandbox.python" in str(err.value)
+        assert "No module named 'pytest'" in str(err.value) and "environment.args.sandbox.python" in str(err.value)
         assert not list((tmp_path / "run" / "sandboxes").glob("pool-*"))  # nothing left behind
     finally:
         reset_runtime()

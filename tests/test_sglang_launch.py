@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tandem.config import ConfigError, build_config
+from tandem.config import ConfigError, SglangEngineSettings, build_config
 from tandem.engine import sglang_launch as sl
 from tandem.placement import plan_placement
 
@@ -19,7 +19,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def cfg_with(sglang_args=None, **engine):
-    return build_config({"engine": {"backend": "sglang", "count": 3, "sglang_args": sglang_args or {}, **engine},
+    own = {k: engine.pop(k) for k in list(engine) if k in SglangEngineSettings.model_fields}
+    return build_config({"engine": {"backend": "sglang", "count": 3, "sglang": {"args": sglang_args or {}, **own},
+                                    **engine},
                          "trainer": {"backend": "megatron"}, "model": {"dtype": "bfloat16"}})
 
 
@@ -86,9 +88,9 @@ def test_passthrough_of_any_sglang_argument():
 
 
 @pytest.mark.parametrize("args,message", [
-    ({"context_lenght": 10}, r"'engine.sglang_args.context_lenght'.*SGLang 0\.\d+\.\d+ has no server argument --context-lenght"),
+    ({"context_lenght": 10}, r"'engine.sglang.args.context_lenght'.*SGLang 0\.\d+\.\d+ has no server argument --context-lenght"),
     ({"tp_size": 2}, r"--tp-size is managed by tandem.*one GPU per engine"),
-    ({"mem_fraction_static": 0.5}, r"set engine.mem_fraction_static instead"),
+    ({"mem_fraction_static": 0.5}, r"set engine.sglang.mem_fraction_static instead"),
     ({"enable_priority_scheduling": True}, r"set engine.priority_scheduling instead"),
     ({"disable_radix_cache": "yes"}, r"on/off flag; use true or false"),
     ({"context_length": True}, r"takes a value, not true/false"),
@@ -106,8 +108,8 @@ def test_engine_interpreter_and_gpu_pinning(monkeypatch):
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     placement = plan_placement(cfg, visible_gpus=8)  # 4 trainer GPUs + 3 engines
     assert [placement.engine_env(i)["CUDA_VISIBLE_DEVICES"] for i in range(3)] == ["4", "5", "6"]
-    with pytest.raises(ConfigError, match="must be in"):
-        sl.sglang_command(cfg_with(mem_fraction_static=1.0), port=1, model_path="m")
+    with pytest.raises(ConfigError, match="engine.sglang.mem_fraction_static': Input should be less than 1"):
+        cfg_with(mem_fraction_static=1.0)
 
 
 def test_extractor_follows_sglangs_registration_rules():

@@ -418,7 +418,7 @@ def test_sim_trainer_waits_scaled_train_time_and_exports_the_configured_size():
     from tandem.sample import Sample
     from tandem.lab.sim_trainer import SimTrainer
 
-    cfg = TandemConfig.model_validate({"engine": {"sim": {"time_scale": 200.0}}, "model": {"dtype": "bfloat16"},
+    cfg = TandemConfig.model_validate({"engine": {"backend": "sim", "sim": {"time_scale": 200.0}}, "model": {"dtype": "bfloat16"},
                                        "trainer": {"backend": "sim", "sim": {"train_time_s": 40.0,
                                                                               "weight_size_gb": 0.003}}})
     tr = SimTrainer(cfg)
@@ -519,7 +519,7 @@ tool_time_s = { dist = "const", value = 1.0 }
 eval_time_s = { dist = "const", value = 2.0 }
 solve_rate = 0.5
 """)
-    cfg = TandemConfig.model_validate({"engine": {"sim": {"workload": str(wl), "time_scale": 100.0,
+    cfg = TandemConfig.model_validate({"engine": {"backend": "sim", "sim": {"workload": str(wl), "time_scale": 100.0,
                                                           "token_scale": token_scale}},
                                        "rollout": {"function": "tandem.lab.sim.workload:agentic_rollout",
                                                    "reward": "tandem.lab.sim.workload:agentic_reward"}})

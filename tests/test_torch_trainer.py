@@ -40,7 +40,7 @@ def make_cfg(cache_dir, **trainer):
     return build_config({
         "run": {"cache_dir": cache_dir, "seed": 0},
         "trainer": {"device": "cpu", **trainer, "loss": loss},
-        "rollout": {"temperature": temperature},
+        "rollout": {"sampling": {"temperature": temperature}},
     })
 
 
@@ -298,7 +298,7 @@ def test_trainer_process_trains_publishes_and_answers(cache_dir, tmp_path):
     cfg = make_cfg(cache_dir)
     cfg.run.steps = 3
     cfg.run.mode = "async"
-    cfg.rollout.max_staleness = 1
+    cfg.rollout.staleness.max = 1
     cfg.sync.every_k_steps = 2
     run_dir = tmp_path / "run"
     cfg.run.run_dir = str(run_dir)

@@ -89,7 +89,7 @@ def _virtual_run(tmp_path, name, monkeypatch):
     virtual.run(["--engines", "2", "--mode", "async", "--steps", "4", "--run-dir", str(run_dir),
                  "--engine.backend", "sim", "--trainer.backend", "sim",
                  "--rollout.function", "tandem.lab.sim.workload:agentic_rollout",
-                 "--rollout.reward", "tandem.lab.sim.workload:agentic_reward", "--rollout.data_path", str(tasks),
+                 "--rollout.reward", "tandem.lab.sim.workload:agentic_reward", "--data.path", str(tasks),
                  "--rollout.prompts_per_step", "2", "--rollout.samples_per_prompt", "2",
                  "--engine.sim.token_scale", "8", "--trainer.sim.train_time_s", "400",
                  "--logging.live", "off", "--logging.tensorboard", "false"])

@@ -130,11 +130,11 @@ def test_a_shared_path_publishes_in_place_and_forgets_newer_versions(source, tmp
 
 @pytest.mark.parametrize("argv, message", [
     (["--sync.url", "s3://b/w"], "need engine.backend = 'external'"),
-    (["--engine.backend", "external", "--engine.urls", '["http://h:1"]', "--sync.url", "s3://b/w",
+    (["--engine.backend", "external", "--engine.external.urls", '["http://h:1"]', "--sync.url", "s3://b/w",
       "--sync.reload_by", "orchestrator"], "engines cannot load from"),
-    (["--engine.backend", "external"], "needs engine.urls"),
-    (["--engine.urls", '["http://h:1"]'], "only read with engine.backend = 'external'"),
-    (["--engine.backend", "external", "--engine.urls", '["h:1"]'], "not an http"),
+    (["--engine.backend", "external"], "needs engine.external.urls"),
+    (["--engine.external.urls", '["http://h:1"]'], "config key 'engine.external' is read only with engine.backend = 'external'"),
+    (["--engine.backend", "external", "--engine.external.urls", '["h:1"]'], "not an http"),
 ])
 def test_external_config_rules_name_the_keys(argv, message):
     with pytest.raises(ConfigError, match=message):
@@ -142,9 +142,9 @@ def test_external_config_rules_name_the_keys(argv, message):
 
 
 def test_external_engines_count_themselves_and_remote_urls_mean_agents():
-    cfg = load_config(["--engine.backend", "external", "--engine.urls", '["http://a:1", "http://b:2/"]',
+    cfg = load_config(["--engine.backend", "external", "--engine.external.urls", '["http://a:1", "http://b:2/"]',
                        "--sync.url", "s3://bucket/run", "--engine.count", "3"])
-    assert cfg.engine.count == 2 and cfg.engine.urls == ["http://a:1", "http://b:2"] and reload_by_agent(cfg)
+    assert cfg.engine.count == 2 and cfg.engine.external.urls == ["http://a:1", "http://b:2"] and reload_by_agent(cfg)
 
 
 def test_the_one_pass_writer_is_safetensors_and_its_digest_is_the_files(tmp_path):

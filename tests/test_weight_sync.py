@@ -38,7 +38,7 @@ def cluster(tmp_path_factory):
     model_path = resolve_model_path(cfg)
     sup = Supervisor(run_dir, REPO)
     try:
-        engines = start_engines(cfg, sup, plan_placement(cfg, 0), run_dir / "config.json", model_path)
+        engines = start_engines(cfg, sup, plan_placement(cfg, 0), run_dir, model_path)
         router = start_router(cfg, sup, engines)
         yield cfg, run_dir, model_path, engines, router
     finally:

@@ -13,6 +13,7 @@ from annotated_types import Ge, Gt, Le, Lt
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
+from tandem.config.base import backend_doc, backend_variants, variant_only_keys
 from tandem.config.errors import ConfigError
 from tandem.config.schema import TandemConfig
 
@@ -99,11 +100,15 @@ def _bounds(field: FieldInfo) -> str:
 
 
 def help_rows(model: type[BaseModel], prefix: str = "") -> list[tuple[str, str, str, str]]:
-    """(--flag, type and bounds, default, docstring) of every leaf key under `model`."""
+    """(--flag, type and bounds, default, docstring) of every leaf key under `model`; under a
+    section by backend, the common keys, then each backend's own, marked with the backend."""
     rows = []
     for name, field in model.model_fields.items():
         sub = field.annotation
-        if isinstance(sub, type) and issubclass(sub, BaseModel):
+        variants = backend_variants(sub)
+        if variants:
+            rows.extend(_backend_rows(variants, f"{prefix}{name}"))
+        elif isinstance(sub, type) and issubclass(sub, BaseModel):
             rows.extend(help_rows(sub, f"{prefix}{name}."))
         else:
             kind = _type_name(sub) + _bounds(field)
@@ -111,7 +116,28 @@ def help_rows(model: type[BaseModel], prefix: str = "") -> list[tuple[str, str, 
     return rows
 
 
-def help_text() -> str:
+def _backend_rows(variants: dict[str, type[BaseModel]], section: str) -> list[tuple[str, str, str, str]]:
+    default = next(iter(variants.values()))
+    own = variant_only_keys(variants)
+    rows = []
+    for flag, kind, value, doc in help_rows(default, f"{section}."):
+        key = flag[2:].removeprefix(f"{section}.").partition(".")[0]
+        if key == "backend":
+            rows.insert(0, (flag, "|".join(variants), value, backend_doc(variants)))
+        elif key not in own:
+            rows.append((flag, kind, value, doc))
+    for backend, model in variants.items():
+        for key in own:
+            if key in model.model_fields:
+                rows += [(flag, kind, value, f"[{section}.backend = '{backend}'] {doc}")
+                         for flag, kind, value, doc in help_rows(model, f"{section}.")
+                         if flag[2:].removeprefix(f"{section}.").partition(".")[0] == key]
+    return rows
+
+
+def help_text(environment_args: dict[str, type[BaseModel]] | None = None) -> str:
+    """--help: every config key; with `environment_args` ({environment: its Args model}), each typed
+    environment's arguments too, as --environment.args.KEY."""
     lines = [
         "usage: python train.py [--config FILE] [--engines N] [--mode sync|async] [--steps S] [--run-dir DIR] "
         "[--resume DIR | --overwrite] [--rehearse] [--verbose] [--section.key VALUE ...]",
@@ -125,9 +151,14 @@ def help_text() -> str:
     lines += [f"  {flag:<20} = --{key}" for flag, key in SHORTHANDS.items()]
     lines += [f"  {flag:<20} = --{key} {str(value).lower()}" for flag, (key, value) in FLAGS.items()]
     lines += [f"  {flag:<20} {doc}" for flag, doc in LAUNCHER_OPTIONS.items()]
-    lines += ["", "config keys:"]
-    for flag, kind, default, doc in help_rows(TandemConfig):
-        lines.append(f"  {flag} ({kind}, default {default})")
-        if doc:
-            lines.append(f"      {doc}")
+    lines += [""]
+    sections = [("config keys:", help_rows(TandemConfig))]
+    sections += [(f"environment.args of {name} (environment.name = {name!r}):", help_rows(model, "environment.args."))
+                 for name, model in (environment_args or {}).items()]
+    for title, rows in sections:
+        lines += ["", title] if title != "config keys:" else [title]
+        for flag, kind, default, doc in rows:
+            lines.append(f"  {flag} ({kind}, default {default})")
+            if doc:
+                lines.append(f"      {doc}")
     return "\n".join(lines)

@@ -1,5 +1,8 @@
-"""The engine and router sections of the config tree: [engine] (with [engine.sim] and
-[engine.autoscale]) and [router]. Like every section, each field carries its docstring."""
+"""The engine and router sections of the config tree: [engine] and [router].
+
+[engine] is by backend: the keys every engine reads, and one sub-table per backend that exists
+only for it ([engine.embedded], [engine.sglang], [engine.sim], [engine.external]). Like every
+section, each field carries its docstring."""
 
 from __future__ import annotations
 
@@ -8,13 +11,27 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from tandem.config.autoscale_section import AutoscaleConfig
-from tandem.config.base import Port, Section, rule_broken
+from tandem.config.base import Port, Section, by_backend, rule_broken
 
 
 # --------------------------------------------------------------------------- engine
-class SimEngineConfig(Section):
+class EmbeddedEngineSettings(Section):
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    """Where embedded engines run; auto picks cuda when GPUs exist."""
+    admission_window_ms: float = Field(3.0, ge=0)
+    """An idle engine that receives requests waits until none has arrived for this long (at most ten times it, and at most two of its decode steps) before its first prefill, so a step's burst of groups prefills together and decodes without padding (which makes SDPA take a slower masked kernel). 0: start at the first request."""
+
+
+class SglangEngineSettings(Section):
+    mem_fraction_static: float = Field(0.85, gt=0.0, lt=1.0)
+    """SGLang --mem-fraction-static: the fraction of GPU memory for weights and the KV cache."""
+    args: dict[str, Any] = {}
+    """Extra SGLang server arguments, passed through as --key value (e.g. {context_length = 32768}); each is checked against SGLang's argument list."""
+
+
+class SimEngineSettings(Section):
     profile: str = "profiles/engine/qwen3_14b_h100.toml"
-    """Latency-model profile (TOML) for engine.backend = 'sim'."""
+    """Latency-model profile (TOML) of the simulated engine."""
     time_scale: float = Field(100.0, gt=0)
     """How many times faster than real time the sim runs: sim engines, the sim trainer's train time and the sim workload's tool time all divide by it."""
     workload: str = "profiles/workload/reference_agentic.toml"
@@ -23,37 +40,9 @@ class SimEngineConfig(Section):
     """Each token on the wire stands for this many modelled tokens (sim engines and the sim workload agree on it): long agent contexts cost k times less HTTP/JSON work on a small machine, while the modelled GPU timing is unchanged."""
 
 
-class EngineConfig(Section):
-    backend: Literal["embedded", "sglang", "sim", "external"] = "embedded"
-    """embedded: tandem's own SGLang-API server over an HF model (CPU or CUDA). sglang: real SGLang servers. sim: a latency-model engine for sizing studies. external: engines already running elsewhere (engine.urls), which tandem drives but never starts or stops."""
-    count: int = Field(2, ge=1)
-    """Number of engine processes (one GPU each on a GPU node); with backend 'external', the number of engine.urls."""
+class ExternalEngineSettings(Section):
     urls: list[str] = []
-    """backend 'external': base URLs of running engines (real SGLang servers, or `python -m tandem.engine serve` on other hosts), e.g. ["http://engine0-0.myjob:30000"]."""
-    api_key_env: str = ""
-    """Name of the environment variable holding the API key the engines require (SGLang --api-key); sent as 'Authorization: Bearer'. Empty: no key."""
-    device: Literal["auto", "cpu", "cuda"] = "auto"
-    """Where embedded engines run; auto picks cuda when GPUs exist."""
-    max_running_requests: int = Field(64, ge=1)
-    """Most requests an engine decodes in one batch; the rest wait in a FIFO queue."""
-    max_total_tokens: int = Field(262144, ge=1)
-    """KV budget in tokens across the running batch (prompt + generated)."""
-    admission_window_ms: float = Field(3.0, ge=0)
-    """Embedded engines: an idle engine that receives requests waits until none has arrived for this long (at most ten times it, and at most two of its decode steps) before its first prefill, so a step's burst of groups prefills together and decodes without padding (which makes SDPA take a slower masked kernel). 0: start at the first request."""
-    priority_scheduling: bool = True
-    """Serve each engine's waiting queue by request priority (SGLang --enable-priority-scheduling, without preemption of running requests). The rollout producer gives every request the priority of its training step, older steps first, so the step the trainer waits on is served before rollouts started early for the next one."""
-    startup_timeout_s: float = Field(180.0, gt=0)
-    """How long an engine may take to answer /health before the run is stopped."""
-    base_port: Port = 0
-    """First engine port on 127.0.0.1 (engine i uses base_port + i); 0 picks free ports."""
-    mem_fraction_static: float = 0.85
-    """SGLang --mem-fraction-static for engine.backend = 'sglang'."""
-    sglang_args: dict[str, Any] = {}
-    """Extra SGLang server arguments, passed through as --key value (e.g. {context_length = 32768})."""
-    sim: SimEngineConfig = SimEngineConfig()
-    """Settings of the simulated engine."""
-    autoscale: AutoscaleConfig = AutoscaleConfig()
-    """A fleet that grows and shrinks with demand during the run (off by default)."""
+    """Base URLs of running engines (real SGLang servers, or `python -m tandem.engine serve` on other hosts), e.g. ["http://engine0-0.myjob:30000"]; engine.count follows the list."""
 
     @field_validator("urls")
     @classmethod
@@ -65,16 +54,68 @@ class EngineConfig(Section):
             raise ValueError("lists an engine twice")
         return [url.rstrip("/") for url in urls]
 
+
+class EngineCommon(Section):
+    """The keys every engine backend reads; each backend's own settings are its sub-table."""
+    count: int = Field(2, ge=1)
+    """Number of engine processes (one GPU each on a GPU node); with backend 'external', the number of engine.external.urls."""
+    api_key_env: str = ""
+    """Name of the environment variable holding the API key the engines require (SGLang --api-key); sent as 'Authorization: Bearer'. Empty: no key."""
+    max_running_requests: int = Field(64, ge=1)
+    """Most requests an engine decodes in one batch; the rest wait in a FIFO queue."""
+    max_total_tokens: int = Field(262144, ge=1)
+    """KV budget in tokens across the running batch (prompt + generated)."""
+    priority_scheduling: bool = True
+    """Serve each engine's waiting queue by request priority (SGLang --enable-priority-scheduling, without preemption of running requests). The rollout producer gives every request the priority of its training step, older steps first, so the step the trainer waits on is served before rollouts started early for the next one."""
+    startup_timeout_s: float = Field(180.0, gt=0)
+    """How long an engine may take to answer /health before the run is stopped."""
+    base_port: Port = 0
+    """First engine port on 127.0.0.1 (engine i uses base_port + i); 0 picks free ports."""
+    autoscale: AutoscaleConfig = AutoscaleConfig()
+    """A fleet that grows and shrinks with demand during the run (off by default)."""
+
+
+class EmbeddedEngineConfig(EngineCommon):
+    backend: Literal["embedded"] = "embedded"
+    """tandem's own SGLang-API server over an HF model (CPU or CUDA)."""
+    embedded: EmbeddedEngineSettings = EmbeddedEngineSettings()
+    """Settings of the embedded engine (only with engine.backend = "embedded")."""
+
+
+class SglangEngineConfig(EngineCommon):
+    backend: Literal["sglang"] = "sglang"
+    """Real SGLang servers, started by the launcher."""
+    sglang: SglangEngineSettings = SglangEngineSettings()
+    """Settings of the SGLang servers (only with engine.backend = "sglang")."""
+
+
+class SimEngineConfig(EngineCommon):
+    backend: Literal["sim"] = "sim"
+    """A latency-model engine for sizing studies."""
+    sim: SimEngineSettings = SimEngineSettings()
+    """Settings of the simulated engine (only with engine.backend = "sim")."""
+
+
+class ExternalEngineConfig(EngineCommon):
+    backend: Literal["external"] = "external"
+    """Engines already running elsewhere (engine.external.urls), which tandem drives but never starts or stops."""
+    external: ExternalEngineSettings = ExternalEngineSettings()
+    """The running engines (only with engine.backend = "external")."""
+
     @model_validator(mode="after")
-    def _external_engines_are_listed(self) -> EngineConfig:
-        if self.backend == "external":
-            if not self.urls:
-                raise rule_broken("engine.backend = 'external' needs engine.urls: the base URLs of the running engines")
-            # The list is the fleet: count (config.toml always carries one) follows it.
-            self.__dict__["count"] = len(self.urls)  # no re-validation: this validator set it
-        elif self.urls:
-            raise rule_broken(f"engine.urls is only read with engine.backend = 'external' (it is {self.backend!r})")
+    def _count_is_the_listed_engines(self) -> ExternalEngineConfig:
+        if not self.external.urls:
+            raise rule_broken("engine.backend = 'external' needs engine.external.urls: the base URLs of the "
+                              "running engines")
+        # The list is the fleet: count (config.toml always carries one) follows it.
+        self.__dict__["count"] = len(self.external.urls)  # no re-validation: this validator set it
         return self
+
+
+ENGINE_BACKENDS = {"embedded": EmbeddedEngineConfig, "sglang": SglangEngineConfig, "sim": SimEngineConfig,
+                   "external": ExternalEngineConfig}
+EngineConfig = by_backend("embedded", ENGINE_BACKENDS)
+"""[engine]: the common keys, and the sub-table of engine.backend's own settings."""
 
 
 class RouterConfig(Section):

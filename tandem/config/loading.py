@@ -18,6 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from tandem.config.base import backend_variants, section_model, variant_only_keys
 from tandem.config.command_line import help_rows, help_text, parse_cli
 from tandem.config.errors import ConfigError, validation_problems
 from tandem.config.renamed import removed_key_message
@@ -40,29 +41,54 @@ def _set_dotted(tree: dict, dotted: str, value: Any) -> None:
 
 def _unknown_keys(model: type[BaseModel], tree: dict, prefix: str = "") -> list[str]:
     """One problem per unknown key (its full dotted path, and the key it probably meant), removing
-    each from `tree` so the rest is still validated and every problem reported at once."""
+    each from `tree` so the rest is still validated and every problem reported at once. Under a
+    section by backend, the keys of the backend the tree chose are known; another backend's
+    sub-table is named as such."""
     problems = []
     for key, value in list(tree.items()):
         dotted = f"{prefix}{key}"
         field = model.model_fields.get(key)
         if field is None:
             del tree[key]
-            problems.append(removed_key_message(dotted) or _unknown(dotted, value))
+            problems += [removed_key_message(leaf) or removed_key_message(dotted) or _unknown(leaf)
+                         for leaf in _leaves(dotted, value)]
             continue
-        sub = field.annotation
-        if isinstance(sub, type) and issubclass(sub, BaseModel):
-            if not isinstance(value, dict):
-                del tree[key]
-                problems.append(f"config key '{dotted}' is a section; got the value {value!r}")
-            else:
-                problems += _unknown_keys(sub, value, dotted + ".")
+        sub = section_model(field.annotation, value)
+        if sub is None:
+            continue
+        if not isinstance(value, dict):
+            del tree[key]
+            problems.append(f"config key '{dotted}' is a section; got the value {value!r}")
+            continue
+        variants = backend_variants(field.annotation)
+        if variants and value.get("backend", sub.model_fields["backend"].default) not in variants:
+            continue  # a bad backend is reported as that key's bad value
+        problems += _other_backends_keys(variants, sub, value, dotted)
+        problems += _unknown_keys(sub, value, dotted + ".")
     return problems
 
 
-def _unknown(dotted: str, value: Any) -> str:
-    while isinstance(value, dict) and value:  # name the full key the user typed
-        key, value = next(iter(value.items()))
-        dotted = f"{dotted}.{key}"
+def _other_backends_keys(variants: dict[str, type[BaseModel]], chosen: type[BaseModel], tree: dict,
+                         dotted: str) -> list[str]:
+    """Another backend's sub-table under a section by backend: named with the backend it belongs to."""
+    problems = []
+    for key, owner in variant_only_keys(variants).items():
+        if key in tree and key not in chosen.model_fields:
+            del tree[key]
+            backend = chosen.model_fields["backend"].default
+            problems.append(f"config key '{dotted}.{key}' is read only with {dotted}.backend = '{owner}' "
+                            f"({dotted}.backend is '{backend}'): set {dotted}.backend or remove [{dotted}.{key}]")
+    return problems
+
+
+def _leaves(dotted: str, value: Any) -> list[str]:
+    """The full dotted keys the user typed under `dotted`."""
+    if isinstance(value, dict) and value:
+        return [leaf for key, sub in value.items() for leaf in _leaves(f"{dotted}.{key}", sub)]
+    return [dotted]
+
+
+def _unknown(dotted: str) -> str:
     guess = suggest(dotted)
     return f"unknown config key '{dotted}'" + (f" (did you mean '{guess}'?)" if guess else "")
 
@@ -94,19 +120,26 @@ def _not_json(tree: Any, prefix: str = "") -> list[str]:
 def build_config(tree: dict) -> TandemConfig:
     """Validate a config tree strictly (a string is not a number, a float not an integer), reporting
     every unknown key and bad value in one ConfigError."""
+    return validate_section(TandemConfig, tree)
+
+
+def validate_section(model: type[BaseModel], tree: dict, prefix: str = "") -> Any:
+    """`tree` validated strictly as `model`, whose keys are named `prefix` + key in the errors (a
+    plug-in's typed arguments: validate_section(CodingArgs, cfg.environment.args, "environment.args.")).
+    Every problem is reported at once, in one ConfigError."""
     tree = copy.deepcopy(tree)
-    problems = _unknown_keys(TandemConfig, tree)
-    unwritable = _not_json(tree)
+    problems = _unknown_keys(model, tree, prefix)
+    unwritable = _not_json(tree, prefix)
     problems += unwritable
-    cfg = None
+    validated = None
     if not unwritable:
         try:
             # JSON mode: strict, yet TOML's arrays still fill tuples and its integers floats.
-            cfg = TandemConfig.model_validate_json(json.dumps(tree), strict=True)
+            validated = model.model_validate_json(json.dumps(tree), strict=True)
         except ValidationError as err:
-            problems += validation_problems(err)
+            problems += validation_problems(err, model, prefix)
     if not problems:
-        return cfg
+        return validated
     raise ConfigError(problems[0] if len(problems) == 1 else
                       f"{len(problems)} problems in the config:\n" + "\n".join(f"  - {p}" for p in problems))
 
@@ -120,18 +153,19 @@ def _read_toml(path: str) -> dict[str, Any]:
         raise ConfigError(f"config file '{path}' is not valid TOML: {err}") from None
 
 
-INPUT_PATH_KEYS = ("rollout.data_path", "engine.sim.profile", "engine.sim.workload", "agent.prompt_file",
-                   "sandbox.python", "model.path")
+INPUT_PATH_KEYS = ("data.path", "engine.sim.profile", "engine.sim.workload", "environment.args.agent.prompt_file",
+                   "environment.args.sandbox.python", "model.path")
 """Keys naming files a run reads. Relative ones in a TOML file mean the file's own directory; on the
 command line, the current one (the launcher's absolutize_paths). What a run writes (run.run_dir,
-run.cache_dir, sandbox.root_dir, sync.url) is relative to the current directory wherever it is written."""
+run.cache_dir, environment.args.sandbox.root_dir, sync.url) is relative to the current directory wherever it is written."""
 
 
 def resolve_file_paths(tree: dict, base: Path) -> None:
     """Make the relative input paths of a TOML file's tree absolute against `base`, its directory.
     A path that is not there but is one of the project's shipped files (data/, profiles/) is the
     shipped one, so the bundled configs work from anywhere; model.path and sandbox.python only
-    when they name something there (else a hub id, or a program looked up on PATH)."""
+    when they name something there (else a hub id, or a program looked up on PATH). The
+environment's paths are the coding environment's (its prompt file and sandbox interpreter)."""
     for dotted in INPUT_PATH_KEYS:
         *sections, key = dotted.split(".")
         node = tree
@@ -145,7 +179,7 @@ def resolve_file_paths(tree: dict, base: Path) -> None:
             node[key] = str(here)
         elif shipped.exists():
             node[key] = str(shipped)
-        elif dotted not in ("model.path", "sandbox.python"):
+        elif dotted not in ("model.path", "environment.args.sandbox.python"):
             node[key] = str(here)  # a missing file is reported where it was looked for
 
 

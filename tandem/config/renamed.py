@@ -1,6 +1,6 @@
 """Names tandem no longer has, each with the one to use instead: config keys and plug-in modules.
 
-Nothing here translates an old name into a new one: a config file, command line or saved
+Nothing here translates an old name into a new one at run time: a config file, command line or saved
 config.json that still uses one fails with its message, so what a run does is always what its
 config says in today's names.
 """
@@ -32,10 +32,45 @@ top-level scripts `rollout` and `reward` are entry points to read, not config na
 them depends on the directory tandem is started from."""
 
 
+_SPLIT_ROLLOUT = {
+    **{f"rollout.{k}": f"data.{n}" for k, n in (("data_path", "path"), ("prompt_key", "prompt_key"),
+                                               ("apply_chat_template", "apply_chat_template"), ("shuffle", "shuffle"))},
+    **{f"rollout.{k}": f"rollout.sampling.{k}" for k in ("max_new_tokens", "temperature", "top_p", "top_k", "stop")},
+    **{f"rollout.{k}": f"rollout.client.{k}" for k in ("concurrency", "group_request", "request_timeout_s")},
+    **{f"rollout.{k}": f"rollout.staleness.{n}" for k, n in (
+        ("max_staleness", "max"), ("staleness_by", "measured_by"), ("request_priority", "request_priority"),
+        ("admission_hold", "admission_hold"), ("partial_rollout", "partial_rollout"))},
+    "rollout.environment": "environment.name",
+}
+
+MOVED_KEYS: dict[str, str] = {
+    **_SPLIT_ROLLOUT,
+    "engine.device": "engine.embedded.device",
+    "engine.admission_window_ms": "engine.embedded.admission_window_ms",
+    "engine.mem_fraction_static": "engine.sglang.mem_fraction_static",
+    "engine.sglang_args": "engine.sglang.args",
+    "engine.urls": "engine.external.urls",
+}
+"""Dotted key -> the key that holds its setting now ([rollout] split by concern, backend settings
+in their backend's sub-table)."""
+
+MOVED_TABLES: dict[str, str] = {
+    "agent": "environment.args.agent",
+    "sandbox": "environment.args.sandbox",
+}
+"""Table -> where its keys are now: the coding agent's settings are its environment's arguments."""
+
+
 def removed_key_message(dotted: str) -> str | None:
-    """The error for a key that was removed, or None when `dotted` was never removed."""
+    """The error for a key that was removed or moved, or None when `dotted` never was."""
     why = REMOVED_KEYS.get(dotted)
-    return None if why is None else f"config key '{dotted}' was removed: {why}"
+    if why is not None:
+        return f"config key '{dotted}' was removed: {why}"
+    now = MOVED_KEYS.get(dotted)
+    table, _, rest = dotted.partition(".")
+    if now is None and table in MOVED_TABLES:
+        now = f"{MOVED_TABLES[table]}.{rest}" if rest else MOVED_TABLES[table]
+    return None if now is None else f"config key '{dotted}' moved: it is '{now}' now"
 
 
 def renamed_module_message(module: str) -> str | None:

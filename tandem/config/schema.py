@@ -1,6 +1,7 @@
 """The root of the config tree: `TandemConfig`, which config.toml maps onto 1:1.
 
-Its fields are the sections (tandem.config.sections, tandem.config.agent_sections); the
+Its fields are the sections (tandem.config.sections, rollout_sections, engine_sections,
+trainer_sections, environment_section); [engine] and [trainer] are by backend; the
 rules that tie keys of different sections together are model validators here, each named
 after its rule.
 """
@@ -10,10 +11,13 @@ from __future__ import annotations
 from pydantic import model_validator
 
 from tandem.lora import MEGATRON_LORA_TARGETS
-from tandem.config.agent_sections import AgentConfig, EnvironmentConfig, SandboxConfig
-from tandem.config.engine_sections import EngineConfig, RouterConfig
-from tandem.config.sections import (CheckpointConfig, FaultsConfig, LoggingConfig, ModelConfig, RolloutConfig,
-                                    RunConfig, Section, SyncConfig, TrainerConfig, is_remote_url, rule_broken)
+from tandem.config.base import rule_broken
+from tandem.config.engine_sections import EmbeddedEngineConfig, EngineConfig, RouterConfig
+from tandem.config.environment_section import EnvironmentConfig
+from tandem.config.rollout_sections import DataConfig, RolloutConfig
+from tandem.config.sections import (CheckpointConfig, FaultsConfig, LoggingConfig, ModelConfig, RunConfig, Section,
+                                    SyncConfig, is_remote_url)
+from tandem.config.trainer_sections import TorchTrainerConfig, TrainerConfig
 
 
 class TandemConfig(Section):
@@ -21,14 +25,18 @@ class TandemConfig(Section):
     """Run-wide settings."""
     model: ModelConfig = ModelConfig()
     """The policy model."""
-    engine: EngineConfig = EngineConfig()
-    """Inference engines."""
+    engine: EngineConfig = EmbeddedEngineConfig()
+    """Inference engines: the keys every backend reads, and [engine.<backend>] for engine.backend's own."""
     router: RouterConfig = RouterConfig()
     """sglang-router in front of the engines."""
+    data: DataConfig = DataConfig()
+    """The prompts a run draws from."""
     rollout: RolloutConfig = RolloutConfig()
-    """Rollout generation and the data it draws from."""
-    trainer: TrainerConfig = TrainerConfig()
-    """The trainer and its loss."""
+    """Rollout generation: plug-ins, batch shape, sampling, the client and staleness."""
+    environment: EnvironmentConfig = EnvironmentConfig()
+    """A multi-turn environment (environment.name), its arguments and its episode limits."""
+    trainer: TrainerConfig = TorchTrainerConfig()
+    """The trainer and its loss: the keys every backend reads, and [trainer.<backend>] for trainer.backend's own."""
     sync: SyncConfig = SyncConfig()
     """Weight sync through local disk."""
     logging: LoggingConfig = LoggingConfig()
@@ -37,12 +45,6 @@ class TandemConfig(Section):
     """Checkpoints for `--resume`."""
     faults: FaultsConfig = FaultsConfig()
     """Engine crash recovery and the stall watchdog."""
-    environment: EnvironmentConfig = EnvironmentConfig()
-    """The multi-turn environment loop (rollout.environment) and its limits."""
-    agent: AgentConfig = AgentConfig()
-    """The coding agent's prompts and action format (rollout.environment = 'tandem.envs.coding:CodingEnv')."""
-    sandbox: SandboxConfig = SandboxConfig()
-    """Isolation and limits for agent commands and hidden-test grading."""
 
     @model_validator(mode="after")
     def _weights_published_within_staleness_bound(self) -> TandemConfig:
@@ -95,13 +97,13 @@ class TandemConfig(Section):
     def _an_environment_owns_its_rollout_and_reward(self) -> TandemConfig:
         # An environment's episodes run on tandem.env's loop and are scored by its reward();
         # a rollout function or reward plug-in named beside it would silently go unused.
-        if not self.rollout.environment:
+        if not self.environment.name:
             return self
         defaults = type(self.rollout)()
         for key in ("function", "reward"):
             if getattr(self.rollout, key) != getattr(defaults, key):
-                raise rule_broken(f"rollout.{key} = {getattr(self.rollout, key)!r} with rollout.environment = "
-                                  f"{self.rollout.environment!r}: an environment runs on the shared agent loop and "
+                raise rule_broken(f"rollout.{key} = {getattr(self.rollout, key)!r} with environment.name = "
+                                  f"{self.environment.name!r}: an environment runs on the shared agent loop and "
                                   f"its reward() scores each episode; remove rollout.{key}")
         return self
 
@@ -127,4 +129,4 @@ class TandemConfig(Section):
     @property
     def effective_staleness(self) -> int:
         """Sync mode is the same loop with a staleness bound of 0."""
-        return 0 if self.run.mode == "sync" else self.rollout.max_staleness
+        return 0 if self.run.mode == "sync" else self.rollout.staleness.max

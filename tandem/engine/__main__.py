@@ -1,4 +1,4 @@
-"""`python -m tandem.engine --run-config R/config.json --port P --name engine0`
+"""`python -m tandem.engine --run-config R/views/engine.json --port P --name engine0`
 
 Starts one SGLang-API engine process on 127.0.0.1:P with the backend named by
 engine.backend ("embedded": tandem's HF-model engine; "sim": the latency-model engine).
@@ -29,7 +29,7 @@ from typing import Any
 
 from tandem import registry
 from tandem.auth import MissingApiKey, api_key_from_env
-from tandem.config import ConfigError, config_from_json, load_config
+from tandem.config import ENGINE_VIEW, ConfigError, EngineCommon, child_view, load_config, read_view
 from tandem.engine.http import build_app
 from tandem.model_source import resolve_model_path
 from tandem.quiet import quiet
@@ -88,7 +88,7 @@ def _check_loopback(name: str, host: str) -> None:
 def _load_run_config(name: str, path: str) -> Any:
     """The run config, refused early (before torch is imported) when this process cannot serve it."""
     try:
-        cfg = config_from_json(path)
+        cfg = read_view(path, ENGINE_VIEW)
     except Exception as err:  # missing file, bad JSON, invalid values
         _fail(name, f"cannot read run config {path!r}: {err}")
 
@@ -169,9 +169,12 @@ def _standalone_config(args: argparse.Namespace, overrides: list[str]) -> Any:
         cfg = load_config(overrides)
     except ConfigError as err:
         _fail(args.name, str(err))
-    cfg.engine.backend = args.backend  # the trainer's config may say "external": this process is the engine
-    cfg.engine.count = 1
-    return cfg
+    view = child_view(cfg, ENGINE_VIEW).model_dump(mode="json")
+    if cfg.engine.backend != args.backend:
+        # the trainer's config may say "external": this process is the engine, with the common settings
+        view["engine"] = {k: v for k, v in view["engine"].items() if k in EngineCommon.model_fields}
+    view["engine"].update(backend=args.backend, count=1)
+    return ENGINE_VIEW.model_validate(view)
 
 
 def _prepare_process(log_level: str) -> None:

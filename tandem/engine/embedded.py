@@ -66,11 +66,11 @@ class EmbeddedCore(EngineCore):
         """Build from the run's TandemConfig (`python -m tandem.engine` calls this); `model_path` is
         `tandem.model_source.resolve_model_path(cfg)`. Initial weight_version is "0"."""
         return cls.load(
-            model_path, device=pick_device(cfg.engine.device), dtype=cfg.model.dtype,
+            model_path, device=pick_device(cfg.engine.embedded.device), dtype=cfg.model.dtype,
             trust_remote_code=cfg.model.trust_remote_code, served_model_name=cfg.model.path,
             max_running_requests=cfg.engine.max_running_requests, max_total_tokens=cfg.engine.max_total_tokens,
             priority_scheduling=cfg.engine.priority_scheduling, lora=LoraLimits.from_config(cfg),
-            admission_window_s=cfg.engine.admission_window_ms / 1000,
+            admission_window_s=cfg.engine.embedded.admission_window_ms / 1000,
             # Engines sample independently: same run seed, different stream per engine name.
             seed=cfg.run.seed * 1_000_003 + zlib.crc32(name.encode()))
 

@@ -1,6 +1,6 @@
 """`engine.backend = "sglang"`: the `python -m sglang.launch_server` command for one engine.
 
-Every flag emitted here - tandem's own and each `engine.sglang_args` entry - is checked
+Every flag emitted here - tandem's own and each `engine.sglang.args` entry - is checked
 against SGLang's real argument list (sglang_server_args.txt beside this file, extracted from
 the pinned SGLang wheel by scripts/extract_sglang_server_args.py), so a typo or a flag that
 SGLang dropped fails before any process starts, with the config key named, not as a dead
@@ -40,13 +40,13 @@ RESERVED: dict[str, str | None] = {
     "--model-path": "model.path", "--model": "model.path", "--host": None, "--port": "engine.base_port",
     "--tp-size": None, "--tensor-parallel-size": None, "--pp-size": None, "--pipeline-parallel-size": None,
     "--dp-size": None, "--data-parallel-size": None, "--nnodes": None, "--node-rank": None,
-    "--base-gpu-id": None, "--mem-fraction-static": "engine.mem_fraction_static",
+    "--base-gpu-id": None, "--mem-fraction-static": "engine.sglang.mem_fraction_static",
     "--weight-version": None, "--dtype": "model.dtype", "--trust-remote-code": "model.trust_remote_code",
     "--max-running-requests": "engine.max_running_requests", "--random-seed": "run.seed",
     "--enable-priority-scheduling": "engine.priority_scheduling",
     "--enable-lora": "trainer.lora.rank", "--max-lora-rank": "trainer.lora.rank",
-    "--lora-target-modules": "trainer.lora.target_modules", "--max-loaded-loras": "rollout.max_staleness",
-    "--max-loras-per-batch": "rollout.max_staleness",
+    "--lora-target-modules": "trainer.lora.target_modules", "--max-loaded-loras": "rollout.staleness.max",
+    "--max-loras-per-batch": "rollout.staleness.max",
 }
 
 
@@ -76,12 +76,12 @@ def _value_text(value: Any) -> str:
 
 
 def extra_args(sglang_args: dict[str, Any]) -> list[str]:
-    """`engine.sglang_args` as validated command-line arguments (see the module docstring)."""
+    """`engine.sglang.args` as validated command-line arguments (see the module docstring)."""
     version, flags = load_server_args()
     out: list[str] = []
     for key, value in sglang_args.items():
         flag = _flag_name(key)
-        where = f"engine.sglang_args.{key}"
+        where = f"engine.sglang.args.{key}"
         if flag in RESERVED:
             instead = RESERVED[flag]
             hint = f"set {instead} instead" if instead else "tandem sets it (one GPU per engine, loopback host)"
@@ -117,14 +117,12 @@ def sglang_command(cfg: TandemConfig, port: int, model_path: str, weight_version
                    seed_offset: int = 0) -> list[str]:
     """The full launch command of one SGLang engine (run it with `Placement.engine_env(i)`)."""
     e = cfg.engine
-    if not 0.0 < e.mem_fraction_static < 1.0:
-        raise ConfigError(f"config key 'engine.mem_fraction_static': must be in (0, 1) (got {e.mem_fraction_static})")
     cmd = [
         sglang_python(), "-m", "sglang.launch_server",
         "--model-path", str(model_path),
         "--host", "127.0.0.1", "--port", str(port),
         "--tp-size", "1",  # placement gives each engine exactly one GPU
-        "--mem-fraction-static", str(e.mem_fraction_static),
+        "--mem-fraction-static", str(e.sglang.mem_fraction_static),
         "--weight-version", str(weight_version),
         "--dtype", cfg.model.dtype,
         "--max-running-requests", str(e.max_running_requests),
@@ -136,7 +134,7 @@ def sglang_command(cfg: TandemConfig, port: int, model_path: str, weight_version
         # Order the queue by the rollout's step priority; no preemption, which tandem's sim
         # engine does not model either (the sweep would not predict it).
         cmd += ["--enable-priority-scheduling", "--disable-priority-preemption"]
-    return cmd + lora_args(cfg) + extra_args(e.sglang_args)
+    return cmd + lora_args(cfg) + extra_args(e.sglang.args)
 
 
 def lora_args(cfg: TandemConfig) -> list[str]:

@@ -4,7 +4,7 @@
 - parsers.py  tool calls in the model family's format (Qwen/Hermes JSON, the tiny model's tool tokens)
 - chat.py     token bookkeeping: trajectories grow by appending ids, never by re-tokenising
 - loop.py     one episode and its end reasons
-- rollout.py  EnvRollout, the rollout plug-in behind rollout.environment, and its per-step metrics
+- rollout.py  EnvRollout, the rollout plug-in behind environment.name, and its per-step metrics
 """
 
 from tandem.env.base import Environment, load_environment_class

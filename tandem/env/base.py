@@ -31,20 +31,28 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, ClassVar
+
+from pydantic import BaseModel
 
 from tandem.env.parsers import ParsedReply, ToolCall
+from tandem.config import validate_section
 from tandem.rollout.plugins import PluginError, RewardResult, load_plugin
 
 if TYPE_CHECKING:
     from tandem.rollout.context import RolloutContext
 
 RESERVED = frozenset({"reset", "step", "respond", "reward", "info", "close", "tools", "tool_schemas",
-                      "step_metrics", "call_tool", "call", "text_mode", "offered_tools", "requirements"})
+                      "step_metrics", "call_tool", "call", "text_mode", "offered_tools", "requirements", "Args"})
 """Method names of the contract itself; never offered to the model as tools."""
 
 
 class Environment:
+    Args: ClassVar[type[BaseModel] | None] = None
+    """The model of environment.args, for an environment that types its arguments: they are then
+    checked before anything starts (each bad key named environment.args.KEY) and the environment
+    is built with `args=` the validated model. None: environment.args are passed as keyword
+    arguments as written."""
     ctx: RolloutContext | None = None
     """The run's RolloutContext (config, tokenizer, thread pool), set before reset."""
     done: bool = False
@@ -154,16 +162,25 @@ class Environment:
 
 
 def load_environment_class(spec: str) -> type[Environment]:
-    """rollout.environment -> the class, checked: an Environment subclass with reset, reward and valid tools."""
-    cls = load_plugin(spec, "rollout.environment")
+    """environment.name -> the class, checked: an Environment subclass with reset, reward and valid tools."""
+    cls = load_plugin(spec, "environment.name")
     if not (isinstance(cls, type) and issubclass(cls, Environment)):
-        raise PluginError(f"rollout.environment '{spec}' must name a subclass of tandem.env.Environment, "
+        raise PluginError(f"environment.name '{spec}' must name a subclass of tandem.env.Environment, "
                           f"got {cls!r}")
     for hook in ("reset", "reward"):
         if getattr(cls, hook) is getattr(Environment, hook):
-            raise PluginError(f"rollout.environment '{spec}': {cls.__name__} must define {hook}()")
+            raise PluginError(f"environment.name '{spec}': {cls.__name__} must define {hook}()")
     if cls.text_mode() and cls.tools():
-        raise PluginError(f"rollout.environment '{spec}': {cls.__name__} defines step(text) and tools "
+        raise PluginError(f"environment.name '{spec}': {cls.__name__} defines step(text) and tools "
                           f"{cls.tools()}; an environment reads either free text (step) or tool calls")
     cls.tool_schemas()  # every tool documented and typed, or refused now
     return cls
+
+
+def environment_args(env_class: type, args: dict[str, Any]) -> dict[str, Any]:
+    """The keyword arguments an environment is built with: environment.args as written, or for an
+    environment that declares `Args`, {'args': the validated model} (a ConfigError names a bad key)."""
+    model = getattr(env_class, "Args", None)
+    if model is None:
+        return dict(args)
+    return {"args": validate_section(model, args, "environment.args.")}

@@ -1,4 +1,4 @@
-"""The rollout plug-in behind rollout.environment: G episodes of the environment per dataset row.
+"""The rollout plug-in behind environment.name: G episodes of the environment per dataset row.
 
 Per sample: a fresh environment instance (constructed with [environment.args]), its episode
 on the shared loop, its info() kept in sample.metadata, its reward() as the sample's reward
@@ -14,7 +14,7 @@ import statistics
 import uuid
 from typing import Any, Callable
 
-from tandem.env.base import Environment, load_environment_class
+from tandem.env.base import Environment, environment_args, load_environment_class
 from tandem.env.chat import ChatFormat
 from tandem.env.loop import LOOP_END_REASONS, Episode, run_episode
 from tandem.env.parsers import ParsedReply, pick_parser
@@ -27,13 +27,16 @@ class EnvRollout:
     the per-step metrics (tandem.orchestrator reads `step_metrics`)."""
 
     def __init__(self, env_class: type[Environment], args: dict[str, Any] | None = None):
-        self.env_class, self.args = env_class, dict(args or {})
+        """`args`: environment.args; None = the run's, read at the first episode (a module-level
+        EnvRollout used as rollout.function)."""
+        self.env_class = env_class
+        self.args = None if args is None else environment_args(env_class, args)
         self._chat: dict[tuple[int, str], ChatFormat] = {}
         self._parse: Callable[[str, list[str]], ParsedReply] | None = None
 
     @classmethod
     def from_config(cls, cfg) -> EnvRollout:
-        return cls(load_environment_class(cfg.rollout.environment), cfg.environment.args)
+        return cls(load_environment_class(cfg.environment.name), cfg.environment.args)
 
     def chat_for(self, ctx, tools: list[dict]) -> ChatFormat:
         """The chat format for the tools an environment offers, built once per tokenizer and tool set
@@ -59,6 +62,8 @@ class EnvRollout:
         return [t.result() for t in tasks]
 
     async def one(self, ctx, row: dict, index: int) -> Sample:
+        if self.args is None:
+            self.args = environment_args(self.env_class, ctx.cfg.environment.args)
         env = self.env_class(**self.args)
         env.ctx = ctx
         limits = ctx.cfg.environment

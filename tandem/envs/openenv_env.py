@@ -50,7 +50,7 @@ def _client_class():
     try:
         from openenv.core.generic_client import GenericEnvClient
     except ImportError as err:
-        raise PluginError("rollout.environment = OpenEnvEnv needs openenv-core: "
+        raise PluginError("environment.name = OpenEnvEnv needs openenv-core: "
                           "pip install --no-deps -r requirements-envs.txt") from err
     return GenericEnvClient
 
@@ -113,7 +113,7 @@ class OpenEnvEnv(Environment):
     def requirements(cls, cfg: Any) -> list[str]:
         if importable("openenv.core"):
             return []
-        return ["rollout.environment = OpenEnvEnv needs openenv-core: pip install --no-deps -r requirements-envs.txt"]
+        return ["environment.name = OpenEnvEnv needs openenv-core: pip install --no-deps -r requirements-envs.txt"]
 
     def __init__(self, url: str, tool_name: str = "step", reward: Literal["sum", "last"] = "sum",
                  observation_key: str = "", max_sessions: int = 0, connect_timeout_s: float = 10.0,

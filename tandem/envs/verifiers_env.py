@@ -52,7 +52,7 @@ def _verifiers():
     try:
         import verifiers
     except ImportError as err:
-        raise PluginError("rollout.environment = VerifiersEnv needs the verifiers package: "
+        raise PluginError("environment.name = VerifiersEnv needs the verifiers package: "
                           "pip install --no-deps -r requirements-envs.txt") from err
     if not hasattr(verifiers, "MultiTurnEnv"):
         raise PluginError(f"verifiers {getattr(verifiers, '__version__', '?')} has no MultiTurnEnv; "
@@ -122,7 +122,7 @@ class VerifiersEnv(Environment):
     def requirements(cls, cfg: Any) -> list[str]:
         if importable("verifiers"):
             return []
-        return ["rollout.environment = VerifiersEnv needs the verifiers package: "
+        return ["environment.name = VerifiersEnv needs the verifiers package: "
                 "pip install --no-deps -r requirements-envs.txt"]
 
     def __init__(self, env_id: str, env_args: dict | None = None):
@@ -214,7 +214,7 @@ def export_dataset(env_id: str, out: Path, env_args: dict | None = None, split: 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m tandem.envs.verifiers_env",
-                                     description="Export a verifiers environment's dataset for rollout.data_path.")
+                                     description="Export a verifiers environment's dataset for data.path.")
     sub = parser.add_subparsers(dest="command", required=True)
     export = sub.add_parser("export", help="write the environment's dataset as JSONL")
     export.add_argument("env_id")

@@ -24,7 +24,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tandem.config import ConfigError, TandemConfig, build_config, config_from_json
+from tandem.config import ConfigError, EmbeddedEngineSettings, TandemConfig, build_config, config_from_json
 from tandem.lab.plan import memory as mem
 from tandem.lab.plan import report as plan_report
 from tandem.lab.plan.planner import plan_node
@@ -43,7 +43,7 @@ BUNDLED_DATA = {"tandem.envs.coding:CodingEnv": "data/swe_tasks/tasks.jsonl"}
 FAMILIES = ("qwen3",)
 """Model families with a tiny stand-in (tandem's tiny model is a Qwen3)."""
 # The rehearsal's sizes: enough for every path to run, small enough for a 2-core CPU.
-SIZES = {"rollout.prompts_per_step": 2, "rollout.samples_per_prompt": 2, "rollout.max_new_tokens": 16,
+SIZES = {"rollout.prompts_per_step": 2, "rollout.samples_per_prompt": 2, "rollout.sampling.max_new_tokens": 16,
          "environment.max_turns": 3, "environment.max_context_tokens": 4096, "trainer.micro_batch_size": 2,
          # Kept on when the node has them (0 stays 0), sized so that a rehearsal's short samples still
          # make several chunks and several packed micro-batches.
@@ -98,15 +98,21 @@ def _tiny_stand_in(node: TandemConfig) -> dict:
 
 def _data_path(node: TandemConfig) -> str | None:
     """The node's dataset when it exists here, else the project's own for its environment."""
-    configured = Path(node.rollout.data_path)
+    configured = Path(node.data.path)
     if configured.exists() or (PROJECT_ROOT / configured).exists():
         return None
-    bundled = BUNDLED_DATA.get(node.rollout.environment)
+    bundled = BUNDLED_DATA.get(node.environment.name)
     if bundled is None:
-        raise ConfigError(f"rollout.data_path {node.rollout.data_path!r} does not exist here, and the rehearsal "
-                          f"has no bundled data for rollout.environment {node.rollout.environment!r}: "
-                          f"rehearse with --rollout.data_path pointing at a few rows of it")
+        raise ConfigError(f"data.path {node.data.path!r} does not exist here, and the rehearsal "
+                          f"has no bundled data for environment.name {node.environment.name!r}: "
+                          f"rehearse with --data.path pointing at a few rows of it")
     return str(PROJECT_ROOT / bundled)
+
+
+def _get(tree: dict, dotted: str):
+    for part in dotted.split("."):
+        tree = tree[part]
+    return tree
 
 
 def rehearsal_config(node: TandemConfig, steps: int = REHEARSAL_STEPS) -> Rehearsal:
@@ -115,13 +121,11 @@ def rehearsal_config(node: TandemConfig, steps: int = REHEARSAL_STEPS) -> Rehear
     swaps: list[Swap] = []
 
     def swap(key: str, here: object, why: str) -> None:
-        section, *rest = key.split(".")
-        parent = tree[section]
-        for part in rest[:-1]:
-            parent = parent[part]
-        if parent[rest[-1]] != here:
-            swaps.append(Swap(key, parent[rest[-1]], here, why))
-            parent[rest[-1]] = here
+        *path, name = key.split(".")
+        parent = _get(tree, ".".join(path))
+        if parent[name] != here:
+            swaps.append(Swap(key, parent[name], here, why))
+            parent[name] = here
 
     tiny = _tiny_stand_in(node)
     swap("model.path", "tiny", f"a random {tiny['num_layers']}-layer model of the same family (no download)")
@@ -139,13 +143,16 @@ def rehearsal_config(node: TandemConfig, steps: int = REHEARSAL_STEPS) -> Rehear
                                                    "no reward, so only the entropy term moves them)")
     swap("trainer.loss.entropy_coef", max(node.trainer.loss.entropy_coef, 0.01), "see trainer.lr")
     swap("model.dtype", "float32", "CPU: bf16 numerics stay unverified")
-    swap("trainer.megatron.bf16", False, "CPU: bf16 numerics stay unverified")
+    if node.trainer.backend == "megatron":
+        swap("trainer.megatron.bf16", False, "CPU: bf16 numerics stay unverified")
     swap("trainer.device", "cpu" if node.trainer.backend != "sim" else node.trainer.device,
          "trainer.gpus ranks on gloo instead of GPUs")
     if node.engine.backend == "sglang":
         swap("engine.backend", "embedded", "SGLang needs CUDA; the embedded engine speaks its API")
+        del tree["engine"]["sglang"]  # the SGLang servers' own settings; the embedded engine has its own
+        tree["engine"]["embedded"] = EmbeddedEngineSettings().model_dump()
     if node.engine.backend in ("sglang", "embedded"):
-        swap("engine.device", "cpu", "no GPU here")
+        swap("engine.embedded.device", "cpu", "no GPU here")
     swap("run.steps", min(node.run.steps, steps), "a rehearsal")
     swap("run.run_dir", f"{node.run.run_dir}-rehearsal", "keep the node's run directory untouched")
     swap("run.rehearse", False, "the rehearsal itself runs as an ordinary run")
@@ -153,11 +160,10 @@ def rehearsal_config(node: TandemConfig, steps: int = REHEARSAL_STEPS) -> Rehear
     swap("run.keep_rollouts", "all", "the agreement check replays every step's samples")
     swap("logging.tensorboard", False, "a rehearsal")
     for key, value in SIZES.items():
-        section, name = key.split(".")
-        swap(key, min(tree[section][name], value), "rehearsal sizes")
+        swap(key, min(_get(tree, key), value), "rehearsal sizes")
     data = _data_path(node)
     if data:
-        swap("rollout.data_path", data, "the node's dataset is not on this machine; the project's own of its kind")
+        swap("data.path", data, "the node's dataset is not on this machine; the project's own of its kind")
     rehearsal = Rehearsal(node, build_config(tree), swaps)
     rehearsal.real, rehearsal.unverified = _what_is_real(rehearsal.config), _unverified(node)
     return rehearsal
@@ -168,7 +174,7 @@ def _what_is_real(cfg: TandemConfig) -> list[str]:
             f"sglang-router ({cfg.router.policy} policy) in front of {cfg.engine.count} engine process(es), "
             f"started, health-checked and torn down by the launcher",
             f"the loop in {cfg.run.mode} mode (staleness {cfg.effective_staleness}, partial rollouts: "
-            f"{cfg.rollout.partial_rollout})",
+            f"{cfg.rollout.staleness.partial_rollout})",
             "weight publish, engine pause / reload / continue at every sync, sample versions"]
     if cfg.trainer.backend == "megatron":
         mp = cfg.trainer.megatron
@@ -177,8 +183,8 @@ def _what_is_real(cfg: TandemConfig) -> list[str]:
                        f"distributed optimizer {'on' if mp.use_distributed_optimizer else 'off'}, recompute "
                        f"{'on' if mp.recompute else 'off'}; HF -> Megatron conversion, TP sharding, the loss, "
                        f"export back to HF")
-    if cfg.rollout.environment:
-        real.append(f"the environment {cfg.rollout.environment} on the agent loop, its tools and reward")
+    if cfg.environment.name:
+        real.append(f"the environment {cfg.environment.name} on the agent loop, its tools and reward")
     real += _memory_features(cfg)
     return real
 
@@ -204,7 +210,7 @@ def _unverified(node: TandemConfig) -> list[str]:
            "throughput and step times at the node's sizes",
            f"the real model's weights and tokenizer ({node.model.path}): the stand-in is random, byte-level"]
     if node.engine.backend == "sglang":
-        out.append(f"SGLang itself: engine.sglang_args {node.engine.sglang_args} are checked against its argument "
+        out.append(f"SGLang itself: engine.sglang.args {node.engine.sglang.args} are checked against its argument "
                    f"list, not run")
     mp = node.trainer.megatron
     if node.trainer.backend == "megatron" and mp.optimizer_cpu_offload:
@@ -225,7 +231,7 @@ def replayed_logprobs(run_dir: Path, version: int, samples: list[dict]) -> list[
     cfg = config_from_json(str(Path(run_dir) / "config.json"))
     path = resolve_model_path(cfg) if version == 0 else Path(run_dir) / "weights" / f"step_{version:06d}"
     model = AutoModelForCausalLM.from_pretrained(str(path), dtype=torch.float32).eval()
-    temperature = cfg.rollout.temperature if cfg.rollout.temperature > 0 else 1.0
+    temperature = cfg.rollout.sampling.temperature if cfg.rollout.sampling.temperature > 0 else 1.0
     out = []
     with torch.no_grad():
         for s in samples:
@@ -302,7 +308,7 @@ def probe_engines(run_dir: Path, prompt_ids: list[int], new_tokens: int = 8) -> 
     (the syncs no trained sample used, e.g. the last one, are checked too)."""
     import httpx
 
-    temperature = config_from_json(str(Path(run_dir) / "config.json")).rollout.temperature or 1.0  # as replayed
+    temperature = config_from_json(str(Path(run_dir) / "config.json")).rollout.sampling.temperature or 1.0  # as replayed
     rows = []
     for engine in json.loads((Path(run_dir) / "endpoints.json").read_text())["engines"]:
         out = httpx.post(f"{engine['url']}/generate", timeout=120, json={

@@ -34,7 +34,8 @@ SHARD_BYTES = 256 << 20
 class SimTrainer(TrainerBackend):
     def __init__(self, cfg: TandemConfig):
         self.cfg = cfg
-        self.time_scale = cfg.engine.sim.time_scale
+        # One clock for the whole simulation: with sim engines, their time scale; beside real engines, real time.
+        self.time_scale = cfg.engine.sim.time_scale if cfg.engine.backend == "sim" else 1.0
         self.train_time_s = cfg.trainer.sim.train_time_s
         self.dtype = getattr(torch, cfg.model.dtype)
         self.weights = make_weights(cfg.trainer.sim.weight_size_gb, self.dtype)

@@ -109,7 +109,7 @@ async def orchestrate_virtual(cfg: TandemConfig, engines: InProcessEngines, mode
     dataset, rollout_fn, reward_fn = inputs
     run_dir = Path(cfg.run.run_dir)
     router = InProcessRouter(cfg, engines.urls, engines.http, engines.gone)
-    client = EngineClient(ROUTER_URL, cfg.rollout.concurrency, cfg.rollout.request_timeout_s, post=router.post)
+    client = EngineClient(ROUTER_URL, cfg.rollout.client.concurrency, cfg.rollout.client.request_timeout_s, post=router.post)
     # Sandboxes and graders run inline: a worker thread would finish at a wall time the virtual clock ignores.
     executor = virtual_clock.InlineExecutor()
     ctx = RolloutContext(cfg, tokenizer, client, executor, reward_fn, sampling_params_from_config(cfg))

@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 
 from tandem import registry
-from tandem.config import ConfigError, TandemConfig
+from tandem.config import ConfigError, TandemConfig, write_views
 from tandem.auth import bearer_headers
 from tandem.placement import Placement, plan_placement, visible_gpu_count
 from tandem.orchestrator.startup import Pending, StartupStatus, wait_all
@@ -44,20 +44,24 @@ def _pick_port(configured: int, key: str) -> int:
     return configured
 
 
-def engine_command(cfg: TandemConfig, name: str, port: int, run_config: Path, model_path: str) -> list[str]:
-    """tandem's own engine server for the backends it serves, else the backend's own command."""
+def engine_command(cfg: TandemConfig, name: str, port: int, run_dir: Path, model_path: str) -> list[str]:
+    """tandem's own engine server for the backends it serves (given its view of the config), else
+    the backend's own command."""
     backend = cfg.engine.backend
     if backend in registry.ENGINE_COMMANDS:
         return registry.named(registry.ENGINE_COMMANDS, backend, "engine.backend")(cfg, port=port, model_path=model_path)
-    return [sys.executable, "-m", registry.ENGINE_SERVER, "--run-config", str(run_config), "--port", str(port),
+    view = write_views(cfg, run_dir)["engine"]
+    return [sys.executable, "-m", registry.ENGINE_SERVER, "--run-config", str(view), "--port", str(port),
             "--name", name]
 
 
-def trainer_command(cfg: TandemConfig, run_config: Path) -> list[str]:
+def trainer_command(cfg: TandemConfig, run_dir: Path) -> list[str]:
+    """The trainer process, given its view of the config."""
+    view = write_views(cfg, run_dir)["trainer"]
     backend = cfg.trainer.backend
     if backend in registry.TRAINER_COMMANDS:
-        return registry.named(registry.TRAINER_COMMANDS, backend, "trainer.backend")(cfg, str(run_config))
-    return [sys.executable, "-m", "tandem.trainer", "--run-config", str(run_config)]
+        return registry.named(registry.TRAINER_COMMANDS, backend, "trainer.backend")(cfg, str(view))
+    return [sys.executable, "-m", "tandem.trainer", "--run-config", str(view)]
 
 
 def router_ready(router_url: str, n_engines: int):
@@ -77,15 +81,15 @@ def engine_pending(cfg: TandemConfig, child: Child) -> Pending:
                    cfg.engine.startup_timeout_s, "engine.startup_timeout_s")
 
 
-def start_engines(cfg: TandemConfig, sup: Supervisor, placement: Placement, run_config: Path,
+def start_engines(cfg: TandemConfig, sup: Supervisor, placement: Placement, run_dir: Path,
                   model_path: str) -> dict[str, str]:
     """Start the engines and wait until every one is healthy."""
-    engines, children = launch_engines(cfg, sup, placement, run_config, model_path)
+    engines, children = launch_engines(cfg, sup, placement, run_dir, model_path)
     wait_all(sup, [engine_pending(cfg, child) for child in children])
     return engines
 
 
-def launch_engines(cfg: TandemConfig, sup: Supervisor, placement: Placement, run_config: Path,
+def launch_engines(cfg: TandemConfig, sup: Supervisor, placement: Placement, run_dir: Path,
                    model_path: str) -> tuple[dict[str, str], list[Child]]:
     """Start the engine processes (no waiting): {name: url} and their children."""
     engines: dict[str, str] = {}
@@ -94,7 +98,7 @@ def launch_engines(cfg: TandemConfig, sup: Supervisor, placement: Placement, run
         name = f"engine{i}"
         port = _pick_port(cfg.engine.base_port + i if cfg.engine.base_port else 0, f"engine.base_port (+{i})")
         url = f"http://127.0.0.1:{port}"
-        children.append(sup.start(name, engine_command(cfg, name, port, run_config, model_path),
+        children.append(sup.start(name, engine_command(cfg, name, port, run_dir, model_path),
                                   env=placement.engine_env(i), url=url, role="engine",
                                   # With restarts allowed, the engine doctor handles a dead engine.
                                   critical=cfg.faults.max_engine_restarts == 0))
@@ -106,7 +110,7 @@ def external_engines(cfg: TandemConfig) -> dict[str, str]:
     """engine.backend = 'external': engines someone else started. Health-gate each (GET /health,
     within engine.startup_timeout_s) and check it takes the API key; start and kill nothing."""
     headers = bearer_headers(cfg.engine.api_key_env)
-    engines = {f"engine{i}": url for i, url in enumerate(cfg.engine.urls)}
+    engines = {f"engine{i}": url for i, url in enumerate(cfg.engine.external.urls)}
     deadline = time.monotonic() + cfg.engine.startup_timeout_s
     for name, url in engines.items():
         probe = Supervisor.http_ok(f"{url}/health")
@@ -120,7 +124,7 @@ def external_engines(cfg: TandemConfig) -> dict[str, str]:
         if answer.status_code == 404:
             answer = httpx.get(f"{url}/get_model_info", headers=headers, timeout=10.0)
         if answer.status_code in (401, 403):
-            raise ConfigError(f"engine.urls: {url} refused the API key (HTTP {answer.status_code}); "
+            raise ConfigError(f"engine.external.urls: {url} refused the API key (HTTP {answer.status_code}); "
                               + (f"check ${cfg.engine.api_key_env}" if cfg.engine.api_key_env
                                  else "it requires one: set engine.api_key_env"))
         if answer.status_code != 200:
@@ -147,7 +151,7 @@ def router_command(cfg: TandemConfig, port: int, worker_urls: list[str], prometh
         "--health-check-interval-secs", str(cfg.router.health_check_interval_s),
         # Started beside engines that are still loading: look for them every second, not every 30.
         "--worker-startup-check-interval", "1",
-        "--request-timeout-secs", str(int(cfg.rollout.request_timeout_s)),
+        "--request-timeout-secs", str(int(cfg.rollout.client.request_timeout_s)),
         "--log-level", "warn",
     ]  # no --api-key: the router forwards each client's Authorization header to the engines
 
@@ -170,9 +174,9 @@ def router_pending(cfg: TandemConfig, child: Child, n_engines: int, engines: lis
                    cfg.router.startup_timeout_s, "router.startup_timeout_s", after=engines)
 
 
-def launch_trainer(cfg: TandemConfig, sup: Supervisor, placement: Placement, run_config: Path,
+def launch_trainer(cfg: TandemConfig, sup: Supervisor, placement: Placement, run_dir: Path,
                    extra_args: list[str]) -> Child:
-    return sup.start("trainer", trainer_command(cfg, run_config) + extra_args, env=placement.trainer_env(),
+    return sup.start("trainer", trainer_command(cfg, run_dir) + extra_args, env=placement.trainer_env(),
                      role="trainer")
 
 
@@ -204,18 +208,18 @@ def check_configured_ports(cfg: TandemConfig) -> None:
             _pick_port(cfg.engine.base_port + i, "engine.base_port")
 
 
-def start_cluster(cfg: TandemConfig, sup: Supervisor, run_dir: Path, run_config: Path, model_path: str,
+def start_cluster(cfg: TandemConfig, sup: Supervisor, run_dir: Path, model_path: str,
                   trainer_args: list[str] | None = None, status: StartupStatus | None = None) -> Cluster:
     """Start the engines, the router and the trainer together; return once every one is ready."""
     check_configured_ports(cfg)
     placement = plan_placement(cfg, visible_gpu_count())
     external = cfg.engine.backend == "external"
-    trainer = launch_trainer(cfg, sup, placement, run_config, trainer_args or [])
+    trainer = launch_trainer(cfg, sup, placement, run_dir, trainer_args or [])
     pending = [trainer_pending(cfg, trainer, run_dir)]
     if external:  # someone else's engines: gated (and their API key checked) while the trainer loads
         engines = external_engines(cfg)
     else:
-        engines, children = launch_engines(cfg, sup, placement, run_config, model_path)
+        engines, children = launch_engines(cfg, sup, placement, run_dir, model_path)
         pending = [engine_pending(cfg, child) for child in children] + pending
     router = launch_router(cfg, sup, engines)
     pending.append(router_pending(cfg, router, len(engines), [p for p in pending if p.child.role == "engine"]))

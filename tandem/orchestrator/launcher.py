@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from tandem import checkpoint, registry
-from tandem.config import ConfigError, TandemConfig, load_config
+from tandem.config import ConfigError, TandemConfig, help_text, load_config
 from tandem.auth import MissingApiKey, api_key_from_env
 from tandem.handoff import HandoffTimeout
 from tandem.model_source import resolve_model_path
@@ -28,6 +28,10 @@ from tandem.quiet import quiet_libraries
 from tandem.env import EnvRollout
 from tandem.rollout import DataError, PluginError, load_dataset_rows, load_reward_fn, load_rollout_fn
 from tandem.weights import PublishError, SyncError
+
+
+ENVIRONMENT_PATH_ARGS = (("agent", "prompt_file"), ("sandbox", "root_dir"), ("sandbox", "python"))
+"""Paths among the coding environment's arguments (environment.args.TABLE.KEY)."""
 
 
 def absolutize_paths(cfg: TandemConfig) -> None:
@@ -45,13 +49,15 @@ def absolutize_paths(cfg: TandemConfig) -> None:
 
     cfg.run.run_dir = str(Path(cfg.run.run_dir).expanduser().resolve())
     cfg.run.cache_dir = str(cache_root(cfg.run.cache_dir))
-    cfg.rollout.data_path = resolve(cfg.rollout.data_path)
-    cfg.engine.sim.profile = resolve(cfg.engine.sim.profile)
-    cfg.engine.sim.workload = resolve(cfg.engine.sim.workload)
-    for section, key in (("agent", "prompt_file"), ("sandbox", "root_dir"), ("sandbox", "python")):
-        value = getattr(getattr(cfg, section), key)
-        if value and "/" in value:  # a bare name (e.g. "python3") is looked up on PATH
-            setattr(getattr(cfg, section), key, resolve(value))
+    cfg.data.path = resolve(cfg.data.path)
+    if cfg.engine.backend == "sim":
+        cfg.engine.sim.profile = resolve(cfg.engine.sim.profile)
+        cfg.engine.sim.workload = resolve(cfg.engine.sim.workload)
+    for table, key in ENVIRONMENT_PATH_ARGS:  # untyped here: the environment's own model checks them
+        args = cfg.environment.args.get(table)
+        value = args.get(key) if isinstance(args, dict) else None
+        if isinstance(value, str) and "/" in value:  # a bare name (e.g. "python3") is looked up on PATH
+            args[key] = resolve(value)
     if cfg.model.path != "tiny" and (Path.cwd() / cfg.model.path).exists():
         cfg.model.path = str((Path.cwd() / cfg.model.path).resolve())
 
@@ -86,6 +92,9 @@ def split_launcher_options(argv: list[str]) -> tuple[str | None, bool, list[str]
 def load_run(resume_dir: str | None, argv: list[str]) -> TandemConfig:
     """The run's config: a fresh one from config.toml and the command line, or (--resume DIR) the
     saved run's config with the command line over it."""
+    if "-h" in argv or "--help" in argv:  # the core's keys, and the bundled environments' typed arguments
+        print(help_text({name: registry.load(spec) for name, spec in registry.ENVIRONMENT_ARGS.items()}))
+        raise SystemExit(0)
     if not resume_dir:
         return load_config(argv)
     cfg = load_config(argv, base_tree=run_state.resume_base_tree(resume_dir))
@@ -99,11 +108,11 @@ def check_inputs(cfg: TandemConfig) -> tuple:
         api_key_from_env(cfg.engine.api_key_env)
     except MissingApiKey as err:
         raise ConfigError(f"engine.api_key_env: {err}") from None
-    dataset = load_dataset_rows(cfg.rollout.data_path, cfg.rollout.prompt_key)
+    dataset = load_dataset_rows(cfg.data.path, cfg.data.prompt_key)
     if dataset.skipped:
-        print(f"warning: skipped {dataset.skipped} malformed row(s) of {cfg.rollout.data_path}: "
+        print(f"warning: skipped {dataset.skipped} malformed row(s) of {cfg.data.path}: "
               f"{'; '.join(dataset.skipped_examples[:3])}", file=sys.stderr)
-    rollout_fn = EnvRollout.from_config(cfg) if cfg.rollout.environment else load_rollout_fn(cfg.rollout.function)
+    rollout_fn = EnvRollout.from_config(cfg) if cfg.environment.name else load_rollout_fn(cfg.rollout.function)
     return dataset, rollout_fn, load_reward_fn(cfg.rollout.reward)
 
 
@@ -120,7 +129,7 @@ def run(cfg: TandemConfig, sup: Supervisor, start: run_state.StartPoint, inputs:
           flush=True)
     trainer_args = (["--start-step", str(start.step), "--resume-from", str(start.checkpoint_dir)]
                     if start.checkpoint_dir else [])
-    cluster = start_cluster(cfg, sup, run_dir, run_dir / "config.json", model_path, trainer_args)
+    cluster = start_cluster(cfg, sup, run_dir, model_path, trainer_args)
     print(f"tandem: router {cluster.router_url}; endpoints in {run_dir / 'endpoints.json'}", flush=True)
     asyncio.run(orchestrate(cfg, run_dir, sup, cluster, model_path, dataset, rollout_fn, reward_fn, start, hooks))
     print(f"tandem: finished {cfg.run.steps} steps; metrics in {run_dir / 'metrics.jsonl'}", flush=True)

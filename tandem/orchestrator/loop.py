@@ -82,7 +82,7 @@ async def run_loop(cfg: TandemConfig, run_dir: Path, producer: RolloutProducer, 
     clock = asyncio.get_running_loop().time
     last_result = clock()
     guard = FailureGuard(run_dir, cfg.run.max_failed_fraction, cfg.run.failed_window_steps,
-                         cfg.rollout.environment or cfg.rollout.reward)
+                         cfg.environment.name or cfg.rollout.reward)
     for step in range(start_step, cfg.run.steps):
         view.set_status(f"step {step + 1}: rolling out (waiting on engines)")
         batch, failures = await take_step(step, producer, guard, trainer, run_dir, cfg, hooks)  # 1. rollout
@@ -99,7 +99,7 @@ async def run_loop(cfg: TandemConfig, run_dir: Path, producer: RolloutProducer, 
         if result.get("weight_version") is not None:                        # 3. sync
             view.set_status(f"step {step + 1}: syncing weights v{result['weight_version']} (waiting on engines)")
             reload_s = await fleet.sync(ctx.engine, result["weights_path"], result["weight_version"],
-                                        cfg.rollout.partial_rollout, cfg.sync.reload_timeout_s)
+                                        cfg.rollout.staleness.partial_rollout, cfg.sync.reload_timeout_s)
             await producer.set_version(result["weight_version"])
         # Rows number steps from 1, as the console, the handoff files and the checkpoints do: the
         # row of step N follows checkpoint N-1 and carries weight version N once it is synced.
@@ -220,9 +220,8 @@ def make_autoscaler(cfg: TandemConfig, fleet: Fleet, sup: Supervisor, cluster: C
         provider = CommandProvider(cfg, sup)
     else:
         spare = cluster.placement.engine_gpus[cfg.engine.count:scale.max]
-        run_config = run_dir / "config.json"
         provider = NodeProvider(cfg, sup, cluster.placement,
-                                lambda name, port: engine_command(cfg, name, port, run_config, model_path), spare)
+                                lambda name, port: engine_command(cfg, name, port, run_dir, model_path), spare)
     return Autoscaler(cfg, fleet, provider, run_dir)
 
 
@@ -230,7 +229,7 @@ def make_producer(cfg: TandemConfig, ctx: RolloutContext, dataset, rollout_fn,
                   start: run_state.StartPoint) -> RolloutProducer:
     """The rollout producer for a run starting at `start` (fresh, or a checkpoint's cursor and
     in-flight prompts)."""
-    cursor = PromptCursor(len(dataset.rows), cfg.run.seed, cfg.rollout.shuffle,
+    cursor = PromptCursor(len(dataset.rows), cfg.run.seed, cfg.data.shuffle,
                           **({k: start.cursor[k] for k in ("epoch", "position")} if start.cursor else {}))
     return RolloutProducer(ctx, dataset.rows, cursor, rollout_fn, start_step=start.step,
                            total_steps=cfg.run.steps, staleness=cfg.effective_staleness,
@@ -261,10 +260,10 @@ async def orchestrate(cfg: TandemConfig, run_dir: Path, sup: Supervisor, cluster
                       dataset, rollout_fn, reward_fn, start: run_state.StartPoint,
                       hooks: RunHooks = NO_HOOKS) -> None:
     headers = bearer_headers(cfg.engine.api_key_env)  # the engines' API key, if they want one
-    client = EngineClient(cluster.router_url, cfg.rollout.concurrency, cfg.rollout.request_timeout_s,
+    client = EngineClient(cluster.router_url, cfg.rollout.client.concurrency, cfg.rollout.client.request_timeout_s,
                           headers=headers)
     # Sandboxes and graders block; size their pool to the rollouts in flight, not asyncio's default.
-    executor = ThreadPoolExecutor(max_workers=cfg.rollout.concurrency + 16, thread_name_prefix="rollout")
+    executor = ThreadPoolExecutor(max_workers=cfg.rollout.client.concurrency + 16, thread_name_prefix="rollout")
     ctx = RolloutContext(cfg, load_tokenizer(model_path, cfg.model.trust_remote_code), client, executor, reward_fn,
                          sampling_params_from_config(cfg))
     external = cfg.engine.backend == "external"

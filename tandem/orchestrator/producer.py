@@ -4,7 +4,7 @@ A group (one prompt, G samples) is not owned by a training step. It is *admitted
 there is room, and each step takes the first `prompts_per_step` finished groups that are fresh
 enough, so the slowest trajectory no longer sets the step time (AReaL, PipelineRL, prime-rl).
 
-Admission (AReaL's rule). With B = prompts_per_step, S = rollout.max_staleness, v = the weight
+Admission (AReaL's rule). With B = prompts_per_step, S = rollout.staleness.max, v = the weight
 version the engines serve and k = the next step to train (k*B groups already trained):
 
     running + finished-not-trained <= (v + S + 1 - k) * B  (+ the oversample slack, when > 0)
@@ -14,7 +14,7 @@ still feed steps up to v + S, and no more groups run than those steps can use. I
 (S = 0) that is B groups per step, admitted only once the step's own weights are served:
 exactly on-policy. `rollout.oversample` adds ceil(B * oversample) - B groups of slack.
 
-Staleness (`rollout.staleness_by`). Step k trains a group only if k - its key version <= S:
+Staleness (`rollout.staleness.measured_by`). Step k trains a group only if k - its key version <= S:
 - oldest_token: the key is the version of its oldest token (a trajectory may span versions
   under partial_rollout = continue; every token carries its own version and logprob, and the
   off-policy correction, trainer.loss.tis, works per token);
@@ -28,7 +28,7 @@ admission as soon as its admission is too old, under oldest_token once an answer
 Which groups a step takes: fresh finished groups in admission order (the oldest first), so a
 long trajectory is trained as soon as it finishes instead of losing its slot to short ones that
 started later; that is the remedy for the length bias streaming otherwise has (see
-stream_stats.length_bias). Requests carry a priority (`rollout.request_priority`): the
+stream_stats.length_bias). Requests carry a priority (`rollout.staleness.request_priority`): the
 admission version, or the trajectory's age.
 
 A rollout that raises (anything but RunFatal, which stops the run at once) fails its group: the
@@ -129,7 +129,8 @@ class RolloutProducer:
         self.prompts_per_step, self.group_size = cfg.prompts_per_step, cfg.samples_per_prompt
         self.slack = math.ceil(cfg.prompts_per_step * cfg.oversample) - cfg.prompts_per_step
         self.total_steps, self.staleness = total_steps, staleness
-        self.staleness_by, self.priority_by, self.hold = cfg.staleness_by, cfg.request_priority, cfg.admission_hold
+        lag = cfg.staleness
+        self.staleness_by, self.priority_by, self.hold = lag.measured_by, lag.request_priority, lag.admission_hold
         self.version = engine_version
         self.next_step = start_step
         """The step `take` serves next; next_step * B groups have been trained."""

@@ -22,7 +22,7 @@ class GenerationError(RuntimeError):
 REQUEST_PRIORITY: contextvars.ContextVar[int | None] = contextvars.ContextVar("tandem_request_priority",
                                                                              default=None)
 """SGLang request priority of the generate calls made in this task. The rollout producer sets it
-in each group's task (larger = served first; rollout.request_priority: minus the group's
+in each group's task (larger = served first; rollout.staleness.request_priority: minus the group's
 admission order, or minus the version it was admitted under), so engines that schedule by
 priority (engine.priority_scheduling) finish older trajectories first."""
 

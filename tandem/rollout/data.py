@@ -59,7 +59,7 @@ def load_dataset_rows(path: str, prompt_key: str) -> Dataset:
 
     p = Path(path)
     if not p.exists():
-        raise DataError(f"dataset file '{path}' does not exist (rollout.data_path)")
+        raise DataError(f"dataset file '{path}' does not exist (data.path)")
     suffix = p.suffix.lower()
     if suffix in (".jsonl", ".json"):
         # Read line by line first: one broken line makes the whole file unreadable for `datasets`
@@ -72,7 +72,7 @@ def load_dataset_rows(path: str, prompt_key: str) -> Dataset:
         rows = [dict(r) for r in datasets.load_dataset("parquet", data_files=str(p), split="train")]
         where, bad = [f"row {i + 1}" for i in range(len(rows))], []
     else:
-        raise DataError(f"dataset file '{path}' must be .jsonl, .json or .parquet (rollout.data_path)")
+        raise DataError(f"dataset file '{path}' must be .jsonl, .json or .parquet (data.path)")
     good = []
     for i, row in enumerate(rows):
         problem = _row_problem(row, prompt_key)

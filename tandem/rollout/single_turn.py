@@ -48,14 +48,14 @@ def sample_from_output(prompt_ids: list[int], out: dict, tokenizer) -> Sample:
 
 async def single_turn(ctx: RolloutContext, row: dict, group_size: int) -> list[Sample]:
     """One prompt, G independent completions, each scored by the reward plug-in."""
-    prompt_ids = encode_prompt(ctx.tokenizer, row[ctx.cfg.rollout.prompt_key], ctx.cfg.rollout.apply_chat_template)
+    prompt_ids = encode_prompt(ctx.tokenizer, row[ctx.cfg.data.prompt_key], ctx.cfg.data.apply_chat_template)
 
     async def scored(out: dict) -> Sample:
         sample = sample_from_output(prompt_ids, out, ctx.tokenizer)
         await ctx.score(sample, row)
         return sample
 
-    if ctx.cfg.rollout.group_request:
+    if ctx.cfg.rollout.client.group_request:
         outs = await ctx.engine.generate_many(prompt_ids, dict(ctx.sampling_params), group_size)
         return list(await asyncio.gather(*(scored(out) for out in outs)))
 

@@ -1,4 +1,4 @@
-"""The trainer process: `python -m tandem.trainer --run-config R/config.json`.
+"""The trainer process: `python -m tandem.trainer --run-config R/views/trainer.json`.
 
 It trains step N (numbered from 1) on the batch the orchestrator wrote to R/rollouts/step_N.json,
 publishes weights version N when a sync is due (every sync.every_k_steps, and always after the
@@ -17,7 +17,7 @@ import time
 from typing import Any, Callable, Protocol
 
 from tandem import checkpoint, handoff, registry
-from tandem.config import TandemConfig, config_from_json
+from tandem.config import TRAINER_VIEW, TandemConfig, read_view
 from tandem.model_source import resolve_model_path
 from tandem.trainer.backend import TrainerBackend
 from tandem.weights.transport import WeightPublisher
@@ -156,12 +156,12 @@ def publish_start_weights(cfg: TandemConfig, backend: TrainerBackend, publisher,
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tandem.trainer", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--run-config", required=True, help="resolved config.json written by the launcher")
+    ap.add_argument("--run-config", required=True, help="the trainer's view of the run's config (run_dir/views/trainer.json), written by the launcher")
     ap.add_argument("--start-step", type=int, default=0, help="first training step to wait for")
     ap.add_argument("--resume-from", default=None, help="checkpoint directory to restore the trainer from")
     args = ap.parse_args(argv)
 
-    cfg = config_from_json(args.run_config)
+    cfg = read_view(args.run_config, TRAINER_VIEW)
     # at start-up, not after the first step
 
     publisher = WeightPublisher(cfg, resolve_model_path(cfg))

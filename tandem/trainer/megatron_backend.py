@@ -67,7 +67,7 @@ class MegatronTrainer(TrainerBackend):
         if cfg.trainer.loss.kl_coef > 0 and self.lora is not None:
             # The KL reference is the base under the same weights, every adapter off: no second copy.
             ref_model, ref_context = self.train_model, lambda: megatron_lora.disabled(self.adapters)
-        t = cfg.rollout.temperature
+        t = cfg.rollout.sampling.temperature
         pad = hf_config.get("pad_token_id")
         self.step = MegatronTrainStep(
             tc=cfg.trainer, layout=self.layout, tconfig=self.tconfig, train_model=self.train_model,

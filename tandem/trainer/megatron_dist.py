@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
-from tandem.config import MegatronConfig, TandemConfig
+from tandem.config import MegatronSettings, TandemConfig
 from tandem.ports import free_port
 from tandem.trainer import megatron_cpu_shim as shim
 from tandem.trainer.backend import configure_threads
@@ -81,7 +81,7 @@ class ParallelLayout:
         return self.rank == 0
 
 
-def check_layout(world: int, mcfg: MegatronConfig, cuda: bool) -> None:
+def check_layout(world: int, mcfg: MegatronSettings, cuda: bool) -> None:
     tp, pp = mcfg.tensor_parallel, mcfg.pipeline_parallel
     if world % (tp * pp):
         raise ValueError(f"world size {world} is not a multiple of trainer.megatron.tensor_parallel={tp} "
@@ -94,7 +94,7 @@ def check_layout(world: int, mcfg: MegatronConfig, cuda: bool) -> None:
                            "and restores CUDA RNG states)")
 
 
-def init_parallel(mcfg: MegatronConfig, seed: int) -> ParallelLayout:
+def init_parallel(mcfg: MegatronSettings, seed: int) -> ParallelLayout:
     """Process group, Megatron's model-parallel groups and RNG seeds; see the module docstring."""
     from megatron.core import parallel_state as ps
 

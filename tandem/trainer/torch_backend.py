@@ -64,7 +64,7 @@ class TorchTrainer(TrainerBackend):
         self.params = [p for p in self.model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(self.params, lr=tc.lr, betas=tuple(tc.betas), weight_decay=tc.weight_decay)
         # Engines report log_softmax(logits / T) for T > 0; greedy (T = 0) engines report the plain softmax.
-        t = cfg.rollout.temperature
+        t = cfg.rollout.sampling.temperature
         self.temperature = t if t > 0 else 1.0
         self.pad_id = self.model.config.pad_token_id if self.model.config.pad_token_id is not None else 0
         self.optimizer_steps = 0

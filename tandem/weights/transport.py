@@ -50,7 +50,7 @@ class WeightPublisher:
         weights_path (a local or shared path), weights_kind, publish_bytes, and with deltas
         changed_fraction and encode_time; for a remote store also weights_url and upload_time."""
         cfg = self.cfg
-        extra: dict[str, Any] = {"partial_rollout": cfg.rollout.partial_rollout, "kind": "full"}
+        extra: dict[str, Any] = {"partial_rollout": cfg.rollout.staleness.partial_rollout, "kind": "full"}
         keep_from = None
         publish_args = dict(root=self.shared_root, manifest_extra=extra)
         out: dict[str, Any] = {}

@@ -1,5 +1,5 @@
 """The multi-turn coding agent (mini-swe-agent style) over sandboxed repositories, as an
-environment on tandem.env's shared loop: rollout.environment = "tandem.envs.coding:CodingEnv".
+environment on tandem.env's shared loop: environment.name = "tandem.envs.coding:CodingEnv".
 
 The agent:
 - prompts.py      the system / task / format-error / observation templates

@@ -5,7 +5,7 @@ Each reply must hold exactly one bash block (agent.action_regex); it runs throug
 is a format error whose message goes back instead, and uses up a turn. The episode ends
 
     submitted      a command's first output line is the submit sentinel (return code 0)
-    disk_limit     the sandbox grew past sandbox.max_workdir_mb
+    disk_limit     the sandbox grew past environment.args.sandbox.max_workdir_mb
 
 besides the loop's own limits (turn_limit, context_limit, wall_clock). This class knows no
 sandbox: tandem.envs.coding.coding_env gives it one; tests give it a scripted shell.
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 
 from tandem.envs.coding.prompts import Prompts, render
-from tandem.config import AgentConfig
+from tandem.envs.coding.settings import AgentSettings
 from tandem.env.base import Environment
 from tandem.env.parsers import ParsedReply
 from tandem.envs.coding.sandbox.runner import ExecResult
@@ -60,11 +60,11 @@ def observation_text(prompts: Prompts, result: ExecResult, max_chars: int, comma
 class BashAgentEnv(Environment):
     end_reasons = ("submitted", "disk_limit")
 
-    def __init__(self, *, execute: Executor | None = None, agent: AgentConfig | None = None,
+    def __init__(self, *, execute: Executor | None = None, agent: AgentSettings | None = None,
                  prompts: Prompts | None = None, command_timeout_s: float = 60.0,
                  disk_exceeded: Callable[[], Awaitable[bool]] | None = None):
         self.execute, self.disk_exceeded = execute, disk_exceeded
-        self.agent, self.prompts = agent or AgentConfig(), prompts or Prompts()
+        self.agent, self.prompts = agent or AgentSettings(), prompts or Prompts()
         self.command_timeout_s = command_timeout_s
         self.commands: list[CommandRecord] = []
 

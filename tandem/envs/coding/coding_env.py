@@ -1,4 +1,4 @@
-"""The coding agent as an environment: rollout.environment = "tandem.envs.coding:CodingEnv".
+"""The coding agent as an environment: environment.name = "tandem.envs.coding:CodingEnv".
 
 Per episode: check the task's repository out once per task (a template, with retries), take a
 sandbox slot from the warm pool, run mini-swe-agent-style bash turns in it (BashAgentEnv), take
@@ -21,6 +21,7 @@ from tandem.envs.coding.grading import SweRuntime, get_runtime, swe_reward
 from tandem.sample import Sample
 from tandem.envs.coding.sandbox.pool import Sandbox
 from tandem.envs.coding.sandbox import SandboxUnavailable, detect_backend
+from tandem.envs.coding.settings import CodingArgs, coding_args
 
 MAX_DIFF_BYTES = 2_000_000
 """A larger diff is not graded (reason recorded): it would bloat the handoff file and is never a bug fix."""
@@ -48,17 +49,22 @@ async def _acquire(ctx, runtime: SweRuntime, template) -> Sandbox:
 class CodingEnv(BashAgentEnv):
     """A SWE-style task in a sandboxed checkout, graded by its hidden tests."""
 
+    Args = CodingArgs
+    """environment.args: [environment.args.agent] and [environment.args.sandbox] (the grader reads
+    the same settings from the run's config: coding_args)."""
+
     @classmethod
     def requirements(cls, cfg: Any) -> list[str]:
         """A sandbox backend must work here (bubblewrap, else util-linux unshare)."""
         try:
-            detect_backend(cfg.sandbox.backend)
+            detect_backend(cfg.environment.args.sandbox.backend)
         except SandboxUnavailable as err:
-            return [f"rollout.environment = CodingEnv: {err}"]
+            return [f"environment.name = CodingEnv: {err}"]
         return []
 
-    def __init__(self):
+    def __init__(self, args: CodingArgs):
         super().__init__()
+        self.settings = args
         self.sandbox: Sandbox | None = None
         self.diff, self.diff_error = "", ""
 
@@ -79,8 +85,8 @@ class CodingEnv(BashAgentEnv):
             return await ctx.run_blocking(sb.over_disk_cap)
 
         self.execute, self.disk_exceeded = execute, disk_exceeded
-        self.agent, self.prompts = ctx.cfg.agent, _prompts(ctx.cfg.agent.prompt_file)
-        self.command_timeout_s = ctx.cfg.sandbox.command_timeout_s
+        self.agent, self.prompts = self.settings.agent, _prompts(self.settings.agent.prompt_file)
+        self.command_timeout_s = self.settings.sandbox.command_timeout_s
         return super().reset(row)
 
     async def info(self) -> dict[str, Any]:

@@ -9,8 +9,8 @@
   changes nothing, and the metadata `pip install -e .` leaves (entry points included) is
   neither graded nor held against the agent.
 - **Bounded apply**: every binary section's size after applying is read from its header
-  before git runs; a file larger than sandbox.max_file_mb, a mostly-empty (sparse) file
-  of more than a MiB, or more bytes in all than sandbox.max_workdir_mb refuses the diff,
+  before git runs; a file larger than environment.args.sandbox.max_file_mb, a mostly-empty (sparse) file
+  of more than a MiB, or more bytes in all than environment.args.sandbox.max_workdir_mb refuses the diff,
   naming the file. git apply itself runs under an address-space and file-size rlimit.
 """
 
@@ -154,7 +154,7 @@ def check_sizes(diff: str, max_file_bytes: int, max_total_bytes: int) -> None:
         for size, encoded in _binary_sizes(text):
             if size > max_file_bytes:
                 raise DiffRefused(f"the diff makes {name} {size} bytes, more than a sandbox file may hold "
-                                  f"({max_file_bytes} bytes, sandbox.max_file_mb)")
+                                  f"({max_file_bytes} bytes, environment.args.sandbox.max_file_mb)")
             if size > SPARSE_MIN_BYTES and size > SPARSE_RATIO * max(encoded, 1):
                 raise DiffRefused(f"the diff makes {name} a mostly empty (sparse) file of {size} bytes from "
                                   f"{encoded} bytes of patch")
@@ -162,7 +162,7 @@ def check_sizes(diff: str, max_file_bytes: int, max_total_bytes: int) -> None:
             largest = max(largest, (name, size), key=lambda x: x[1])
     if total > max_total_bytes:
         raise DiffRefused(f"the diff's binary files add up to {total} bytes, more than a sandbox holds "
-                          f"({max_total_bytes} bytes, sandbox.max_workdir_mb); the largest is {largest[0]}")
+                          f"({max_total_bytes} bytes, environment.args.sandbox.max_workdir_mb); the largest is {largest[0]}")
 
 
 def _binary_sizes(section: str) -> list[tuple[int, int]]:

@@ -56,6 +56,7 @@ from tandem.config import TandemConfig
 from tandem.envs.coding.graded_diff import bounded_apply, filter_diff, inside, restore_protected, scrub_leftovers
 from tandem.envs.coding.grading_plan import GradingPlan, PlanUnavailable, build_plan
 from tandem.envs.coding.judging import judge_isolated
+from tandem.envs.coding.settings import coding_args
 from tandem.envs.coding.sandbox.isolation import SandboxUnavailable
 from tandem.envs.coding.sandbox.pool import SandboxInfraError, SandboxPool
 from tandem.envs.coding.sandbox.runner import ExecResult
@@ -74,7 +75,7 @@ _PLANS: dict[tuple, GradingPlan] = {}
 _PLAN_LOCKS: dict[tuple, threading.Lock] = {}
 _PLANS_GUARD = threading.Lock()
 REFERENCE_TIMEOUT_S = 120.0
-"""Least time a reference run (the fix, the bug) gets, whatever sandbox.test_timeout_s is."""
+"""Least time a reference run (the fix, the bug) gets, whatever environment.args.sandbox.test_timeout_s is."""
 
 
 def pytest_command(test_files: list[str], plugins: list[str] | None = None, report_fd: int | None = None,
@@ -145,7 +146,7 @@ class Grader:
 
     def __init__(self, cfg: TandemConfig, pool_size: int, templates: TemplateCache, data_base_dir: Path,
                  uid_offset: int):
-        sc = cfg.sandbox
+        sc = coding_args(cfg).sandbox
         self.test_timeout_s = sc.test_timeout_s
         self.templates = templates
         self.data_base_dir = data_base_dir
@@ -284,8 +285,8 @@ class Grader:
             raise SandboxUnavailable(
                 f"the sandbox cannot run Python with pytest ({self.pool.isolation.python_exe}, backend "
                 f"{self.pool.backend}): `python -c 'import pytest'` exited {run.returncode}: "
-                f"{run.output.strip()[-600:]}. Every reward would be 0. Set sandbox.python to an interpreter "
-                "that has pytest, or sandbox.extra_ro_paths to the directories it needs.")
+                f"{run.output.strip()[-600:]}. Every reward would be 0. Set environment.args.sandbox.python to an interpreter "
+                "that has pytest, or environment.args.sandbox.extra_ro_paths to the directories it needs.")
 
 
 # ----------------------------------------------------------------------------- process-wide runtime
@@ -311,13 +312,13 @@ class SweRuntime:
 
     def infra_failed(self, err: BaseException) -> None:
         """Count one sample lost to the sandbox itself; stop the run when it keeps happening."""
-        limit = self.cfg.sandbox.max_infra_failures
+        limit = coding_args(self.cfg).sandbox.max_infra_failures
         with self._lock:
             self.infra_failures += 1
             count = self.infra_failures
         log.warning("sandbox failure %d/%d in a row: %s: %s", count, limit, type(err).__name__, err)
         if count >= limit:
-            raise SandboxInfraError(f"the sandbox failed {count} times in a row (sandbox.max_infra_failures = "
+            raise SandboxInfraError(f"the sandbox failed {count} times in a row (environment.args.sandbox.max_infra_failures = "
                                     f"{limit}); last: {type(err).__name__}: {err}") from err
 
     def infra_ok(self) -> None:
@@ -332,8 +333,9 @@ class SweRuntime:
 
 def auto_pool_size(cfg: TandemConfig) -> int:
     """Rollouts that can be in flight: groups launched per step x G x (staleness + 1)."""
-    if cfg.sandbox.pool_size > 0:
-        return cfg.sandbox.pool_size
+    pool_size = coding_args(cfg).sandbox.pool_size
+    if pool_size > 0:
+        return pool_size
     groups = math.ceil(cfg.rollout.prompts_per_step * cfg.rollout.oversample)
     return groups * cfg.rollout.samples_per_prompt * (cfg.effective_staleness + 1)
 
@@ -344,12 +346,12 @@ def get_runtime(cfg: TandemConfig | None = None) -> SweRuntime:
     with _RUNTIME_LOCK:
         if _RUNTIME is None:
             cfg = cfg or TandemConfig()
-            sc = cfg.sandbox
+            sc = coding_args(cfg).sandbox
             root = Path(sc.root_dir or Path(cfg.run.run_dir) / "sandboxes").resolve()
             templates = TemplateCache.ephemeral(root, retries=sc.prepare_retries)
             size = auto_pool_size(cfg)
             agent_pool = SandboxPool.from_config(sc, root, size, templates, name="agent")
-            data_dir = Path(cfg.rollout.data_path).resolve().parent
+            data_dir = Path(cfg.data.path).resolve().parent
             grader = Grader(cfg, size, templates, data_dir, uid_offset=size)
             runtime = SweRuntime(cfg, templates, agent_pool, grader)
             try:

@@ -103,7 +103,7 @@ class Prompts:
                 "format_error_template": "format_error", "observation_template": "observation"}
         unknown = set(data) - set(keys)
         if unknown:
-            raise ValueError(f"agent.prompt_file {prompt_file}: unknown keys {sorted(unknown)} "
+            raise ValueError(f"environment.args.agent.prompt_file {prompt_file}: unknown keys {sorted(unknown)} "
                              f"(allowed: {sorted(keys)})")
         return cls(**{keys[k]: v for k, v in data.items()})
 

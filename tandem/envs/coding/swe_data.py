@@ -222,7 +222,7 @@ def _swesmith_checkout(task: SweTask, dest: Path, cache_dir: Path | None, graded
 # ----------------------------------------------------------------------------- CLI
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Export SWE-smith instances from the hub to a JSONL that "
-                                                 "rollout.data_path can point at (needs network).")
+                                                 "data.path can point at (needs network).")
     parser.add_argument("--out", required=True)
     parser.add_argument("--split", default="train")
     parser.add_argument("--limit", type=int, default=None)

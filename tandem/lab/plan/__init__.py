@@ -4,7 +4,7 @@ From the model's HF config (no weights) it estimates, per GPU rank, the trainer'
 grads and optimizer state (TP, PP, DP, dtype, distributed optimizer, the optimizer offloaded to
 the CPU, LoRA), its activations (micro-batch padded or packed, sequence length, recompute, the
 loss head whole or chunked) and each engine's weights and KV-cache budget at
-engine.mem_fraction_static, then says fit or no fit against the GPU memory and the smallest
+engine.sglang.mem_fraction_static, then says fit or no fit against the GPU memory and the smallest
 change that fits (loss-head chunks, TP, recompute, micro-batch, optimizer offload). Exit status
 0 fits, 1 does not, 2 bad input.
 

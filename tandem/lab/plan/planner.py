@@ -6,7 +6,7 @@ trainer.backend = 'torch' is one GPU holding fp32 master weights, grads and Adam
 (16 B/param, plus 2 B/param of bf16 autocast copies), its activations approximated by the same
 per-layer count at TP = 1. The sequence length of a micro-batch is the longest sample the
 config allows: environment.max_context_tokens for a multi-turn environment, else the engines'
-context length (engine.sglang_args.context_length, else the model's max_position_embeddings),
+context length (engine.sglang.args.context_length, else the model's max_position_embeddings),
 which bounds prompt + response of a single-turn sample. `--seq-len` overrides it.
 
 Engines: tandem pins each engine to one GPU (--tp-size 1). 'sglang' engines get SGLang's KV
@@ -266,14 +266,15 @@ def longest_fitting_seq(shape: ModelShape, s: TrainerSetting, budget: int) -> in
 
 # --------------------------------------------------------------------------- engines
 def engine_context(cfg: TandemConfig, shape: ModelShape) -> int:
-    return int(cfg.engine.sglang_args.get("context_length") or shape.max_positions)
+    sglang_args = cfg.engine.sglang.args if cfg.engine.backend == "sglang" else {}
+    return int(sglang_args.get("context_length") or shape.max_positions)
 
 
 def running_per_engine(cfg: TandemConfig) -> int:
     """Requests one engine may decode at once: its share of the rollouts in flight, capped."""
     r = cfg.rollout
     groups = math.ceil(r.prompts_per_step * r.oversample) * (cfg.effective_staleness + 1)
-    in_flight = min(r.concurrency, groups * r.samples_per_prompt)
+    in_flight = min(r.client.concurrency, groups * r.samples_per_prompt)
     return min(cfg.engine.max_running_requests, math.ceil(in_flight / cfg.engine.count))
 
 
@@ -283,10 +284,8 @@ def engine_plan(cfg: TandemConfig, shape: ModelShape, gpu_bytes: int) -> EngineP
         return None  # sim engines use no GPU; external engines live on other hosts
     dtype = DTYPE_BYTES[cfg.model.dtype]
     context = engine_context(cfg, shape)
-    if e.backend == "sglang":
-        if not 0.0 < e.mem_fraction_static < 1.0:
-            raise PlanError(f"engine.mem_fraction_static must be in (0, 1) (got {e.mem_fraction_static})")
-        memory = mem.sglang_memory(shape, gpu_bytes, e.mem_fraction_static, dtype_bytes=dtype)
+    if e.backend == "sglang":  # mem_fraction_static in (0, 1): the config's bounds
+        memory = mem.sglang_memory(shape, gpu_bytes, e.sglang.mem_fraction_static, dtype_bytes=dtype)
         fits = memory.kv_tokens >= context
     else:
         per_token = mem.kv_bytes_per_token(shape, dtype)
@@ -299,7 +298,7 @@ def engine_plan(cfg: TandemConfig, shape: ModelShape, gpu_bytes: int) -> EngineP
 
 # --------------------------------------------------------------------------- the node
 def trainer_seq_len(cfg: TandemConfig, shape: ModelShape) -> int:
-    if cfg.rollout.environment:
+    if cfg.environment.name:
         return cfg.environment.max_context_tokens
     return engine_context(cfg, shape)
 

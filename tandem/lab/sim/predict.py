@@ -213,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--engine-profile", default="profiles/engine/qwen3_14b_h100.toml")
     ap.add_argument("--workload", default="profiles/workload/reference_agentic.toml")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--staleness", type=int, default=1, help="rollout.max_staleness for the async bound")
+    ap.add_argument("--staleness", type=int, default=1, help="rollout.staleness.max for the async bound")
     args = ap.parse_args(argv)
     profile = load_engine_profile(args.engine_profile)
     wl = load_workload_profile(args.workload)

@@ -26,7 +26,7 @@ BOUND_TERMS = ("train", "engines", "longest")
 
 def default_policy() -> str:
     """The grid runs tandem's default partial-rollout policy; the others are the variants."""
-    return TandemConfig().rollout.partial_rollout
+    return TandemConfig().rollout.staleness.partial_rollout
 
 
 @dataclass

@@ -1,8 +1,10 @@
-"""The multi-turn sections of the config tree: the environment loop, the coding agent, and its sandbox.
+"""The coding environment's arguments: [environment.args.agent] and [environment.args.sandbox].
 
-The environment loop (tandem.env) reads [environment]; the coding environment and the
-hidden-test grader read [agent] and [sandbox]; the fields follow the conventions of tandem.config.sections (a docstring each,
-ranges declared on the field).
+They are typed here, beside the environment that reads them, and reach the core only as
+`environment.args` (CodingEnv.Args): the launcher checks them against these models before
+anything starts, naming each bad key as environment.args.agent.KEY or
+environment.args.sandbox.KEY. The hidden-test grader (swe_reward) reads the same settings,
+whether or not the coding environment drives the run.
 """
 
 from __future__ import annotations
@@ -11,31 +13,11 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from tandem.config import validate_section
 from tandem.config.base import Section
 
 
-class EnvironmentConfig(Section):
-    args: dict[str, Any] = {}
-    """Keyword arguments for the constructor of the class named by rollout.environment (TOML: [environment.args])."""
-    tool_parser: Literal["auto", "hermes", "tool_tokens"] = "auto"
-    """How tool calls are read from a reply: hermes = Qwen2.5/Qwen3/Hermes `<tool_call>{json}</tool_call>`; tool_tokens = the tiny model's one-token-per-tool format (model.tiny.tool_tokens); auto = tool_tokens when the tokenizer has them, else hermes."""
-    max_turns: int = Field(20, ge=1)
-    """Most model turns per episode (a malformed reply uses up a turn); the episode then ends with 'turn_limit'."""
-    max_context_tokens: int = Field(32768, ge=1)
-    """Longest trajectory (prompt + every turn + observations) in tokens; the episode ends with 'context_limit' before exceeding it."""
-    min_turn_tokens: int = Field(16, ge=1)
-    """End with 'context_limit' when fewer tokens than this are left for the next reply."""
-    wall_time_s: float = Field(1800.0, gt=0)
-    """Wall-clock budget of one episode (generation, tools and environment steps); past it the episode ends with 'wall_clock'."""
-    tool_timeout_s: float = Field(60.0, gt=0)
-    """Wall-clock limit of one tool call (or one step/reset of the environment); past it the model is told the call timed out."""
-    max_tool_calls_per_turn: int = Field(8, ge=1)
-    """Tool calls run from one reply; further calls in the same reply are answered with an error."""
-    chat_template_kwargs: dict[str, Any] = {}
-    """Extra arguments for tokenizer.apply_chat_template (e.g. {enable_thinking = false} for Qwen3)."""
-
-
-class AgentConfig(Section):
+class AgentSettings(Section):
     output_max_chars: int = Field(10000, ge=1)
     """Command output longer than this is shown as its first and last half (mini-swe-agent: 10k, 5k + 5k)."""
     action_regex: str = "```bash\\s*\\n(.*?)\\n```"
@@ -46,7 +28,7 @@ class AgentConfig(Section):
     """TOML file overriding system_template / instance_template / format_error_template / observation_template (Jinja2); empty = built-in mini-swe-agent-style prompts."""
 
 
-class SandboxConfig(Section):
+class SandboxSettings(Section):
     backend: Literal["auto", "bwrap", "unshare"] = "auto"
     """How commands are isolated: bwrap (bubblewrap), unshare (util-linux namespaces + rlimits), or auto (bwrap when installed, else unshare)."""
     root_dir: str = ""
@@ -85,3 +67,16 @@ class SandboxConfig(Section):
     """Python interpreter made available inside the sandbox as `python`; empty = the interpreter running tandem (its packages, e.g. pytest, come with it)."""
     extra_ro_paths: list[str] = []
     """Additional host paths bound read-only at the same place inside the sandbox (e.g. a conda env with a task's dependencies)."""
+
+
+class CodingArgs(Section):
+    agent: AgentSettings = AgentSettings()
+    """The coding agent's prompts and action format."""
+    sandbox: SandboxSettings = SandboxSettings()
+    """Isolation and limits for agent commands and hidden-test grading."""
+
+
+def coding_args(cfg: Any) -> CodingArgs:
+    """The coding settings of a run's config (its environment.args), validated as strictly as the
+    config itself; a bad key fails naming environment.args.KEY."""
+    return validate_section(CodingArgs, cfg.environment.args, "environment.args.")

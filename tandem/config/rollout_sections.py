@@ -1,0 +1,89 @@
+"""What a step generates, from what, and how: [data], [rollout] and its sub-tables.
+
+[rollout] is split by concern: the plug-ins and the batch shape at its top, then
+[rollout.sampling] (what each request asks the engine for), [rollout.client] (the HTTP client
+to the router) and [rollout.staleness] (how far rollouts may run ahead of the trainer).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, field_validator
+
+from tandem.config.base import Section
+
+
+class DataConfig(Section):
+    path: str = "data/echo/train.jsonl"
+    """Local JSONL or parquet dataset, loaded with `datasets`."""
+    prompt_key: str = "prompt"
+    """Dataset field holding the prompt (a string, or a list of chat messages)."""
+    apply_chat_template: bool = False
+    """Wrap string prompts as a user message and apply the tokenizer's chat template."""
+    shuffle: bool = True
+    """Shuffle the dataset each epoch (seeded by run.seed)."""
+
+
+class SamplingConfig(Section):
+    max_new_tokens: int = Field(8, ge=1)
+    """Longest response per generation call."""
+    temperature: float = Field(1.0, ge=0.0)
+    """Sampling temperature (the trainer scores with the same temperature)."""
+    top_p: float = Field(1.0, gt=0.0, le=1.0)
+    """Nucleus sampling threshold."""
+    top_k: int = Field(-1, ge=-1)
+    """Top-k sampling; -1 disables it, else at least 1."""
+    stop: list[str] = []
+    """Stop strings."""
+
+    @field_validator("top_k")
+    @classmethod
+    def _top_k_is_off_or_positive(cls, top_k: int) -> int:
+        # The engines reject top_k = 0 per request; say so once, at load time.
+        if top_k == 0:
+            raise ValueError("must be -1 (off) or at least 1")
+        return top_k
+
+
+class ClientConfig(Section):
+    concurrency: int = Field(256, ge=1)
+    """Most generation requests in flight from the orchestrator at once."""
+    group_request: bool = True
+    """The default single-turn rollout asks for a group's G samples in one batched /generate (the prompt G times, SGLang's batch form): one round trip and one engine per group, logprobs kept per sample. false: G separate requests, which the router may spread over engines."""
+    request_timeout_s: float = Field(300.0, gt=0)
+    """Timeout of one generation request."""
+
+
+class StalenessConfig(Section):
+    max: int = Field(1, ge=0)
+    """Async mode: S, the most weight versions a trained-on sample may lag the trainer (see measured_by). Sync mode forces 0."""
+    measured_by: Literal["oldest_token", "admission"] = "oldest_token"
+    """What a sample's lag is measured from. oldest_token: step - the version of its oldest token must be <= S (a trajectory may span versions). admission: step - the version engines served when its group was admitted must be <= S (stricter: a group that queued through a sync counts as old)."""
+    request_priority: Literal["admission", "age"] = "age"
+    """Engine queue order (with engine.priority_scheduling): age = strictly the oldest trajectory first (its admission order; measured faster on the reference profile, see docs/performance.md); admission = groups admitted under older weights first (ties by arrival)."""
+    admission_hold: bool = False
+    """Admit no new group while a running group must make the next step or become too stale (its tail gets the engines)."""
+    partial_rollout: Literal["drain", "abort", "continue"] = "continue"
+    """What in-flight rollouts do at a weight update: drain (finish, then sync), abort (abort and regenerate the group), continue (keep decoding on the new weights)."""
+
+
+class RolloutConfig(Section):
+    function: str = "tandem.rollout:single_turn"
+    """Rollout plug-in, 'module:function' or 'path/to/file.py:function'; it turns one prompt row into a group of samples. Not used with environment.name (the environment's episodes run on the shared agent loop)."""
+    reward: str = "tandem.envs.echo:echo_reward"
+    """Reward plug-in, 'module:function' or 'file.py:function'; it receives each sample with its whole dataset row (labels included). Not used with environment.name (the environment's reward() scores)."""
+    prompts_per_step: int = Field(8, ge=1)
+    """Groups (prompts) per training step."""
+    samples_per_prompt: int = Field(16, ge=1)
+    """G: samples drawn per prompt."""
+    oversample: float = Field(1.0, ge=1.0)
+    """Keep ceil(prompts_per_step * oversample) - prompts_per_step groups running beyond what the steps ahead need; each step trains on the first fresh groups to finish."""
+    reward_timeout_s: float = Field(30.0, gt=0)
+    """A reward call that runs longer scores 0 with reason 'timeout'."""
+    sampling: SamplingConfig = SamplingConfig()
+    """What each generation request asks the engines for."""
+    client: ClientConfig = ClientConfig()
+    """The HTTP client that sends generation requests to the router."""
+    staleness: StalenessConfig = StalenessConfig()
+    """How far rollouts may run ahead of the trainer (async mode) and what happens to them at a weight update."""
