@@ -77,6 +77,10 @@ class Placement:
     def trainer_devices(self) -> list[str]:
         return [f"cuda:{g}" for g in self.trainer_gpus] or ["cpu"]
 
+    @property
+    def engines_on_gpu(self) -> bool:
+        return any(g is not None for g in self.engine_gpus)
+
 
 def _needs_gpus(cfg: TandemConfig, visible_gpus: int) -> tuple[bool, bool]:
     """(trainer needs GPUs, engines need GPUs) for this config. A Megatron trainer on 'auto' needs
@@ -98,6 +102,8 @@ def plan_placement(cfg: TandemConfig, visible_gpus: int) -> Placement:
     use_trainer_gpu = trainer_needs or (auto_gpu and cfg.trainer.backend == "torch" and cfg.trainer.device == "auto")
     use_engine_gpu = engines_need or (auto_gpu and cfg.engine.backend == "embedded" and cfg.engine.device == "auto")
     trainer_count = (cfg.trainer.gpus if cfg.trainer.backend == "megatron" else 1) if use_trainer_gpu else 0
+    if cfg.colocated and trainer_count and use_engine_gpu:
+        return colocated_placement(cfg, n, trainer_count, visible_gpus)
     engine_count = n if use_engine_gpu else 0
     wanted = trainer_count + engine_count
     if wanted > visible_gpus:
@@ -120,3 +126,19 @@ def plan_placement(cfg: TandemConfig, visible_gpus: int) -> Placement:
     trainer_procs = cfg.trainer.gpus if cfg.trainer.backend == "megatron" and not trainer_count else 1
     placement.cpu_threads = placement.trainer_cpu_threads = max(1, cpus // (local_engines + trainer_procs))
     return placement
+
+
+def colocated_placement(cfg: TandemConfig, n: int, trainer_count: int, visible_gpus: int) -> Placement:
+    """run.colocate: the engines share the trainer's GPUs, engine i on trainer GPU i mod their count."""
+    if trainer_count > visible_gpus:
+        raise ConfigError(f"trainer.gpus = {trainer_count} with run.colocate: {visible_gpus} GPU(s) are visible")
+    if cfg.engine.backend == "sglang" and n > trainer_count:
+        # Each SGLang engine reserves engine.mem_fraction_static of its whole GPU for its KV pool.
+        raise ConfigError(f"engine.count = {n} with run.colocate and engine.backend = 'sglang': one SGLang engine "
+                          f"per trainer GPU ({trainer_count}), since each reserves engine.mem_fraction_static of "
+                          f"its whole GPU; set engine.count = {trainer_count}")
+    ids = _physical_ids(trainer_count)
+    cpus = os.cpu_count() or 1
+    threads = max(1, cpus // (n + trainer_count))
+    return Placement(trainer_gpus=ids, engine_gpus=[ids[i % trainer_count] for i in range(n)], cores=cpus,
+                     cpu_threads=threads, trainer_cpu_threads=threads)
