@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import subprocess
 from dataclasses import dataclass, field
+from typing import Callable
 
 from tandem.config import ConfigError, TandemConfig
 
@@ -33,6 +34,46 @@ def visible_gpu_count() -> int:
     except (OSError, subprocess.TimeoutExpired):
         return 0
     return sum(1 for line in out.stdout.splitlines() if line.startswith("GPU "))
+
+
+def visible_gpu_memory_bytes() -> int:
+    """Memory of the first visible GPU as nvidia-smi reports it (0 without one)."""
+    env = os.environ.get("CUDA_VISIBLE_DEVICES")
+    first = env.split(",")[0].strip() if env else "0"
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=memory.total", "--format=csv,noheader,nounits", "-i", first],
+                             capture_output=True, text=True, timeout=20).stdout.split()
+        return int(out[0]) * 2**20 if out and out[0].isdigit() else 0
+    except (OSError, subprocess.TimeoutExpired):
+        return 0
+
+
+def resolve_colocation(cfg: TandemConfig, visible_gpus: int, gpu_bytes: int,
+                       verdict: Callable[[TandemConfig, int], tuple[bool, str]]) -> tuple[TandemConfig, str | None]:
+    """run.colocate = "auto" made true or false: colocated sync mode on a box with exactly one GPU that the
+    trainer and local engines would both use, when `verdict` (the memory plan) says it fits. Returns the
+    config to run and what to say at start-up (None: nothing to say)."""
+    if cfg.run.colocate != "auto":
+        return cfg, None
+    apart = cfg.model_copy(update={"run": cfg.run.model_copy(update={"colocate": False})})
+    trainer_gpu, engines_gpu = _needs_gpus(cfg, visible_gpus)
+    wants_gpu = (trainer_gpu or cfg.trainer.device == "auto" and cfg.trainer.backend == "torch") and \
+        (engines_gpu or cfg.engine.backend == "embedded" and cfg.engine.device == "auto")
+    if visible_gpus != 1 or not wants_gpu or cfg.engine.autoscale.enabled or \
+            (cfg.trainer.backend == "megatron" and cfg.trainer.gpus != 1):
+        return apart, None
+    tree = cfg.model_dump()
+    tree["run"].update(colocate=True, mode="sync")
+    try:
+        together = type(cfg).model_validate(tree)
+    except ValueError as err:
+        return apart, f"tandem: one GPU, but colocated sync mode does not suit this config ({err}); the engines run apart"
+    fits, summary = verdict(together, gpu_bytes)
+    if not fits:
+        return apart, (f"tandem: one GPU of {gpu_bytes / 2**30:.0f} GiB: colocating the trainer and the engines does "
+                       f"not fit ({summary}); the engines run on the CPU (run.colocate = false to stop checking)")
+    return together, (f"tandem: one GPU of {gpu_bytes / 2**30:.0f} GiB: the trainer and {cfg.engine.count} engine(s) "
+                      f"share it, colocated in sync mode ({summary}; run.colocate = false runs them apart)")
 
 
 def _physical_ids(count: int) -> list[str]:

@@ -193,3 +193,29 @@ def test_the_default_job_learns_colocated(tmp_path):
     print(f"FIGURE colocated learning: steps 1-20 {start:.3f} -> steps 81-100 {end:.3f}")
     assert end >= 0.1 and end > 5 * start, (start, end)
     assert all(r["handover_release_time"] > 0 and "engine_memory_released_mb" in r for r in rows)
+
+
+# --------------------------------------------------------------------------- run.colocate = "auto"
+def test_a_one_gpu_box_runs_the_default_job_colocated_and_says_so(monkeypatch, capsys):
+    """`python train.py` with no flags (run.colocate = "auto"), through the launcher's GPU-count seam: one
+    80 GB GPU gets colocated sync mode, and start-up says so with the plan's peaks; no GPU or two GPUs keep
+    the run as configured; a model that does not fit stays apart, saying why."""
+    from tandem.orchestrator import launcher
+
+    def on_box(gpus: int, *args: str):
+        monkeypatch.setattr(launcher, "visible_gpu_count", lambda: gpus)
+        monkeypatch.setattr(launcher, "visible_gpu_memory_bytes", lambda: 80 * 2**30)
+        return launcher.choose_colocation(load_config(list(args)))
+
+    cfg = on_box(1)
+    said = capsys.readouterr().out
+    assert cfg.colocated and cfg.run.mode == "sync" and cfg.effective_staleness == 0
+    assert "one GPU of 80 GiB" in said and "colocated in sync mode" in said and "of 78.7 GiB" in said
+    assert plan_placement(cfg, 1).engine_gpus == ["0", "0"]
+    for gpus in (0, 2):
+        cfg = on_box(gpus)
+        assert cfg.run.colocate is False and cfg.run.mode == "async" and capsys.readouterr().out == ""
+    assert on_box(1, "--run.colocate", "false").run.mode == "async"  # said no: never colocated
+    cfg = on_box(1, "--model", "Qwen/Qwen3-8B")  # fp32 at 40,960 tokens with the torch trainer: far too big
+    assert cfg.run.colocate is False and cfg.run.mode == "async"
+    assert "does not fit" in capsys.readouterr().out

@@ -38,9 +38,10 @@ from dataclasses import dataclass, field, replace
 
 from tandem.config import TandemConfig
 from tandem.lab.plan import memory as mem
-from tandem.lab.plan.shape import ModelShape, PlanError
+from tandem.lab.plan.colocated import PhasePeaks, phase_peaks
+from tandem.lab.plan.shape import ModelShape, PlanError, load_shape
 
-DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+DTYPE_BYTES = mem.DTYPE_BYTES
 
 
 @dataclass(frozen=True)
@@ -119,6 +120,9 @@ class NodePlan:
     """When no change fits: every knob at its end, and the longest sequence that fits there."""
     longest_fitting_seq: int | None = None
     notes: list[str] = field(default_factory=list)
+    colocated: PhasePeaks | None = None
+    """run.colocate = true: each phase's peak on one GPU shared by the trainer and its engines
+    (tandem.lab.plan.colocated); then the verdict is theirs."""
 
     @property
     def trainer_budget(self) -> int:
@@ -130,6 +134,8 @@ class NodePlan:
 
     @property
     def fits(self) -> bool:
+        if self.colocated is not None:
+            return self.colocated.fits
         return self.trainer_fits and (self.engines is None or self.engines.fits)
 
 
@@ -315,6 +321,8 @@ def plan_node(cfg: TandemConfig, shape: ModelShape, gpu_bytes: int, seq_len: int
         return plan
     setting = trainer_setting(cfg, shape, seq_len or trainer_seq_len(cfg, shape))
     plan.trainer, plan.rank = setting, trainer_memory(shape, setting)
+    if cfg.colocated:
+        plan.colocated = phase_peaks(plan, cfg)
     if plan.trainer_fits:
         return plan
     for candidate in candidate_changes(shape, setting):
@@ -325,3 +333,14 @@ def plan_node(cfg: TandemConfig, shape: ModelShape, gpu_bytes: int, seq_len: int
     plan.frugal = most_frugal(shape, setting)
     plan.longest_fitting_seq = longest_fitting_seq(shape, plan.frugal, plan.trainer_budget)
     return plan
+
+
+def one_gpu_verdict(cfg: TandemConfig, gpu_bytes: int) -> tuple[bool, str]:
+    """For the launcher's run.colocate = "auto": whether `cfg` (colocated) fits one GPU of `gpu_bytes`,
+    and a one-line summary of its phases' peaks."""
+    peaks = plan_node(cfg, load_shape(cfg.model), gpu_bytes).colocated
+    if peaks is None:
+        return False, "the plan has no trainer or no engines on the GPU"
+    gib = mem.GIB
+    return peaks.fits, (f"peaks: generation {peaks.generation / gib:.1f}, training {peaks.training / gib:.1f}, "
+                        f"hand-over {peaks.handover / gib:.1f} of {peaks.usable / gib:.1f} GiB")
