@@ -80,10 +80,14 @@ class HostOffload:
         if not self.active or self.offloaded:
             return {}
         t0 = time.perf_counter()
+        peak = {}
+        if self.device.type == "cuda":  # the step's peak, before the state leaves
+            peak = {"trainer_train_peak_mb": torch.cuda.max_memory_allocated(self.device) / 2**20}
+            torch.cuda.reset_peak_memory_stats(self.device)
         moved = self._move(torch.device("cpu"))
         self.offloaded = True
         return {"trainer_offloaded_mb": moved / 2**20, "trainer_offload_time": time.perf_counter() - t0,
-                "trainer_device_memory_mb": device_memory_mb(self.device)}
+                "trainer_device_memory_mb": device_memory_mb(self.device), **peak}
 
     def onload(self) -> dict[str, float]:
         """Before a step: everything back on the device."""
