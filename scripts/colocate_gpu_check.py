@@ -21,12 +21,10 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from tandem.orchestrator import launcher  # noqa: E402
-from tandem.orchestrator.colocation import engines_memory_bytes, process_tree  # noqa: E402
-from tandem.orchestrator.hooks import RunHooks  # noqa: E402
-from tandem.placement import visible_gpu_count  # noqa: E402
+from tandem.orchestrator import launcher
+from tandem.orchestrator.colocation import engines_memory_bytes, process_tree
+from tandem.orchestrator.hooks import RunHooks
+from tandem.placement import visible_gpu_count
 
 
 def engine_pids() -> list[int]:

@@ -23,7 +23,7 @@ from typing import Any, AsyncIterator, Sequence
 
 from tandem.engine.adapters import Adapters, LoraLimits
 from tandem.engine.backend import EngineBackend, LoadInfo, PauseMode
-from tandem.engine.memory_occupation import MEMORY_TAGS, MemoryOccupation
+from tandem.engine.memory_occupation import MemoryOccupation
 from tandem.engine.request import (DEFAULT_MAX_NEW_TOKENS, FinishReason, GenerateRequest, InvalidRequest,
                                    SamplingParams, StopStringMatcher, TokenDelta)
 
@@ -68,9 +68,7 @@ class EngineCore(MemoryOccupation):
         self.eos_token_ids: frozenset[int] = frozenset([eos] if eos is not None else [])
         self._paused = False
         self._updating = False
-        self.released: set[str] = set()
-        """Memory regions handed back (/release_memory_occupation) and not resumed yet; new requests wait
-        at the door while any is."""
+        self.released: set[str] = set()  # memory regions released and not resumed: requests wait at the door
         self._admitted = 0
         self._pending_admission = 0
         self._gate: asyncio.Condition | None = None
@@ -374,8 +372,7 @@ class EngineCore(MemoryOccupation):
             "context_length": self.context_length,
             "dp_size": 1,
             "tp_size": 1,
-            "internal_states": [{"load": load.to_json(), "paused": self._paused,
-                                 "released_memory": sorted(self.released)}],
+            "internal_states": [{"load": load.to_json(), "paused": self._paused, "released": sorted(self.released)}],
             "version": "tandem-0",
             "uptime_s": time.time() - self.started_at,
             "loaded_lora_adapters": dict(self.adapters.loaded),
@@ -398,8 +395,6 @@ def _wake(reqs: Sequence[GenerateRequest]) -> None:
             r.wakeup.set()
 
 
-__all__ = [
-    "DEFAULT_MAX_NEW_TOKENS", "MEMORY_TAGS", "EngineBackend", "EngineCore", "FinishReason", "GenerateRequest", "InvalidRequest",
-    "LoadInfo", "PauseMode", "SamplingParams", "StopStringMatcher", "TokenDelta", "WeightUpdateResult",
-    "running_on",
-]
+__all__ = ["DEFAULT_MAX_NEW_TOKENS", "EngineBackend", "EngineCore", "FinishReason", "GenerateRequest", "InvalidRequest",
+           "LoadInfo", "PauseMode", "SamplingParams", "StopStringMatcher", "TokenDelta", "WeightUpdateResult",
+           "running_on"]

@@ -4,13 +4,14 @@ of the trainer (0 = sync), so rollout for step k+staleness overlaps training on 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Awaitable, Protocol
+from typing import Protocol
 
 from tandem import checkpoint
 from tandem.config import TandemConfig
@@ -104,9 +105,8 @@ async def run_loop(cfg: TandemConfig, run_dir: Path, producer: RolloutProducer, 
         reload_s = 0.0
         if result.get("weight_version") is not None:                        # 3. sync
             view.set_status(f"step {step + 1}: syncing weights v{result['weight_version']} (waiting on engines)")
-            def load() -> Awaitable[float]:
-                return fleet.sync(ctx.engine, result["weights_path"], result["weight_version"],
-                                  cfg.rollout.partial_rollout, cfg.sync.reload_timeout_s)
+            load = functools.partial(fleet.sync, ctx.engine, result["weights_path"], result["weight_version"],
+                                     cfg.rollout.partial_rollout, cfg.sync.reload_timeout_s)
             reload_s = await (load() if colocation is None else colocation.sync(load))
             await producer.set_version(result["weight_version"])
         # Rows number steps from 1, as the console, the handoff files and the checkpoints do: the
