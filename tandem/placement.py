@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import subprocess
 from dataclasses import dataclass, field
+from typing import Callable
 
 from tandem.config import ConfigError, TandemConfig
 
@@ -33,6 +34,46 @@ def visible_gpu_count() -> int:
     except (OSError, subprocess.TimeoutExpired):
         return 0
     return sum(1 for line in out.stdout.splitlines() if line.startswith("GPU "))
+
+
+def visible_gpu_memory_bytes() -> int:
+    """Memory of the first visible GPU as nvidia-smi reports it (0 without one)."""
+    env = os.environ.get("CUDA_VISIBLE_DEVICES")
+    first = env.split(",")[0].strip() if env else "0"
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=memory.total", "--format=csv,noheader,nounits", "-i", first],
+                             capture_output=True, text=True, timeout=20).stdout.split()
+        return int(out[0]) * 2**20 if out and out[0].isdigit() else 0
+    except (OSError, subprocess.TimeoutExpired):
+        return 0
+
+
+def resolve_colocation(cfg: TandemConfig, visible_gpus: int, gpu_bytes: int,
+                       verdict: Callable[[TandemConfig, int], tuple[bool, str]]) -> tuple[TandemConfig, str | None]:
+    """run.colocate = "auto" made true or false: colocated sync mode on a box with exactly one GPU that the
+    trainer and local engines would both use, when `verdict` (the memory plan) says it fits. Returns the
+    config to run and what to say at start-up (None: nothing to say)."""
+    if cfg.run.colocate != "auto":
+        return cfg, None
+    apart = cfg.model_copy(update={"run": cfg.run.model_copy(update={"colocate": False})})
+    trainer_gpu, engines_gpu = _needs_gpus(cfg, visible_gpus)
+    wants_gpu = (trainer_gpu or cfg.trainer.device == "auto" and cfg.trainer.backend == "torch") and \
+        (engines_gpu or cfg.engine.backend == "embedded" and cfg.engine.embedded.device == "auto")
+    if visible_gpus != 1 or not wants_gpu or cfg.engine.autoscale.enabled or \
+            (cfg.trainer.backend == "megatron" and cfg.trainer.gpus != 1):
+        return apart, None
+    tree = cfg.model_dump()
+    tree["run"].update(colocate=True, mode="sync")
+    try:
+        together = type(cfg).model_validate(tree)
+    except ValueError as err:
+        return apart, f"tandem: one GPU, but colocated sync mode does not suit this config ({err}); the engines run apart"
+    fits, summary = verdict(together, gpu_bytes)
+    if not fits:
+        return apart, (f"tandem: one GPU of {gpu_bytes / 2**30:.0f} GiB: colocating the trainer and the engines does "
+                       f"not fit ({summary}); the engines run on the CPU (run.colocate = false to stop checking)")
+    return together, (f"tandem: one GPU of {gpu_bytes / 2**30:.0f} GiB: the trainer and {cfg.engine.count} engine(s) "
+                      f"share it, colocated in sync mode ({summary}; run.colocate = false runs them apart)")
 
 
 def _physical_ids(count: int) -> list[str]:
@@ -77,6 +118,10 @@ class Placement:
     def trainer_devices(self) -> list[str]:
         return [f"cuda:{g}" for g in self.trainer_gpus] or ["cpu"]
 
+    @property
+    def engines_on_gpu(self) -> bool:
+        return any(g is not None for g in self.engine_gpus)
+
 
 def _needs_gpus(cfg: TandemConfig, visible_gpus: int) -> tuple[bool, bool]:
     """(trainer needs GPUs, engines need GPUs) for this config. A Megatron trainer on 'auto' needs
@@ -98,6 +143,8 @@ def plan_placement(cfg: TandemConfig, visible_gpus: int) -> Placement:
     use_trainer_gpu = trainer_needs or (auto_gpu and cfg.trainer.backend == "torch" and cfg.trainer.device == "auto")
     use_engine_gpu = engines_need or (auto_gpu and cfg.engine.backend == "embedded" and cfg.engine.embedded.device == "auto")
     trainer_count = (cfg.trainer.gpus if cfg.trainer.backend == "megatron" else 1) if use_trainer_gpu else 0
+    if cfg.colocated and trainer_count and use_engine_gpu:
+        return colocated_placement(cfg, n, trainer_count, visible_gpus)
     engine_count = n if use_engine_gpu else 0
     wanted = trainer_count + engine_count
     if wanted > visible_gpus:
@@ -120,3 +167,19 @@ def plan_placement(cfg: TandemConfig, visible_gpus: int) -> Placement:
     trainer_procs = cfg.trainer.gpus if cfg.trainer.backend == "megatron" and not trainer_count else 1
     placement.cpu_threads = placement.trainer_cpu_threads = max(1, cpus // (local_engines + trainer_procs))
     return placement
+
+
+def colocated_placement(cfg: TandemConfig, n: int, trainer_count: int, visible_gpus: int) -> Placement:
+    """run.colocate: the engines share the trainer's GPUs, engine i on trainer GPU i mod their count."""
+    if trainer_count > visible_gpus:
+        raise ConfigError(f"trainer.gpus = {trainer_count} with run.colocate: {visible_gpus} GPU(s) are visible")
+    if cfg.engine.backend == "sglang" and n > trainer_count:
+        # Each SGLang engine reserves engine.sglang.mem_fraction_static of its whole GPU for its KV pool.
+        raise ConfigError(f"engine.count = {n} with run.colocate and engine.backend = 'sglang': one SGLang engine "
+                          f"per trainer GPU ({trainer_count}), since each reserves engine.sglang.mem_fraction_static of "
+                          f"its whole GPU; set engine.count = {trainer_count}")
+    ids = _physical_ids(trainer_count)
+    cpus = os.cpu_count() or 1
+    threads = max(1, cpus // (n + trainer_count))
+    return Placement(trainer_gpus=ids, engine_gpus=[ids[i % trainer_count] for i in range(n)], cores=cpus,
+                     cpu_threads=threads, trainer_cpu_threads=threads)

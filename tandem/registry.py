@@ -50,9 +50,11 @@ LAB = {
     "rehearsal": "tandem.lab.rehearse",
     "model_shape": "tandem.lab.plan.shape:load_shape",
     "decode_step_time": "tandem.lab.sim.latency:decode_step_time",
+    "colocation_verdict": "tandem.lab.plan.planner:one_gpu_verdict",
 }
 """The lab's pieces the core uses when asked: run.rehearse, the planner's parameter count (for the
-disk preflight), the latency model (the autoscaler's decode step time)."""
+disk preflight), the latency model (the autoscaler's decode step time), the memory plan of a colocated
+run (run.colocate = "auto" on a one-GPU box)."""
 
 COMMANDS = {"train": "tandem.orchestrator.launcher:main", "engine": "tandem.engine.__main__:main"}
 """`tandem COMMAND` -> its main(argv)."""

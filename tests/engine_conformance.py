@@ -878,3 +878,66 @@ def test_get_loads_through_router(eng: Eng) -> None:
     # /flush_cache fans out to every worker; an idle engine accepts it.
     r = eng.post("/flush_cache", {})
     assert r.status_code == 200 and r.json()["workers_flushed"] == 1, r.text
+
+
+# =========================================================================== tests: memory hand-over (colocation)
+def _memory(eng: Eng, route: str, tags: list[str] | None) -> httpx.Response:
+    return eng.post(f"/{route}_memory_occupation", {"tags": tags}, control=True)
+
+
+def test_release_and_resume_memory_occupation(eng: Eng, tmp_path: Path) -> None:
+    """SGLang's shapes (200 and `null`; a refusal 400 with {"error": {"message"}}) and semantics: only an
+    idle engine releases; a request waits at the door until everything is resumed; weights are resumed,
+    then a version loaded, then the KV cache (slime's order), and the engine serves that version."""
+    eng.need("control", "hf")
+    import threading
+
+    from tandem.model_source import load_tokenizer
+
+    t, box = _start_long(eng, f"busy-{eng.target}", n=400)
+    r = _memory(eng, "release", None)
+    assert r.status_code == 400 and "idle" in r.json()["error"]["message"], r.text
+    assert eng.post("/abort_request", {"abort_all": True}, control=True).status_code == 200
+    _finish(t, box)
+    r = _memory(eng, "release", ["weights", "bogus"])
+    assert r.status_code == 400 and "bogus" in r.json()["error"]["message"], r.text
+    new_dir = _perturbed_copy(eng.model_path, tmp_path / "weights_v11", scale=0.3)
+    try:
+        r = _memory(eng, "release", None)  # none named: every region
+        assert r.status_code == 200 and r.json() is None, r.text
+        late: dict[str, Any] = {}
+        th = threading.Thread(target=lambda: late.update(out=greedy(eng, 8)), daemon=True)
+        th.start()
+        th.join(1.5)
+        assert th.is_alive(), "a request was served while the engine's memory was released"
+        # Released weights cannot take a version: SGLang's order resumes them first.
+        r = eng.post("/update_weights_from_disk", {"model_path": str(new_dir), "weight_version": "11"}, control=True)
+        assert r.status_code == 400 and r.json()["success"] is False, r.text
+        assert _memory(eng, "resume", ["weights"]).status_code == 200
+        r = eng.post("/update_weights_from_disk", {"model_path": str(new_dir), "weight_version": "11"}, control=True)
+        assert r.status_code == 200 and r.json()["success"], r.text
+        assert th.is_alive(), "a request was served before the KV cache was resumed"
+        assert _memory(eng, "resume", ["kv_cache", "cuda_graph"]).status_code == 200
+        th.join(60)
+        assert late["out"]["meta_info"]["weight_version"] == "11"
+        ids = load_tokenizer(eng.model_path).encode(PROMPT)
+        ref = hf_logprobs(str(new_dir), ids, late["out"]["output_ids"], 0.0)
+        got = [x[0] for x in late["out"]["meta_info"]["output_token_logprobs"]]
+        assert max(abs(a - b) for a, b in zip(got, ref)) < LOGPROB_TOL
+    finally:
+        _memory(eng, "resume", None)
+        r = eng.post("/update_weights_from_disk", {"model_path": eng.model_path, "weight_version": "0"}, control=True)
+        assert r.status_code == 200, r.text
+
+
+def test_resume_without_a_load_serves_the_weights_it_had(eng: Eng) -> None:
+    """Released and resumed with no version loaded in between: the engine reads back the version it served
+    (SGLang keeps it with --enable-weights-cpu-backup), never generating from storage that holds nothing."""
+    eng.need("control", "hf", "deterministic")
+    before = greedy(eng, 12)
+    assert _memory(eng, "release", ["kv_cache", "weights"]).status_code == 200
+    r = _memory(eng, "resume", None)  # none named: every released region
+    assert r.status_code == 200 and r.json() is None, r.text
+    after = greedy(eng, 12)
+    assert after["output_ids"] == before["output_ids"]
+    assert after["meta_info"]["output_token_logprobs"] == before["meta_info"]["output_token_logprobs"]

@@ -4,6 +4,7 @@ figures (each within 15%), its verdicts for Qwen3 on the reference node, and its
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from dataclasses import replace
@@ -366,3 +367,55 @@ def test_python_dash_m_runs_offline():
 
 def test_plan_error_is_a_value_error():
     assert issubclass(PlanError, ValueError)
+
+
+# --------------------------------------------------------------------------- colocated on one GPU
+ONE_GPU = str(ROOT / "configs/one_gpu_qwen3_4b.toml")
+
+
+@pytest.mark.parametrize("model, params, hidden, ffn, tied", [("Qwen/Qwen3-4B", 4_022_468_096, 2560, 9728, True),
+                                                              ("Qwen/Qwen3-8B", 8_190_735_360, 4096, 12288, False)])
+def test_qwen3_colocated_on_one_80gb_gpu_by_hand(model, params, hidden, ffn, tied):
+    """configs/one_gpu_qwen3_4b.toml (Megatron on 1 GPU, recompute, the head in 4096-token chunks, the whole
+    optimizer on the host, 8192-token packed micro-batches; one SGLang engine at mem_fraction_static 0.5),
+    each phase derived by hand. Both fit: 4B with 29.9 GiB to spare (generation is its peak), 8B with 15.9
+    (training is)."""
+    plan = node_plan(ONE_GPU, "--model", model)
+    p, rank = plan.colocated, plan.rank
+    assert p is not None and rank is not None and plan.fits
+    assert plan.model.total_params() == params and rank.params == params  # TP 1: the rank holds it all
+    usable = 80 * GIB - mem.DEVICE_RESERVE
+    # Training state: bf16 weights 2 + fp32 grads 4 + optimizer on the GPU 0 (all on the host: 16 pinned) B.
+    assert (rank.state.weights, rank.state.grads, rank.state.optimizer, rank.state.host) == (
+        2 * params, 4 * params, 0, 16 * params)
+    # Activations, 8192 tokens, recompute: each layer's input kept (36 x 8192 x 2 B x h), then the larger of
+    # one layer recomputed and the head: the final norm (3 x 2 B x h per token) + a 4096-token chunk of
+    # logits at 20 B (18 + the bf16 matmul output) over the vocab 151,936 (a multiple of 128 already).
+    per_token = 2 * 3 * 2 * hidden + 2 * (3 * 4096 + 3 * 1024) + 2 * 4 * 4096 + 2 * 5 * ffn
+    head = 8192 * 3 * 2 * hidden + 4096 * 20 * 151_936
+    assert rank.activations.layers == 36 * 8192 * 2 * hidden
+    assert rank.total == 6 * params + 36 * 8192 * 2 * hidden + max(head, 8192 * per_token)
+    # Generation: the engine's static pool (0.5 of the usable memory) + the trainer's bf16 weights + its reserve.
+    assert p.trainer_residue == 2 * params
+    assert p.generation == int(0.5 * usable) + 2 * params + 2 * GIB
+    # Training: the rank + a released engine's residue (1 GiB) + the reserve.
+    assert p.training == rank.total + GIB + 2 * GIB
+    # Hand-over: the larger of the engine's weights resumed with the embedding in flight beside the trainer's
+    # weights, and the trainer's state back (6 B/param) beside the released engine.
+    assert p.handover == max(2 * params + 151_936 * hidden * 2 + 2 * params, 6 * params + GIB) + 2 * GIB
+    peak = {"Qwen/Qwen3-4B": ("generation", 48.84, 29.86), "Qwen/Qwen3-8B": ("training", 62.80, 15.90)}[model]
+    assert max(("generation", p.generation), ("training", p.training), ("handover", p.handover),
+               key=lambda kv: kv[1])[0] == peak[0]
+    assert p.peak / GIB == pytest.approx(peak[1], abs=0.01) and (usable - p.peak) / GIB == pytest.approx(peak[2], abs=0.01)
+
+
+def test_qwen3_8b_colocated_with_the_torch_trainer_does_not_fit(tmp_path):
+    """The torch trainer keeps fp32 weights, grads and AdamW on its GPU: 16 B/param + the bf16 autocast
+    copies 2 = 18 x 8.19 B = 137 GiB of state alone, more than the GPU; the verdict says so and exits 1."""
+    torch_node = tmp_path / "one_gpu_torch.toml"  # the same node without its [trainer.megatron] table
+    torch_node.write_text(re.sub(r"\[trainer\.megatron\]\n(?:(?!\[).*\n)*", "", Path(ONE_GPU).read_text()))
+    plan = node_plan(str(torch_node), "--model", "Qwen/Qwen3-8B", "--trainer.backend", "torch")
+    assert plan.colocated is not None and not plan.fits
+    assert plan.rank is not None and plan.rank.state.total == 18 * 8_190_735_360
+    assert plan.colocated.trainer_residue == 0  # it keeps nothing while the engine generates
+    assert main(["--config", str(torch_node), "--model", "Qwen/Qwen3-8B", "--trainer.backend", "torch"]) == 1

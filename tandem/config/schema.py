@@ -126,6 +126,29 @@ class TandemConfig(Section):
                               "use loaded first, which is not built; turn one of them off")
         return self
 
+    @model_validator(mode="after")
+    def _colocation_is_sync_and_local(self) -> TandemConfig:
+        # Colocated engines and trainer take turns on one device: in async mode both would hold
+        # their memory at once, which is exactly what colocation cannot afford.
+        if self.run.colocate is not True:
+            return self
+        if self.run.mode != "sync":
+            raise rule_broken("run.colocate = true with run.mode = 'async': colocated engines and trainer take turns "
+                              "on the same GPU (the engines release their memory while the trainer trains), so their "
+                              "work cannot overlap; set run.mode = 'sync' (or run.colocate = false)")
+        if self.engine.backend == "external":
+            raise rule_broken("run.colocate = true with engine.backend = 'external': engines on other hosts share no "
+                              "device with this trainer; set run.colocate = false")
+        if self.engine.autoscale.enabled:
+            raise rule_broken("run.colocate = true with engine.autoscale: a colocated fleet is sized to the trainer's "
+                              "GPUs, not grown; turn one of them off")
+        return self
+
+    @property
+    def colocated(self) -> bool:
+        """The engines and the trainer take turns on the same devices (run.colocate resolved to true)."""
+        return self.run.colocate is True
+
     @property
     def effective_staleness(self) -> int:
         """Sync mode is the same loop with a staleness bound of 0."""

@@ -20,7 +20,7 @@ from tandem.config.base import DecayRate, Section, rule_broken
 # --------------------------------------------------------------------------- run
 class RunConfig(Section):
     mode: Literal["sync", "async"] = "async"
-    """sync: rollout, then train, then sync weights. async: the rollout of step k+1 overlaps training on step k, bounded by rollout.max_staleness."""
+    """sync: rollout, then train, then sync weights. async: the rollout of step k+1 overlaps training on step k, bounded by rollout.staleness.max."""
     steps: int = Field(200, ge=1)
     """Number of optimizer steps (trainer steps) to run."""
     run_dir: str = "runs/default"
@@ -44,6 +44,8 @@ class RunConfig(Section):
         if keep != "all" and keep < 1:  # the trainer reads the newest file after the orchestrator wrote it
             raise ValueError("must be at least 1, or 'all'")
         return keep
+    colocate: bool | Literal["auto"] = "auto"
+    """Trainer and engines share the same GPU(s) (sync mode only): the engines hand their weights and KV cache back (SGLang's release/resume_memory_occupation, on engines launched with its memory saver) while the trainer trains, and the trainer moves its optimizer state and weights to host memory while the engines generate. auto: on a box with exactly one GPU that the trainer and the engines would use, colocated sync mode when the memory plan says it fits (said at start-up; run.mode is set to sync), else off. true / false: always / never."""
     rehearse: bool = False
     """Rehearse this config on this machine (`--rehearse`): a few steps with a tiny model of the same family, the
     Megatron trainer on CPU ranks at the configured TP/PP/DP and embedded engines, then a report of what was

@@ -104,6 +104,17 @@ class EngineBackend(abc.ABC):
     async def unload_lora(self, name: str) -> None:
         """Free adapter `name`; no request uses it any more."""
 
+    async def release_memory(self, tags: list[str]) -> None:
+        """Free the memory of these regions (tandem.engine.core.MEMORY_TAGS); the engine is idle and
+        its door closed. The default holds nothing worth freeing (a backend without device memory)."""
+
+    async def resume_memory(self, tags: list[str]) -> None:
+        """Take these released regions' memory again; resumed weights need not hold their values."""
+
+    async def restore_weights(self, model_path: str) -> None:
+        """Every region is back: if the weights lost their values and no load has refilled them,
+        read them again from `model_path` (the version served before the release)."""
+
     async def set_cpu_threads(self, threads: int) -> int:
         """Compute with `threads` torch threads from the next step on; returns the count in force."""
         import torch

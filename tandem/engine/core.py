@@ -23,6 +23,7 @@ from typing import Any, AsyncIterator, Sequence
 
 from tandem.engine.adapters import Adapters, LoraLimits
 from tandem.engine.backend import EngineBackend, LoadInfo, PauseMode
+from tandem.engine.memory_occupation import MemoryOccupation
 from tandem.engine.request import (DEFAULT_MAX_NEW_TOKENS, FinishReason, GenerateRequest, InvalidRequest,
                                    SamplingParams, StopStringMatcher, TokenDelta)
 
@@ -34,7 +35,7 @@ class WeightUpdateResult:
     num_paused_requests: int = 0
 
 
-class EngineCore:
+class EngineCore(MemoryOccupation):
     """Request admission, pause/continue and weight-update gating over one `EngineBackend`.
 
     The gating follows SGLang's TokenizerManager:
@@ -67,6 +68,7 @@ class EngineCore:
         self.eos_token_ids: frozenset[int] = frozenset([eos] if eos is not None else [])
         self._paused = False
         self._updating = False
+        self.released: set[str] = set()  # memory regions released and not resumed: requests wait at the door
         self._admitted = 0
         self._pending_admission = 0
         self._gate: asyncio.Condition | None = None
@@ -195,7 +197,7 @@ class EngineCore:
         try:
             async with self._gate:
                 await self._gate.wait_for(lambda: req.finish_reason is not None or
-                                          not (self._paused or self._updating))
+                                          not (self._paused or self._updating or self.released))
         finally:
             self._pending_admission -= 1
         if req.finish_reason is not None:
@@ -321,7 +323,7 @@ class EngineCore:
     async def health_generate(self, timeout_s: float = 20.0) -> bool:
         """Generate one token end to end (bypassing the pause gate only when paused, where SGLang
         would also answer from its scheduler heartbeat); False if none comes within timeout_s."""
-        if self._paused or self._updating:
+        if self._paused or self._updating or self.released:
             return self.alive()
         req = self.make_request(input_ids=[0], sampling=SamplingParams(temperature=0.0, max_new_tokens=1),
                                 rid=f"HEALTH_CHECK_{uuid.uuid4().hex}")
@@ -370,7 +372,7 @@ class EngineCore:
             "context_length": self.context_length,
             "dp_size": 1,
             "tp_size": 1,
-            "internal_states": [{"load": load.to_json(), "paused": self._paused}],
+            "internal_states": [{"load": load.to_json(), "paused": self._paused, "released": sorted(self.released)}],
             "version": "tandem-0",
             "uptime_s": time.time() - self.started_at,
             "loaded_lora_adapters": dict(self.adapters.loaded),
@@ -393,8 +395,6 @@ def _wake(reqs: Sequence[GenerateRequest]) -> None:
             r.wakeup.set()
 
 
-__all__ = [
-    "DEFAULT_MAX_NEW_TOKENS", "EngineBackend", "EngineCore", "FinishReason", "GenerateRequest", "InvalidRequest",
-    "LoadInfo", "PauseMode", "SamplingParams", "StopStringMatcher", "TokenDelta", "WeightUpdateResult",
-    "running_on",
-]
+__all__ = ["DEFAULT_MAX_NEW_TOKENS", "EngineBackend", "EngineCore", "FinishReason", "GenerateRequest", "InvalidRequest",
+           "LoadInfo", "PauseMode", "SamplingParams", "StopStringMatcher", "TokenDelta", "WeightUpdateResult",
+           "running_on"]

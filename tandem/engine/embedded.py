@@ -30,7 +30,8 @@ from tandem.engine.core import EngineCore
 from tandem.engine.lora_layers import LoraLayers, read_adapter
 from tandem.engine.request import GenerateRequest
 from tandem.lora import AdapterError
-from tandem.engine.weight_loading import WeightLoadError, copy_weights_in_place, read_weights
+from tandem.engine.weight_loading import (WeightLoadError, allocate_parameters, copy_weights_in_place,
+                                          free_parameters, read_weights, return_freed_memory)
 from tandem.model_source import load_causal_lm, load_tokenizer, pick_device
 
 log = logging.getLogger("tandem.engine.embedded")
@@ -99,6 +100,10 @@ class EmbeddedBackend(EngineBackend):
         self._thread: threading.Thread | None = None
         self.cpu_threads = torch.get_num_threads()
         """Torch threads the scheduler thread computes with (the process's count until /set_cpu_threads)."""
+        self.freed_shapes: dict[str, tuple[int, ...]] | None = None
+        """Released weights: each parameter's shape (its storage is gone); None while they are held."""
+        self.weights_stale = False
+        """Resumed weights whose storage holds no version yet (a load or restore_weights fills them)."""
 
     def attach(self, core: EngineCore) -> None:
         super().attach(core)
@@ -148,7 +153,33 @@ class EmbeddedBackend(EngineBackend):
     async def flush_cache(self) -> tuple[bool, str]:
         return await self._call(self.scheduler.flush)
 
+    async def release_memory(self, tags: list[str]) -> None:
+        # The KV cache lives in the running batch's slabs, freed when the last request left it (the
+        # core releases only an idle engine): releasing it only returns that memory to the system.
+        def release() -> None:
+            if "weights" in tags and self.freed_shapes is None:
+                self.freed_shapes = free_parameters(self.model)
+                self.weights_stale = False
+            return_freed_memory(self.device)
+        await self._call(release)
+
+    async def resume_memory(self, tags: list[str]) -> None:
+        def resume() -> None:
+            if "weights" in tags and self.freed_shapes is not None:
+                allocate_parameters(self.model, self.freed_shapes)
+                self.freed_shapes, self.weights_stale = None, True
+        await self._call(resume)
+
+    async def restore_weights(self, model_path: str) -> None:
+        if self.weights_stale:
+            ok, msg = await self.load_weights(model_path, None)
+            if not ok:
+                raise RuntimeError(f"resumed weights could not be restored from {model_path}: {msg}")
+
     async def load_weights(self, model_path: str, load_format: str | None) -> tuple[bool, str]:
+        if self.freed_shapes is not None:
+            return False, ("Failed to update weights: they are released (/release_memory_occupation); resume them "
+                           "first (/resume_memory_occupation with tags ['weights']). The engine holds no weights.")
         loop = asyncio.get_running_loop()
         t0 = time.perf_counter()
         try:
@@ -157,6 +188,7 @@ class EmbeddedBackend(EngineBackend):
             tensors = await loop.run_in_executor(None, read_weights, self.model, model_path, load_format,
                                                  self.device)
             await self._call(lambda: copy_weights_in_place(self.model, tensors))
+            self.weights_stale = False
         except WeightLoadError as err:
             return False, f"Failed to update weights from {model_path!r}: {err}. The old weights are kept."
         return True, f"Succeeded to update model weights in {time.perf_counter() - t0:.3f}s."

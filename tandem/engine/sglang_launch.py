@@ -10,7 +10,8 @@ Placement (tandem.placement) pins each engine to one GPU through CUDA_VISIBLE_DE
 the engine always runs `--tp-size 1` and sees its GPU as device 0. Weight sync goes through
 SGLang's own `/update_weights_from_disk` with `weight_version`; `--weight-version` sets the
 version a fresh engine reports before the first sync (0 = the base model, or the version it
-was restarted on).
+was restarted on). With run.colocate the engine gets SGLang's memory saver (--enable-memory-saver),
+so that /release_memory_occupation really frees its weights and KV cache for the trainer.
 
 The interpreter: SGLang pins its own torch / transformers / openai versions, which differ
 from requirements.txt, so on a GPU node it usually lives in its own virtualenv. Set
@@ -47,6 +48,7 @@ RESERVED: dict[str, str | None] = {
     "--enable-lora": "trainer.lora.rank", "--max-lora-rank": "trainer.lora.rank",
     "--lora-target-modules": "trainer.lora.target_modules", "--max-loaded-loras": "rollout.staleness.max",
     "--max-loras-per-batch": "rollout.staleness.max",
+    "--enable-memory-saver": "run.colocate",
 }
 
 
@@ -134,7 +136,20 @@ def sglang_command(cfg: TandemConfig, port: int, model_path: str, weight_version
         # Order the queue by the rollout's step priority; no preemption, which tandem's sim
         # engine does not model either (the sweep would not predict it).
         cmd += ["--enable-priority-scheduling", "--disable-priority-preemption"]
-    return cmd + lora_args(cfg) + extra_args(e.sglang.args)
+    return cmd + colocation_args(cfg) + lora_args(cfg) + extra_args(e.sglang.args)
+
+
+def colocation_args(cfg: TandemConfig) -> list[str]:
+    """run.colocate: SGLang's memory saver, without which /release_memory_occupation frees nothing (its
+    weights and KV cache are allocated through torch_memory_saver so they can be unmapped and mapped
+    again). Checked against SGLang's argument list like every flag tandem emits."""
+    if not cfg.colocated:
+        return []
+    flag = "--enable-memory-saver"
+    version, flags = load_server_args()
+    if flags.get(flag) != "flag":
+        raise ConfigError(f"config key 'run.colocate': SGLang {version} has no on/off server argument {flag}")
+    return [flag]
 
 
 def lora_args(cfg: TandemConfig) -> list[str]:

@@ -105,6 +105,49 @@ def copy_weights_in_place(model: Any, tensors: dict[str, torch.Tensor]) -> None:
             live[name].copy_(t)
 
 
+def free_parameters(model: Any) -> dict[str, tuple[int, ...]]:
+    """Drop every parameter's storage (tied ones once: they are one Parameter), keeping the Parameter
+    objects the modules hold; returns their shapes for `allocate_parameters`. Buffers (rotary tables,
+    not in the checkpoint) are small and stay."""
+    import torch
+
+    shapes: dict[str, tuple[int, ...]] = {}
+    for name, p in model.named_parameters():
+        shapes[name] = tuple(p.shape)
+        p.data = torch.empty(0, dtype=p.dtype, device=p.device)
+    return shapes
+
+
+def allocate_parameters(model: Any, shapes: dict[str, tuple[int, ...]]) -> None:
+    """Give freed parameters storage of their shapes again; the values are whatever the memory held
+    (a load fills them)."""
+    import torch
+
+    for name, p in model.named_parameters():
+        if name in shapes:
+            p.data = torch.empty(shapes[name], dtype=p.dtype, device=p.device)
+
+
+def return_freed_memory(device: Any) -> None:
+    """Hand memory freed by dropped tensors back to the system: CUDA's caching allocator keeps it
+    otherwise, and glibc's malloc keeps freed heap chunks below its mmap threshold (which grows to
+    32 MiB after a large free) unless asked to trim."""
+    import gc
+
+    import torch
+
+    gc.collect()
+    if getattr(device, "type", str(device)) == "cuda":
+        torch.cuda.empty_cache()
+        return
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc: the allocator returns what it returns
+        pass
+
+
 def read_safetensors_dir(path: str | os.PathLike) -> tuple[int, int]:
     """Read every byte of an HF safetensors checkpoint directory; returns (bytes, files).
 
@@ -147,5 +190,5 @@ def _read_checked(f: Path, buf: memoryview) -> int:
     return size
 
 
-__all__ = ["WeightLoadError", "copy_weights_in_place", "read_safetensors_dir", "read_weights",
-           "tied_parameter_names"]
+__all__ = ["WeightLoadError", "allocate_parameters", "copy_weights_in_place", "free_parameters",
+           "read_safetensors_dir", "read_weights", "return_freed_memory", "tied_parameter_names"]

@@ -77,6 +77,10 @@ class Fleet:
         self.recoveries: list[Recovery] = []
         self.restarts = 0
         """Restarts begun (finished ones are in `recoveries`)."""
+        self.released = False
+        """run.colocate: the engines have released their memory for a train step. The doctor checks only
+        that their processes live meanwhile: SGLang's /health generates a token, which a released engine
+        cannot."""
 
     # ------------------------------------------------------------------ sync
     @property
@@ -167,6 +171,10 @@ class Fleet:
         if self._http is not None and self._owns_http:
             await self._http.aclose()
 
+    def http(self) -> httpx.AsyncClient:
+        """The fleet's one HTTP client (with the engines' API key)."""
+        return self._client()
+
     def _client(self) -> httpx.AsyncClient:
         # One client for every probe: building one per call costs ~50 ms of CPU (SSL context),
         # once a second per engine. Created lazily inside the running loop.
@@ -228,7 +236,7 @@ class Fleet:
         self.recovering.add(name)
         try:
             await self._router_remove(url)
-            held = await self._drain(url, drain_timeout_s)
+            held = await self.drain(url, drain_timeout_s)
         finally:
             async with self.lock:
                 self.engines.pop(name, None)
@@ -258,7 +266,8 @@ class Fleet:
         answers = await asyncio.gather(*(one(u) for u in serving.values()))
         return {n: a for n, a in zip(serving, answers) if a is not None}
 
-    async def _drain(self, url: str, timeout_s: float, poll_s: float = 0.2) -> int:
+    async def drain(self, url: str, timeout_s: float, poll_s: float = 0.2) -> int:
+        """Wait until the engine at `url` holds no request (at most `timeout_s`); returns how many it still holds."""
         clock = asyncio.get_running_loop().time  # a simulated run drains on its virtual clock
         deadline = clock() + timeout_s
         while True:
@@ -281,6 +290,9 @@ class Fleet:
                 return  # it left the fleet
             wait = faults.engine_check_interval_s
             child = self.sup.children[name]
+            if child.alive and self.released:
+                last_ok = time.monotonic()
+                continue
             if child.alive:
                 # A probe may wait for what is left of the unresponsive budget (a slow answer
                 # still counts), so a hang is declared when the budget ends, not a probe timeout

@@ -11,6 +11,8 @@ Phases:
 - "checkpoint", n = the checkpoint's step: every part of checkpoint n is written, nothing is
   fsynced or renamed yet.
 - "sync", n = the weight version: every engine serves version n, the step is not yet recorded.
+- "released", n = the step (run.colocate): every engine has released its memory, the trainer is
+  about to get step n's batch.
 """
 
 from __future__ import annotations

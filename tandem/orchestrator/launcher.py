@@ -19,6 +19,7 @@ from tandem.handoff import HandoffTimeout
 from tandem.model_source import resolve_model_path
 from tandem.orchestrator import preflight, run_state
 from tandem.orchestrator.cluster import start_cluster
+from tandem.placement import resolve_colocation, visible_gpu_count, visible_gpu_memory_bytes
 from tandem.orchestrator.fleet import EngineCrashLoop
 from tandem.orchestrator.hooks import NO_HOOKS, RunHooks
 from tandem.orchestrator.loop import orchestrate
@@ -102,6 +103,18 @@ def load_run(resume_dir: str | None, argv: list[str]) -> TandemConfig:
     return cfg
 
 
+def choose_colocation(cfg: TandemConfig) -> TandemConfig:
+    """run.colocate = "auto": on a one-GPU box, colocated sync mode when the memory plan says it fits."""
+    if cfg.run.colocate != "auto":
+        return cfg
+    gpus = visible_gpu_count()
+    verdict = registry.load(registry.LAB["colocation_verdict"])
+    cfg, said = resolve_colocation(cfg, gpus, visible_gpu_memory_bytes() if gpus == 1 else 0, verdict)
+    if said:
+        print(said, flush=True)
+    return cfg
+
+
 def check_inputs(cfg: TandemConfig) -> tuple:
     """Data and plug-ins, checked before any child starts: (dataset, rollout_fn, reward_fn)."""
     try:
@@ -149,6 +162,7 @@ def main(argv: list[str] | None = None, hooks: RunHooks = NO_HOOKS) -> int:
         rehearse = registry.load(registry.LAB["rehearsal"]) if cfg.run.rehearse else None
         rehearsal = rehearse.start(cfg) if rehearse else None
         cfg = rehearsal.config if rehearsal else cfg
+        cfg = choose_colocation(cfg)
         absolutize_paths(cfg)
         run_dir = Path(cfg.run.run_dir)
         refused = None if resumed else run_state.refusal(run_dir, overwrite, replaceable=rehearsal is not None)

@@ -4,6 +4,7 @@ of the trainer (0 = sync), so rollout for step k+staleness overlaps training on 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import sys
 import threading
@@ -20,6 +21,7 @@ from tandem.orchestrator import run_state
 from tandem.autoscale.controller import Autoscaler
 from tandem.autoscale.providers import CommandProvider, NodeProvider
 from tandem.orchestrator.cluster import Cluster, engine_command
+from tandem.orchestrator.colocation import Colocation
 from tandem.orchestrator.cpu_share import FIXED, CpuShare, FixedShare
 from tandem.orchestrator.failures import FailureGuard, RunStopped, StepFailures
 from tandem.auth import bearer_headers
@@ -74,8 +76,10 @@ class FileTrainerLink:
 async def run_loop(cfg: TandemConfig, run_dir: Path, producer: RolloutProducer, ctx: RolloutContext,
                    trainer: TrainerLink, fleet: Fleet, metrics: MetricsLog, view: LiveView, start_step: int,
                    hooks: RunHooks = NO_HOOKS, cpu: CpuShare | FixedShare = FIXED,
-                   autoscaler: Autoscaler | None = None) -> None:
-    """The whole RL loop. Rollout for step k+staleness overlaps training on step k."""
+                   autoscaler: Autoscaler | None = None, colocation: Colocation | None = None) -> None:
+    """The whole RL loop. Rollout for step k+staleness overlaps training on step k. With `colocation`
+    (run.colocate, sync mode) the engines release their memory for the train step and take it back
+    around the weight sync (tandem.orchestrator.colocation)."""
     # Steps are timed at the trainer's cadence: from one trained step to the next, so
     # step_time = trainer_wait_time (rollout tail + weight sync) + train time. The loop's clock,
     # not time.monotonic(): a simulated run drives the same loop on a virtual clock.
@@ -88,6 +92,9 @@ async def run_loop(cfg: TandemConfig, run_dir: Path, producer: RolloutProducer, 
         batch, failures = await take_step(step, producer, guard, trainer, run_dir, cfg, hooks)  # 1. rollout
         assign_advantages(batch.samples, cfg.trainer.loss.use_std_norm)
         threads = await cpu.training_starts()
+        if colocation is not None:
+            view.set_status(f"step {step + 1}: engines releasing their memory")
+            await colocation.release(step)
         await trainer.submit(step, batch.samples, threads)
         batch_written = clock()
         view.set_status(f"step {step + 1}: training (waiting on trainer)")
@@ -98,8 +105,9 @@ async def run_loop(cfg: TandemConfig, run_dir: Path, producer: RolloutProducer, 
         reload_s = 0.0
         if result.get("weight_version") is not None:                        # 3. sync
             view.set_status(f"step {step + 1}: syncing weights v{result['weight_version']} (waiting on engines)")
-            reload_s = await fleet.sync(ctx.engine, result["weights_path"], result["weight_version"],
-                                        cfg.rollout.staleness.partial_rollout, cfg.sync.reload_timeout_s)
+            load = functools.partial(fleet.sync, ctx.engine, result["weights_path"], result["weight_version"],
+                                     cfg.rollout.staleness.partial_rollout, cfg.sync.reload_timeout_s)
+            reload_s = await (load() if colocation is None else colocation.sync(load))
             await producer.set_version(result["weight_version"])
         # Rows number steps from 1, as the console, the handoff files and the checkpoints do: the
         # row of step N follows checkpoint N-1 and carries weight version N once it is synced.
@@ -114,7 +122,7 @@ async def run_loop(cfg: TandemConfig, run_dir: Path, producer: RolloutProducer, 
                "dropped_stale": batch.dropped_stale, "recycled_groups": batch.recycled,
                "oversample_discarded": batch.discarded, "longest_group_s": batch.longest_group_s,
                "requests_retried": ctx.engine.retried, **ctx.engine.load.take(), **fleet.metrics(), **batch.stats,
-               **cpu.metrics(),
+               **cpu.metrics(), **(colocation.metrics(result) if colocation is not None else {}),
                **step_plugin_metrics(producer.rollout_fn, batch.samples)}
         row["trainer_idle_ratio"] = row["trainer_wait_time"] / max(row["step_time"], 1e-9)
         if autoscaler is not None:  # decides on this step; a resize runs in the background
@@ -284,8 +292,10 @@ async def orchestrate(cfg: TandemConfig, run_dir: Path, sup: Supervisor, cluster
     cpu = CpuShare(cluster.placement.cores, cfg.engine.count, cfg.effective_staleness > 0, fleet.set_cpu_threads) \
         if cluster.placement.phase_split else FIXED
     autoscaler = make_autoscaler(cfg, fleet, sup, cluster, run_dir, model_path)
+    colocation = Colocation(fleet, client, cfg.sync.reload_timeout_s, cluster.placement.engines_on_gpu, hooks) \
+        if cfg.colocated else None
     tasks = [asyncio.create_task(run_loop(cfg, run_dir, producer, ctx, trainer, fleet, metrics, view, start.step,
-                                          hooks, cpu, autoscaler)),
+                                          hooks, cpu, autoscaler, colocation)),
              asyncio.create_task(watch_children(sup, metrics, view, cfg.faults.stall_warning_s)),
              asyncio.create_task(monitor.run(), name="queue-monitor")]
     if cfg.faults.max_engine_restarts > 0 or external:  # external engines are never restarted, only re-admitted

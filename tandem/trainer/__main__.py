@@ -101,8 +101,9 @@ def run_loop(
             import torch
 
             torch.set_num_threads(int(extra["cpu_threads"]))
+        onloaded = backend.onload() if cfg.colocated else {}  # run.colocate: back from the host
         metrics = backend.train_step(samples)
-        result: dict[str, Any] = {**metrics, "wait_time": wait_time,
+        result: dict[str, Any] = {**metrics, **onloaded, "wait_time": wait_time,
                                   "weight_version": None, "weights_path": None, "publish_time": 0.0}
         if sync_due(cfg, step):
             version = step + 1
@@ -118,6 +119,8 @@ def run_loop(
             t_ckpt = time.perf_counter()
             tmp = save_checkpoint_part(backend, run_dir, step + 1, result["weights_path"])
             result.update(checkpoint_tmp=tmp, checkpoint_time=time.perf_counter() - t_ckpt)
+        if cfg.colocated:  # the device goes to the engines before the orchestrator hears of this step
+            result.update(backend.offload())
         if not backend.is_main_process:
             continue
         handoff.write_train_result(run_dir, step, result)
@@ -170,6 +173,8 @@ def main(argv: list[str] | None = None) -> int:
         load_checkpoint_part(backend, args.resume_from)
     ready = {"pid": os.getpid(), "backend": cfg.trainer.backend, "start_step": args.start_step,
              **publish_start_weights(cfg, backend, publisher, args.start_step)}
+    if cfg.colocated:  # the engines generate first: the device is theirs until the first batch comes
+        backend.offload()
     # The launcher gates start-up on this file: the model is loaded and the loop is about to wait.
     if backend.is_main_process:
         handoff.atomic_write_json(handoff.Path(cfg.run.run_dir) / "trainer" / "ready.json", ready)

@@ -66,6 +66,17 @@ class TrainerBackend(ABC):
         are CPU tensors in the published dtype: publishing then writes them without a copy."""
         return self.export_hf_state_dict()
 
+    def offload(self) -> dict[str, float]:
+        """run.colocate, after a step is published: move what only training needs (optimizer state,
+        grads, and where it pays the weights) off the device the engines are about to generate on.
+        Returns metrics (trainer_offloaded_mb, trainer_offload_time, trainer_device_memory_mb); the
+        default holds nothing on a device."""
+        return {}
+
+    def onload(self) -> dict[str, float]:
+        """Before the next step: bring back what `offload` moved (metrics: trainer_onload_time)."""
+        return {}
+
     def state_dict_for_checkpoint(self) -> dict[str, Any]:
         """Everything needed to resume training (weights, optimizer, counters)."""
         raise NotImplementedError(f"{type(self).__name__} does not support checkpoints")

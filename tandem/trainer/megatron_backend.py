@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -125,6 +126,29 @@ class MegatronTrainer(TrainerBackend):
         finalized (DP-reduced, clipped) gradient the update is about to use. Collective.
         """
         return export.gather_hf(self.model, self.layout, self.shape, export.accumulated_grad, torch.float32)
+
+    def offload(self) -> dict[str, float]:
+        """On CUDA, megatron-core's own RL offload: DDP's grad buffers freed, the optimizer's state (fp32
+        master weights and Adam's moments) to the host. The bf16 weights stay. On CPU ranks: nothing."""
+        if not self.layout.cuda:
+            return {}
+        t0 = time.perf_counter()
+        before = torch.cuda.memory_allocated()
+        self.train_model.offload_grad_buffers()
+        self.optimizer.offload_to_cpu()
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+        after = torch.cuda.memory_allocated()
+        return {"trainer_offloaded_mb": (before - after) / 2**20, "trainer_offload_time": time.perf_counter() - t0,
+                "trainer_device_memory_mb": after / 2**20}
+
+    def onload(self) -> dict[str, float]:
+        if not self.layout.cuda:
+            return {}
+        t0 = time.perf_counter()
+        self.optimizer.restore_from_cpu()
+        self.train_model.restore_grad_buffers()
+        return {"trainer_onload_time": time.perf_counter() - t0}
 
     # ------------------------------------------------------------------ checkpoints (per rank)
     def barrier(self) -> None:

@@ -26,6 +26,7 @@ from tandem.trainer.backend import (TrainerBackend, check_lora_settings, configu
                                     run_minibatches)
 # collate and validate_samples are re-exported: callers import them from this module.
 from tandem.trainer.batching import MicroBatch, collate, micro_batches, validate_samples
+from tandem.trainer.offload import HostOffload
 
 __all__ = ["TorchTrainer", "MicroBatch", "collate", "configure_threads", "validate_samples"]
 
@@ -68,6 +69,9 @@ class TorchTrainer(TrainerBackend):
         self.temperature = t if t > 0 else 1.0
         self.pad_id = self.model.config.pad_token_id if self.model.config.pad_token_id is not None else 0
         self.optimizer_steps = 0
+        self.host_offload = HostOffload(self.device, [self.model, self.ref_model], [self.optimizer])
+        """run.colocate: the weights (policy and KL reference) and AdamW's state wait in host memory while
+        the engines generate."""
 
     # ------------------------------------------------------------------ forward pieces
     def _autocast(self):
@@ -171,6 +175,12 @@ class TorchTrainer(TrainerBackend):
             samples, self.cfg.trainer.minibatches, prepare=self._prepare, accumulate=self._accumulate,
             zero_grads=lambda: self.optimizer.zero_grad(set_to_none=True), optimizer_step=self._optimizer_step,
             lr=lambda: self.optimizer.param_groups[0]["lr"])
+
+    def offload(self) -> dict[str, float]:
+        return self.host_offload.offload()
+
+    def onload(self) -> dict[str, float]:
+        return self.host_offload.onload()
 
     def export_hf_state_dict(self) -> dict[str, Tensor]:
         """CPU copies in model.dtype; a tied weight (lm_head = embed_tokens) is kept once, under the

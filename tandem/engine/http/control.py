@@ -1,5 +1,5 @@
 """SGLang's control-plane routes: weight updates from disk, LoRA adapter loads and unloads, pausing and continuing generation,
-flushing the prefix cache and aborting requests. sglang-router does not forward these, so the
+flushing the prefix cache, aborting requests, and releasing / resuming memory (colocation). sglang-router does not forward these, so the
 trainer / orchestrator call each engine directly. One route is tandem's own: /set_cpu_threads,
 with which the orchestrator shares a CPU box between engines and trainer by phase."""
 
@@ -10,6 +10,7 @@ from fastapi.responses import Response
 
 from tandem.engine.http.common import core_of, json_response, parse
 from tandem.engine.http.models import (AbortReq, LoadLoRAAdapterReqInput, PauseGenerationReqInput,
+                                      ReleaseMemoryOccupationReqInput, ResumeMemoryOccupationReqInput,
                                       SetCpuThreadsReqInput, UnloadLoRAAdapterReqInput,
                                       UpdateWeightFromDiskReqInput)
 
@@ -72,3 +73,24 @@ async def set_cpu_threads(request: Request) -> Response:
     obj = await parse(request, SetCpuThreadsReqInput)
     threads = await core_of(request).engine_backend.set_cpu_threads(obj.threads)
     return json_response({"success": True, "threads": threads})
+
+
+# SGLang answers both with 200 and no value (`null`) when done, and a failure with its
+# _create_error_response body, {"error": {"message": ...}}, status 400.
+async def _occupation(request: Request, model, change: str) -> Response:
+    try:
+        obj = await parse(request, model)
+        await getattr(core_of(request), change)(obj.tags)
+    except Exception as err:  # noqa: BLE001 - SGLang turns any failure into this answer
+        return json_response({"error": {"message": str(err)}}, 400)
+    return json_response(None)
+
+
+@router.api_route("/release_memory_occupation", methods=["GET", "POST"])
+async def release_memory_occupation(request: Request) -> Response:
+    return await _occupation(request, ReleaseMemoryOccupationReqInput, "release_memory_occupation")
+
+
+@router.api_route("/resume_memory_occupation", methods=["GET", "POST"])
+async def resume_memory_occupation(request: Request) -> Response:
+    return await _occupation(request, ResumeMemoryOccupationReqInput, "resume_memory_occupation")

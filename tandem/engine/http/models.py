@@ -53,6 +53,16 @@ class UpdateWeightFromDiskReqInput(_Open):
     flush_cache: bool = True
 
 
+class ReleaseMemoryOccupationReqInput(_Open):
+    tags: list[str] | None = None
+    """SGLang's memory regions to release ("weights", "kv_cache", "cuda_graph"); none: all."""
+
+
+class ResumeMemoryOccupationReqInput(_Open):
+    tags: list[str] | None = None
+    """The regions to take back; none: every released one."""
+
+
 class SetCpuThreadsReqInput(_Open):
     """tandem's own (SGLang has no such route): the torch threads this engine computes with."""
     threads: int = Field(ge=1)

@@ -58,6 +58,7 @@ from dataclasses import dataclass
 from tandem.lab.plan.shape import ModelShape
 
 GIB = 1 << 30
+DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 DEVICE_RESERVE = int(1.3 * GIB)
 """Of a GPU's nominal size, what no process can allocate: an '80 GB' H100 reports 79.2 GiB to
 CUDA and a fresh process's context takes ~0.5 GiB more (SGLang logs "avail mem=78.6-78.8 GB"

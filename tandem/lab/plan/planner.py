@@ -38,9 +38,10 @@ from dataclasses import dataclass, field, replace
 
 from tandem.config import TandemConfig
 from tandem.lab.plan import memory as mem
-from tandem.lab.plan.shape import ModelShape, PlanError
+from tandem.lab.plan.colocated import PhasePeaks, phase_peaks
+from tandem.lab.plan.shape import ModelShape, PlanError, load_shape
 
-DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+DTYPE_BYTES = mem.DTYPE_BYTES
 
 
 @dataclass(frozen=True)
@@ -119,6 +120,9 @@ class NodePlan:
     """When no change fits: every knob at its end, and the longest sequence that fits there."""
     longest_fitting_seq: int | None = None
     notes: list[str] = field(default_factory=list)
+    colocated: PhasePeaks | None = None
+    """run.colocate = true: each phase's peak on one GPU shared by the trainer and its engines
+    (tandem.lab.plan.colocated); then the verdict is theirs."""
 
     @property
     def trainer_budget(self) -> int:
@@ -130,6 +134,8 @@ class NodePlan:
 
     @property
     def fits(self) -> bool:
+        if self.colocated is not None:
+            return self.colocated.fits
         return self.trainer_fits and (self.engines is None or self.engines.fits)
 
 
@@ -182,20 +188,23 @@ def trainer_memory(shape: ModelShape, s: TrainerSetting) -> RankMemory:
 
 
 def trainer_setting(cfg: TandemConfig, shape: ModelShape, seq_len: int) -> TrainerSetting:
-    tc, m = cfg.trainer, cfg.trainer.megatron
-    megatron = tc.backend == "megatron"
+    tc = cfg.trainer
+    if tc.backend != "megatron":  # one device, no sharding: the torch (or sim) trainer
+        return TrainerSetting(
+            backend=tc.backend, gpus=1, tp=1, pp=1, micro_batch=tc.micro_batch_size, recompute=False, seq_len=seq_len,
+            bf16=cfg.model.dtype != "float32", distributed_optimizer=False, lora_rank=tc.lora.rank,
+            lora_targets=tuple(tc.lora.target_modules), reference_model=tc.loss.kl_coef > 0 and not tc.lora.enabled,
+            logit_chunk=tc.logprob_chunk_tokens, max_tokens=tc.max_tokens_per_micro_batch)
+    m = tc.megatron
     return TrainerSetting(
-        backend=tc.backend, gpus=tc.gpus if megatron else 1, tp=m.tensor_parallel if megatron else 1,
-        pp=m.pipeline_parallel if megatron else 1, micro_batch=tc.micro_batch_size,
-        recompute=m.recompute and megatron, seq_len=seq_len,
-        bf16=(m.bf16 if megatron else cfg.model.dtype != "float32"),
-        distributed_optimizer=m.use_distributed_optimizer, lora_rank=tc.lora.rank,
-        lora_targets=tuple(tc.lora.target_modules),
+        backend=tc.backend, gpus=tc.gpus, tp=m.tensor_parallel, pp=m.pipeline_parallel, micro_batch=tc.micro_batch_size,
+        recompute=m.recompute, seq_len=seq_len, bf16=m.bf16, distributed_optimizer=m.use_distributed_optimizer,
+        lora_rank=tc.lora.rank, lora_targets=tuple(tc.lora.target_modules),
         reference_model=tc.loss.kl_coef > 0 and not tc.lora.enabled,
         logit_chunk=tc.logprob_chunk_tokens, max_tokens=tc.max_tokens_per_micro_batch,
-        offload_fraction=m.optimizer_offload_fraction if megatron and m.optimizer_cpu_offload else 0.0,
-        precision_aware=megatron and m.precision_aware_optimizer,
-        grad_bytes=2 if megatron and m.main_grads_dtype == "bfloat16" else 4)
+        offload_fraction=m.optimizer_offload_fraction if m.optimizer_cpu_offload else 0.0,
+        precision_aware=m.precision_aware_optimizer,
+        grad_bytes=2 if m.main_grads_dtype == "bfloat16" else 4)
 
 
 CHUNK_STEPS = (4096, 1024)
@@ -314,6 +323,8 @@ def plan_node(cfg: TandemConfig, shape: ModelShape, gpu_bytes: int, seq_len: int
         return plan
     setting = trainer_setting(cfg, shape, seq_len or trainer_seq_len(cfg, shape))
     plan.trainer, plan.rank = setting, trainer_memory(shape, setting)
+    if cfg.colocated:
+        plan.colocated = phase_peaks(plan, cfg)
     if plan.trainer_fits:
         return plan
     for candidate in candidate_changes(shape, setting):
@@ -324,3 +335,14 @@ def plan_node(cfg: TandemConfig, shape: ModelShape, gpu_bytes: int, seq_len: int
     plan.frugal = most_frugal(shape, setting)
     plan.longest_fitting_seq = longest_fitting_seq(shape, plan.frugal, plan.trainer_budget)
     return plan
+
+
+def one_gpu_verdict(cfg: TandemConfig, gpu_bytes: int) -> tuple[bool, str]:
+    """For the launcher's run.colocate = "auto": whether `cfg` (colocated) fits one GPU of `gpu_bytes`,
+    and a one-line summary of its phases' peaks."""
+    peaks = plan_node(cfg, load_shape(cfg.model), gpu_bytes).colocated
+    if peaks is None:
+        return False, "the plan has no trainer or no engines on the GPU"
+    gib = mem.GIB
+    return peaks.fits, (f"peaks: generation {peaks.generation / gib:.1f}, training {peaks.training / gib:.1f}, "
+                        f"hand-over {peaks.handover / gib:.1f} of {peaks.usable / gib:.1f} GiB")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
+from tandem.lab.plan import colocated
 from tandem.lab.plan import memory as mem
 from tandem.lab.plan.planner import EnginePlan, NodePlan, RankMemory, TrainerSetting
 
@@ -126,6 +127,8 @@ def text(plan: NodePlan) -> str:
     lines = [(f"tandem plan: {shape.name} ({count(shape.total_params())} parameters, {shape.layers} layers, "
               f"hidden {shape.hidden}, {shape.heads}/{shape.kv_heads} heads) on GPUs of {plan.gpu_bytes / mem.GIB:g} GiB")]
     lines += trainer_lines(plan) + engine_lines(plan.engines) + change_lines(plan)
+    if plan.colocated is not None:
+        lines += colocated.lines(plan.colocated)
     lines.append(f"verdict: {'FITS' if plan.fits else 'DOES NOT FIT'}")
     return "\n".join(lines)
 
@@ -141,6 +144,8 @@ def as_json(plan: NodePlan) -> dict[str, Any]:
         if rank is not None:
             out[key]["total"] = rank.total
             out[key]["activations"]["total"] = rank.activations.total
+    if plan.colocated is not None:
+        out["colocated"].update(peak=plan.colocated.peak, fits=plan.colocated.fits)
     if plan.engines is not None:
         out["engines"]["kv_tokens"] = plan.engines.memory.kv_tokens
         out["engines"]["kv_limited"] = plan.engines.kv_limited
