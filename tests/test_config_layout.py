@@ -37,10 +37,10 @@ def test_a_backends_own_settings_exist_only_for_it():
 def test_switching_backend_on_the_command_line_works_with_the_shipped_config_toml():
     """config.toml carries no backend's own table, so any backend can be chosen over it."""
     for backend, extra in [("sglang", []), ("sim", ["--engine.sim.time_scale", "3"]),
-                           ("external", ["--engine.external.urls", '["http://h:1", "http://h:2"]'])]:
+                           ("external", ["--engine.external.urls", '["http://h:1", "http://h:2", "http://h:3"]'])]:
         cfg = load_config(["--engine.backend", backend, *extra], config_file="config.toml")
         assert cfg.engine.backend == backend
-    assert cfg.engine.count == 2  # external: the listed engines
+    assert cfg.engine.count == 3  # external: the listed engines, whatever engine.count says
     cfg = load_config(["--trainer.backend", "megatron", "--trainer.gpus", "2"], config_file="config.toml")
     assert cfg.trainer.megatron.tensor_parallel == 2
 
