@@ -12,13 +12,11 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from tandem.engine.backend import EngineBackend
 from tandem.engine.request import InvalidRequest
 from tandem.lora import ADAPTER_WEIGHTS, AdapterError, max_loaded_adapters, read_adapter_config
-
-if TYPE_CHECKING:
-    from tandem.engine.backend import EngineBackend
 
 
 @dataclass

@@ -11,12 +11,10 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+import asyncio
+from typing import Any, Literal, Protocol, Sequence
 
 from tandem.engine.request import GenerateRequest
-
-if TYPE_CHECKING:
-    from tandem.engine.core import EngineCore
 
 PauseMode = Literal["abort", "retract", "in_place"]
 
@@ -52,6 +50,17 @@ class LoadInfo:
         }
 
 
+class ServingCore(Protocol):
+    """What a backend uses of the core that serves it (tandem.engine.core.EngineCore is one): the
+    backend depends on this, not on the core, so the two modules import in one direction."""
+
+    loop: asyncio.AbstractEventLoop | None
+    weight_version: str
+
+    def notify(self, reqs: Sequence[GenerateRequest]) -> None:
+        """Wake the waiters of requests that got tokens or finished (thread-safe)."""
+
+
 class EngineBackend(abc.ABC):
     """What a backend implements. `EngineCore` calls these on its event loop, already gated:
     `submit` only gets admitted requests, `pause` / `resume` / `load_weights` run under the
@@ -65,9 +74,9 @@ class EngineBackend(abc.ABC):
     name: str = "abstract"
     """Reported as `backend` in /get_server_info."""
 
-    core: "EngineCore"
+    core: ServingCore
 
-    def attach(self, core: "EngineCore") -> None:
+    def attach(self, core: ServingCore) -> None:
         """Called once by the EngineCore this backend serves, before anything else."""
         self.core = core
 

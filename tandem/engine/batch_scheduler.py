@@ -16,19 +16,18 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from typing import TYPE_CHECKING, Any, Callable, Literal
+from typing import Any, Callable, Literal
 
 import torch
 
+from tandem.engine.backend import ServingCore
 from tandem.engine.batch import RunningBatch, left_padded
 from tandem.engine.kv_cache import new_cache
+from tandem.engine.lora_layers import LoraLayers
 from tandem.engine.queueing import enqueue
 from tandem.engine.request import FinishReason, GenerateRequest
 from tandem.engine.sampling import RowParams, record_prompt_logprobs, sample, wants_prompt_logprobs
 
-if TYPE_CHECKING:
-    from tandem.engine.core import EngineCore
-    from tandem.engine.lora_layers import LoraLayers
 
 log = logging.getLogger("tandem.engine.embedded")
 
@@ -63,7 +62,7 @@ class BatchScheduler:
         layer_types = set(getattr(cfg, "layer_types", None) or ["full_attention"])
         self.direct_mask = (getattr(cfg, "_attn_implementation", None) == "sdpa"
                             and layer_types == {"full_attention"})
-        self.core: EngineCore | None = None
+        self.core: ServingCore | None = None
         """Where tokens are reported (notify, weight_version); set when the backend is attached."""
         self.waiting: deque[GenerateRequest] = deque()
         self.batch: RunningBatch | None = None

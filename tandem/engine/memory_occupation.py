@@ -10,14 +10,10 @@ door while anything is released) is here, the freeing is the backend's (`EngineB
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import asyncio
 
+from tandem.engine.backend import EngineBackend
 from tandem.engine.request import InvalidRequest
-
-if TYPE_CHECKING:
-    import asyncio
-
-    from tandem.engine.backend import EngineBackend
 
 MEMORY_TAGS = ("kv_cache", "weights", "cuda_graph")
 """SGLang's memory regions (sglang.srt.constants.GPU_MEMORY_ALL_TYPES): what /release_memory_occupation

@@ -31,16 +31,15 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
-from typing import TYPE_CHECKING, Any, Callable, ClassVar
+from typing import Any, Callable, ClassVar
 
 from pydantic import BaseModel
 
 from tandem.env.parsers import ParsedReply, ToolCall
 from tandem.config import validate_section
+from tandem.rollout.context import RolloutContext
 from tandem.rollout.plugins import PluginError, RewardResult, load_plugin
 
-if TYPE_CHECKING:
-    from tandem.rollout.context import RolloutContext
 
 RESERVED = frozenset({"reset", "step", "respond", "reward", "info", "close", "tools", "tool_schemas",
                       "step_metrics", "call_tool", "call", "text_mode", "offered_tools", "requirements", "Args"})

@@ -18,7 +18,7 @@ from tandem.env.base import Environment, environment_args, load_environment_clas
 from tandem.env.chat import ChatFormat
 from tandem.env.loop import LOOP_END_REASONS, Episode, run_episode
 from tandem.env.parsers import ParsedReply, pick_parser
-from tandem.rollout.plugins import score_sample
+from tandem.rollout.scoring import score_sample
 from tandem.sample import Sample
 
 

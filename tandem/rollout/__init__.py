@@ -33,8 +33,8 @@ from tandem.rollout.plugins import (
                                    load_plugin,
                                    load_reward_fn,
                                    load_rollout_fn,
-                                   score_sample,
 )
+from tandem.rollout.scoring import score_sample
 from tandem.rollout.single_turn import encode_prompt, sample_from_output, single_turn
 
 __all__ = [

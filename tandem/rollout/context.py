@@ -9,7 +9,7 @@ from typing import Any, Callable
 
 from tandem.config import TandemConfig
 from tandem.rollout.client import EngineClient
-from tandem.rollout.plugins import score_sample
+from tandem.rollout.scoring import score_sample
 from tandem.sample import Sample
 
 

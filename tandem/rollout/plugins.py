@@ -7,28 +7,13 @@ A config names a plug-in as 'package.module:function' or 'path/to/file.py:functi
 
 from __future__ import annotations
 
-import asyncio
 import inspect
-import time
-import traceback
-from concurrent.futures import ThreadPoolExecutor
-from typing import (
-    TYPE_CHECKING,
-    Any,
-    Awaitable,
-    Callable,
-    Protocol,
-    Union,
-    runtime_checkable,
-)
+from typing import Any, Awaitable, Callable, Protocol, Union, runtime_checkable
 
 from tandem.config.renamed import renamed_module_message
-from tandem.errors import RunFatal
 from tandem.registry import PluginError, load
+from tandem.rollout.context import RolloutContext
 from tandem.sample import Sample
-
-if TYPE_CHECKING:
-    from tandem.rollout.context import RolloutContext
 
 RewardResult = Union[float, tuple[float, dict[str, Any]]]
 """A reward: a number, or a number and an info dict (kept in sample.reward_info; put a "reason"
@@ -100,31 +85,3 @@ def check_rollout_result(result: Any, spec: str) -> list[Sample]:
         got = f"list of {kinds or 'nothing'}" if isinstance(result, list) else type(result).__name__
         raise PluginError(f"rollout plug-in '{spec}' must return a non-empty list[Sample], got {got}")
     return result
-
-
-TRACEBACK_CHARS = 4000
-"""The end of a failed reward's traceback kept with its sample (the run prints the first one)."""
-
-
-async def score_sample(reward_fn: Callable, sample: Sample, row: dict, timeout_s: float,
-                       executor: ThreadPoolExecutor | None) -> tuple[float, dict]:
-    start = time.monotonic()
-    try:
-        if inspect.iscoroutinefunction(reward_fn):
-            result = await asyncio.wait_for(reward_fn(sample, row), timeout_s)
-        else:
-            loop = asyncio.get_running_loop()
-            result = await asyncio.wait_for(loop.run_in_executor(executor, reward_fn, sample, row), timeout_s)
-    except asyncio.TimeoutError:
-        return 0.0, {"reason": f"timeout: reward took longer than {timeout_s}s", "reward_time": timeout_s}
-    except RunFatal:  # the plug-in asks to stop the run (e.g. a sandbox that keeps failing)
-        raise
-    except Exception as err:  # a broken reward must not crash the run (tandem.orchestrator.failures bounds it)
-        return 0.0, {"reason": f"error: {type(err).__name__}: {err}", "reward_time": time.monotonic() - start,
-                     "traceback": "".join(traceback.format_exception(err))[-TRACEBACK_CHARS:]}
-    reward, info = (result if isinstance(result, tuple) else (result, {}))
-    try:
-        reward = float(reward)
-    except (TypeError, ValueError):
-        return 0.0, {"reason": f"error: reward function returned {reward!r}, not a number"}
-    return reward, {**dict(info), "reward_time": time.monotonic() - start}

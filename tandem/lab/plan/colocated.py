@@ -19,13 +19,20 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from tandem.config import TandemConfig
 from tandem.lab.plan import memory as mem
 
-if TYPE_CHECKING:
-    from tandem.lab.plan.planner import NodePlan
+class PlanParts(Protocol):
+    """What the phase peaks read of a node plan (tandem.lab.plan.planner.NodePlan, which holds them):
+    typed here by shape so that the planner imports this module and not the other way round."""
+
+    trainer: Any
+    rank: Any
+    engines: Any
+    model: Any
+    gpu_bytes: int
 
 ENGINE_RELEASED_RESIDUE = mem.GIB
 """What a released engine still holds: its CUDA context and the memory its memory saver does not own.
@@ -52,7 +59,7 @@ class PhasePeaks:
         return self.peak <= self.usable
 
 
-def engine_footprint(plan: "NodePlan", cfg: TandemConfig) -> int:
+def engine_footprint(plan: PlanParts, cfg: TandemConfig) -> int:
     e = plan.engines
     assert e is not None
     if e.backend == "sglang":
@@ -60,7 +67,7 @@ def engine_footprint(plan: "NodePlan", cfg: TandemConfig) -> int:
     return e.memory.weights + e.memory.kv_pool
 
 
-def phase_peaks(plan: "NodePlan", cfg: TandemConfig) -> PhasePeaks | None:
+def phase_peaks(plan: PlanParts, cfg: TandemConfig) -> PhasePeaks | None:
     """Each phase's peak on one GPU (module docstring); None when the plan has no trainer or no local engines."""
     s, rank, e = plan.trainer, plan.rank, plan.engines
     if s is None or rank is None or e is None:
