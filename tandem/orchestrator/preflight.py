@@ -21,7 +21,7 @@ from tandem.orchestrator.cluster import check_configured_ports
 from tandem.placement import plan_placement, visible_gpu_count
 from tandem.registry import importable
 
-GPU_INSTALL = "pip install -r requirements.txt -r requirements-gpu.txt"
+GPU_INSTALL = "pip install -r requirements-gpu.txt"
 
 
 class PreflightFailed(ConfigError):
