@@ -51,7 +51,8 @@ LAB = {
 """The lab's pieces the core uses when asked: run.rehearse, the planner's parameter count (for the
 disk preflight), the latency model (the autoscaler's decode step time)."""
 
-COMMANDS = {"train": "tandem.orchestrator.launcher:main", "engine": "tandem.engine.__main__:main"}
+COMMANDS = {"train": "tandem.orchestrator.launcher:main", "engine": "tandem.engine.__main__:main",
+            "inspect": "tandem.inspect.__main__:main"}
 """`tandem COMMAND` -> its main(argv)."""
 
 

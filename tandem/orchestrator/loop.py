@@ -28,6 +28,7 @@ from tandem.orchestrator.fleet import Fleet
 from tandem.orchestrator.hooks import NO_HOOKS, RunHooks
 from tandem.orchestrator.live_view import LiveView
 from tandem.orchestrator.metrics import MetricsLog, QueueMonitor, rollout_metrics
+from tandem.orchestrator.wandb_log import WandbLog
 from tandem.orchestrator.producer import RolloutProducer, RolloutsFailing, StepBatch
 from tandem.supervisor import ChildFailed, Supervisor
 from tandem.rollout import EngineClient, PromptCursor, RolloutContext, sampling_params_from_config
@@ -119,12 +120,13 @@ async def run_loop(cfg: TandemConfig, run_dir: Path, producer: RolloutProducer, 
         row["trainer_idle_ratio"] = row["trainer_wait_time"] / max(row["step_time"], 1e-9)
         if autoscaler is not None:  # decides on this step; a resize runs in the background
             row.update(await autoscaler.after_step(row))
-        metrics.log(row)
+        metrics.log(row, batch.samples)
         view.step_done(row)
         if result.get("checkpoint_tmp"):  # checkpoint (atomic), after the row: checkpoint N => rows 1..N
             view.set_status(f"step {step + 1}: checkpointing")
             finalize_checkpoint(run_dir, step + 1, producer, cfg, hooks)
         last_result = result_at
+    view.set_status(f"finished {cfg.run.steps} steps")  # the last frame says so, not "checkpointing"
 
 
 async def take_step(step: int, producer: RolloutProducer, guard: FailureGuard, trainer: TrainerLink, run_dir: Path,
@@ -278,7 +280,9 @@ async def orchestrate(cfg: TandemConfig, run_dir: Path, sup: Supervisor, cluster
     producer = make_producer(cfg, ctx, dataset, rollout_fn, start)
     monitor = QueueMonitor(cluster.engines, run_dir / "queue.jsonl", cfg.logging.queue_sample_interval_s,
                            headers=headers)
-    metrics = MetricsLog(run_dir, cfg.logging.tensorboard, start.step)
+    wandb = (WandbLog(cfg, run_dir, lambda ids: ctx.tokenizer.decode(ids, skip_special_tokens=False))
+             if cfg.logging.wandb.mode != "disabled" else None)
+    metrics = MetricsLog(run_dir, cfg.logging.tensorboard, start.step, wandb)
     view = LiveView(cfg.run.steps, start.step, monitor, cfg.logging.live)
     producer.start()
     trainer = FileTrainerLink(run_dir, cfg, cluster)
