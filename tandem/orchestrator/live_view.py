@@ -15,6 +15,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from rich.console import Group
+from rich.live import Live
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+
 from tandem import checkpoint
 from tandem.orchestrator.metrics import QueueMonitor
 
@@ -83,25 +88,20 @@ class LiveView:
         self.status = "starting"
         self.enabled = mode == "on" or (mode == "auto" and sys.stdout.isatty())
         self._live = None
+        self._progress = Progress(TextColumn("[bold]steps"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                                  TextColumn("ETA"), TimeRemainingColumn())
+        self._task = self._progress.add_task("steps", total=total_steps, completed=start_step)
         if self.enabled:
-            from rich.live import Live
-            from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
-                                       TimeRemainingColumn)
-
-            self._progress = Progress(TextColumn("[bold]steps"), BarColumn(), MofNCompleteColumn(),
-                                      TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())
-            self._task = self._progress.add_task("steps", total=total_steps, completed=start_step)
-            self._live = Live(self._render(), refresh_per_second=4, get_renderable=self._render, transient=False)
+            self._live = Live(self.render(), refresh_per_second=4, get_renderable=self.render, transient=False)
             self._live.start()
 
     def shown_metrics(self) -> list[tuple[str, str]]:
         return [(key, _fmt(self.latest[key])) for key in SHOWN
                 if key in self.latest and (key not in HIDDEN_WHILE_ZERO or key in self.nonzero)]
 
-    def _render(self):
-        from rich.console import Group
-
-        width = self._live.console.width if self._live is not None else 80
+    def render(self, width: int | None = None) -> Group:
+        """The panel for a terminal `width` columns wide (default: the live terminal's, else 80)."""
+        width = width or (self._live.console.width if self._live is not None else 80)
         parts = [self._progress, f"[dim]{self.status}[/dim]", self.reward.line(), cells(self.shown_metrics(), width)]
         env = [(k, _fmt(self.latest[k])) for k in HEADLINE_ENV if k in self.latest]
         if env:
@@ -111,9 +111,7 @@ class LiveView:
             parts += [f"engines per step (autoscaled): {sparkline(self.engine_counts, 30)} {self.engine_counts[-1]}"]
         return Group(*parts)
 
-    def _queue_rows(self, width: int):
-        from rich.table import Table
-
+    def _queue_rows(self, width: int) -> Table:
         queues = Table(box=None, show_header=False, pad_edge=False)
         if self.queues is not None:
             for name, hist in self.queues.history.items():
@@ -129,9 +127,8 @@ class LiveView:
         self.nonzero |= {k for k in HIDDEN_WHILE_ZERO if row.get(k)}
         if "engines" in row:
             self.engine_counts.append(int(row["engines"]))
-        if self.enabled:
-            self._progress.update(self._task, completed=row["step"])
-        else:
+        self._progress.update(self._task, completed=row["step"])
+        if not self.enabled:
             keys = ("reward_mean", "response_len_mean", "loss", "entropy", "staleness_max", "step_time", "trainer_idle_ratio")
             keys += ("engines",) if "engines" in row else ()
             keys += tuple(k for k in ("reward_errors", "rollout_errors") if row.get(k))  # failures, when there are any
@@ -142,10 +139,8 @@ class LiveView:
             self._live.stop()
 
 
-def cells(pairs: list[tuple[str, str]], width: int):
+def cells(pairs: list[tuple[str, str]], width: int) -> Table:
     """`name value` pairs in as many columns as `width` holds, filled column by column."""
-    from rich.table import Table
-
     columns = max(1, min(len(pairs), width // CELL_WIDTH)) if pairs else 1
     rows = -(-len(pairs) // columns) if pairs else 0
     grid = Table.grid(padding=(0, 1))
@@ -171,12 +166,12 @@ def closing_summary(run_dir: Path, rows: list[dict[str, Any]], wall_s: float) ->
         track.add(row["step"], float(row["reward_mean"]))
     hours, rest = divmod(int(wall_s), 3600)
     steps = rows[-1]["step"]
-    last = checkpoint.complete_steps(run_dir)
+    last = checkpoint.latest(run_dir)
     return [
         f"tandem: finished {steps} steps in {hours}:{rest // 60:02d}:{rest % 60:02d}; metrics in {run_dir / 'metrics.jsonl'}",
         f"  reward_mean: step {rows[0]['step']} {rows[0]['reward_mean']:.4g} -> step {steps} "
         f"{rows[-1]['reward_mean']:.4g} (smoothed {track.smoothed:.4g}, best {track.best[0]:.4g} at step {track.best[1]})",
-        f"  last checkpoint: {checkpoint.final_dir(run_dir, last[-1]) if last else 'none (checkpoint.interval = 0)'}",
-        f"  continue it:     python train.py --resume {run_dir} --steps {2 * steps}",
+        f"  last checkpoint: {last}" if last else "  last checkpoint: none (checkpoint.interval = 0): it cannot be resumed",
+        *([f"  continue it:     python train.py --resume {run_dir} --steps {2 * steps}"] if last else []),
         f"  inspect it:      tandem inspect {run_dir}",
     ]
