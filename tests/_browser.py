@@ -10,6 +10,7 @@ errors, uncaught exceptions, the DOM its scripts built, and a screenshot.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import re
 import shutil
@@ -31,7 +32,8 @@ class Page:
     """One tab; `errors` collects console errors, uncaught exceptions and failed loads as they come."""
 
     def __init__(self, ws_url: str):
-        self.ws = connect(ws_url, max_size=None, open_timeout=30)
+        self._stack = contextlib.ExitStack()
+        self.ws = self._stack.enter_context(connect(ws_url, max_size=None, open_timeout=30))
         self.errors: list[str] = []
         self._next_id = 0
         for domain in ("Runtime", "Log", "Page"):
@@ -115,7 +117,7 @@ class HeadlessChromium:
 
     def close(self) -> None:
         for page in self.pages:
-            page.ws.close()
+            page._stack.close()
         self.proc.terminate()
         try:
             self.proc.wait(timeout=30)

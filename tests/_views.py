@@ -6,6 +6,7 @@ an attack on the page that shows it, tmux, and a W&B offline run's files read ba
 from __future__ import annotations
 
 import glob
+import itertools
 import json
 import os
 import shutil
@@ -21,13 +22,20 @@ SVG_ONLOAD = "<svg onload=\"window.__pwned = 3\"></svg><!--"
 TMUX = shutil.which("tmux")
 
 
+HOLD_AFTER = 16
+"""Rewards scored before the gate applies: two steps of 2 prompts x 4 samples."""
+_scored = itertools.count(1)
+
+
 def gated_reward(sample, row) -> float:
-    """The share of even token ids (a reward that varies in every group); it waits while the file
-    named by $TANDEM_TEST_GATE exists, so a test can hold a run between two steps."""
+    """The share of even token ids (a reward that varies in every group). Past HOLD_AFTER calls it
+    waits while the file named by $TANDEM_TEST_GATE exists: the run is held after its first step or
+    two, whatever the machine's speed, until the test removes the file."""
     gate = os.environ.get(GATE_ENV)
-    deadline = time.monotonic() + 600
-    while gate and os.path.exists(gate) and time.monotonic() < deadline:
-        time.sleep(0.05)
+    if next(_scored) > HOLD_AFTER:
+        deadline = time.monotonic() + 600
+        while gate and os.path.exists(gate) and time.monotonic() < deadline:
+            time.sleep(0.05)
     ids = sample.response_ids
     return sum(1 for t in ids if t % 2 == 0) / max(1, len(ids))
 
@@ -60,9 +68,11 @@ def tmux_start(session: str, width: int, height: int, command: str, env: dict[st
     tmux("new-session", "-d", "-s", session, "-x", str(width), "-y", str(height), f"env {exports} {command}")
 
 
-def tmux_screen(session: str, history: bool = False) -> list[str]:
-    """The pane's visible lines (with `history`, the scrollback above them too)."""
-    return tmux("capture-pane", "-p", "-t", session, *(["-S", "-200"] if history else [])).rstrip("\n").split("\n")
+def tmux_screen(session: str, history: bool = False, joined: bool = False) -> list[str]:
+    """The pane's visible lines (with `history`, the scrollback above them too; `joined`, a line the
+    terminal wrapped is given whole)."""
+    args = (["-S", "-200"] if history else []) + (["-J"] if joined else [])
+    return tmux("capture-pane", "-p", "-t", session, *args).rstrip("\n").split("\n")
 
 
 def tmux_kill(session: str) -> None:
