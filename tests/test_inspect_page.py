@@ -15,6 +15,7 @@ from tandem import cli
 from tandem.config import TandemConfig
 from tandem.handoff import atomic_write_json
 from tandem.inspect.page import embedded_json
+from tandem.inspect.run_data import first_samples
 from tandem.model_source import build_byte_tokenizer
 from _views import IMG_ONERROR, SCRIPT_BREAK, SVG_ONLOAD, adversarial_sample
 
@@ -126,3 +127,10 @@ def test_a_directory_that_holds_no_run_is_refused(tmp_path, capsys):
     assert cli.main(["inspect", str(tmp_path)]) == 2
     assert "no metrics.jsonl and no rollouts" in capsys.readouterr().err
     assert not (tmp_path / "inspect.html").exists()
+
+
+def test_a_step_shows_its_first_samples_within_the_token_budget():
+    batch = [{"prompt_ids": [1] * 4, "response_ids": [2] * 6} for _ in range(5)]  # 10 tokens each
+    assert len(first_samples(batch, 128, 25)) == 2
+    assert len(first_samples(batch, 3, 10_000)) == 3
+    assert len(first_samples(batch, 128, 5)) == 1  # one trajectory, however long

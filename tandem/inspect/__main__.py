@@ -20,11 +20,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="tandem inspect", description=__doc__.split("\n\n")[0])
     parser.add_argument("run_dir", metavar="RUN_DIR", help="a run directory (runs/<run>)")
     parser.add_argument("--out", help=f"the page to write (default: RUN_DIR/{OUTPUT_NAME})")
-    parser.add_argument("--samples-per-step", type=int, default=32, metavar="N",
-                        help="trajectories shown of each kept step, the first N of its batch (default 32)")
+    parser.add_argument("--samples-per-step", type=int, default=128, metavar="N",
+                        help="trajectories shown of each kept step: the first N of its batch (default 128)")
+    parser.add_argument("--tokens-per-step", type=int, default=250_000, metavar="T",
+                        help="... and no more than T tokens of it, at least one trajectory (default 250000)")
     args = parser.parse_args(argv)
-    if args.samples_per_step < 1:
-        parser.error("--samples-per-step must be at least 1")
+    for flag in ("samples_per_step", "tokens_per_step"):
+        if getattr(args, flag) < 1:
+            parser.error(f"--{flag.replace('_', '-')} must be at least 1")
     return args
 
 
@@ -33,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     run_dir = Path(args.run_dir).expanduser().resolve()
     try:
-        data = read_run(run_dir, args.samples_per_step)
+        data = read_run(run_dir, args.samples_per_step, args.tokens_per_step)
     except NotARunDir as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -110,8 +110,20 @@ def step_files(run_dir: Path) -> list[tuple[int, Path]]:
     return sorted(found)
 
 
-def read_samples(run_dir: Path, per_step: int, notes: list[str]) -> list[dict[str, Any]]:
-    """The first `per_step` samples of every kept step, each with its step and staleness."""
+def first_samples(kept: list[dict[str, Any]], per_step: int, tokens_per_step: int) -> list[dict[str, Any]]:
+    """The first samples of a batch: at most `per_step`, and no more tokens than `tokens_per_step`
+    (always at least one), so a page of 32k-token agent trajectories stays a page."""
+    out, tokens = [], 0
+    for raw in kept[:per_step]:
+        tokens += len(raw.get("prompt_ids") or []) + len(raw.get("response_ids") or [])
+        if out and tokens > tokens_per_step:
+            break
+        out.append(raw)
+    return out
+
+
+def read_samples(run_dir: Path, per_step: int, notes: list[str], tokens_per_step: int) -> list[dict[str, Any]]:
+    """The first samples of every kept step (first_samples), each with its step and staleness."""
     samples = []
     for step, path in step_files(run_dir):
         try:
@@ -121,9 +133,11 @@ def read_samples(run_dir: Path, per_step: int, notes: list[str]) -> list[dict[st
             continue
         step0 = int(payload.get("step", step - 1))  # the loop's 0-based step: the version it trains
         kept = payload.get("samples", [])
-        if len(kept) > per_step:
-            notes.append(f"step {step}: {per_step} of its {len(kept)} samples shown (--samples-per-step)")
-        for index, raw in enumerate(kept[:per_step]):
+        shown = first_samples(kept, per_step, tokens_per_step)
+        if len(shown) < len(kept):
+            notes.append(f"step {step}: {len(shown)} of its {len(kept)} samples shown "
+                         f"(--samples-per-step, --tokens-per-step)")
+        for index, raw in enumerate(shown):
             sample = {k: raw.get(k) for k in SAMPLE_FIELDS}
             versions = raw.get("token_versions") or []
             sample.update(step=step, index=index, staleness=step0 - int(raw.get("weight_version", 0)),
@@ -149,7 +163,7 @@ def load_token_texts(config: dict[str, Any], ids: set[int], notes: list[str]) ->
     return dict(zip(ordered, tokenizer.batch_decode([[i] for i in ordered], clean_up_tokenization_spaces=False)))
 
 
-def read_run(run_dir: Path, per_step: int = 32) -> RunData:
+def read_run(run_dir: Path, per_step: int = 128, tokens_per_step: int = 250_000) -> RunData:
     """Everything the inspector shows of the run in `run_dir`."""
     notes: list[str] = []
     if not (run_dir / "metrics.jsonl").exists() and not step_files(run_dir):
@@ -157,7 +171,7 @@ def read_run(run_dir: Path, per_step: int = 32) -> RunData:
     config_path = run_dir / "config.json"
     config = json.loads(config_path.read_text()) if config_path.exists() else {}
     rows = [r for r in read_jsonl(run_dir / "metrics.jsonl", notes) if isinstance(r, dict)]
-    samples = read_samples(run_dir, per_step, notes)
+    samples = read_samples(run_dir, per_step, notes, tokens_per_step)
     ids = {int(i) for s in samples for key in ("prompt_ids", "response_ids") for i in (s.get(key) or [])}
     vocab = load_token_texts(config, ids, notes) if ids else {}
     data = RunData(run_dir, config, rows, queue_timeline(read_jsonl(run_dir / "queue.jsonl", notes)), samples,

@@ -3,7 +3,7 @@
 // trajectories are the policy's own bytes, and the policy is treated as an adversary.
 "use strict";
 const DATA = JSON.parse(document.getElementById("run-data").textContent);
-const PLOT_CONFIG = {displaylogo: false, responsive: true};
+const PLOT_CONFIG = {displaylogo: false, responsive: true, displayModeBar: "hover"};
 const HEADLINE = ["reward_mean", "loss", "entropy", "step_time"];
 const VERSION_COLOURS = ["#cfe3ff", "#ffe0b3", "#d4f5d4", "#f3d1f4", "#fff3b0", "#d0f0f5", "#f8d0d0", "#e0d8ff"];
 let chartsDrawn = 0;
@@ -19,8 +19,8 @@ function fmt(v) {
   return Number.isInteger(v) ? String(v) : v.toPrecision(4);
 }
 function plot(div, traces, layout) {
-  Plotly.newPlot(div, traces, Object.assign({margin: {l: 50, r: 10, t: 30, b: 35}, font: {size: 11}}, layout),
-                 PLOT_CONFIG);
+  Plotly.newPlot(div, traces, Object.assign({margin: {l: 50, r: 10, t: 40, b: 35}, font: {size: 11}}, layout),
+                 div.classList.contains("chart") ? Object.assign({}, PLOT_CONFIG, {displayModeBar: false}) : PLOT_CONFIG);
   chartsDrawn += 1;
 }
 
