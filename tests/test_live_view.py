@@ -86,3 +86,4 @@ def test_the_closing_summary_names_the_checkpoint_and_the_commands(tmp_path: Pat
     assert lines[2].strip() == f"last checkpoint: {ckpt}"
     assert lines[3].strip() == f"continue it:     python train.py --resume {tmp_path} --steps 4"
     assert closing_summary(tmp_path, [], 1.0)[0].startswith("tandem: no step finished")
+

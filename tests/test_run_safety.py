@@ -343,6 +343,18 @@ def test_preflight_reports_every_problem_at_once_with_its_fix(tmp_path, monkeypa
     assert str(err.value).startswith(f"the run cannot start ({len(problems)} problems)")
 
 
+def test_wandb_is_needed_only_when_enabled_and_preflight_names_the_install(monkeypatch):
+    from tandem.config import build_config
+    from tandem.orchestrator import preflight
+
+    monkeypatch.setattr(preflight, "importable", lambda module: module != "wandb")
+    assert preflight.module_problems(build_config({})) == []  # disabled by default: not needed
+    for mode in ("offline", "online"):
+        [problem] = preflight.module_problems(build_config({"logging": {"wandb": {"mode": mode}}}))
+        assert f"logging.wandb.mode = '{mode}' needs wandb" in problem
+        assert problem.endswith("pip install -r requirements-wandb.txt")
+
+
 def test_disk_need_by_hand():
     """The tiny model (64 hidden, 2 layers, 4 x 16 heads, 2 kv heads, ffn 256, 259 tokens, tied):
     per layer 4*64*... counted by the planner's shape; fp32 weights; the torch trainer's checkpoint
