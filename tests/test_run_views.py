@@ -113,7 +113,8 @@ def test_the_last_frame_says_finished_and_the_summary_says_what_next(runs, size)
     run_dir, _, end, rc = runs[size]
     assert rc == 0, "\n".join(end)
     text = "\n".join(end)
-    assert f"finished {STEPS} steps" in text and "checkpointing" not in text.split(f"finished {STEPS} steps")[-1]
+    frame = frame_of(end)
+    assert f"{STEPS}/{STEPS}" in frame[0] and frame[1] == f"finished {STEPS} steps", "\n".join(frame)
     rows = metrics(run_dir)
     assert f"reward_mean: step 1 {rows[0]['reward_mean']:.4g} -> step {STEPS} {rows[-1]['reward_mean']:.4g}" in text
     assert f"last checkpoint: {run_dir / 'checkpoints' / f'step_{STEPS:06d}'}" in text
