@@ -2,6 +2,7 @@
 
     tandem train [ARGS]    the launcher (= python train.py ARGS)
     tandem engine [ARGS]   tandem's own engine server (= python -m tandem.engine ARGS)
+    tandem inspect RUN_DIR one HTML page of a run: curves, queues, trajectories (= python -m tandem.inspect)
 """
 
 from __future__ import annotations

@@ -56,7 +56,8 @@ LAB = {
 disk preflight), the latency model (the autoscaler's decode step time), the memory plan of a colocated
 run (run.colocate = "auto" on a one-GPU box)."""
 
-COMMANDS = {"train": "tandem.orchestrator.launcher:main", "engine": "tandem.engine.__main__:main"}
+COMMANDS = {"train": "tandem.orchestrator.launcher:main", "engine": "tandem.engine.__main__:main",
+            "inspect": "tandem.inspect.__main__:main"}
 """`tandem COMMAND` -> its main(argv)."""
 
 

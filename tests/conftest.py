@@ -24,7 +24,8 @@ E2E_FILES = {
     "test_agent_e2e.py", "test_agent_loop.py", "test_agent_tokens.py", "test_deploy_skypilot.py",
     "test_engine_api.py", "test_env_adapters.py", "test_external_engines.py", "test_faults.py", "test_host_checks.py",
     "test_launcher.py", "test_lora.py", "test_megatron_cpu.py", "test_megatron_lora.py", "test_megatron_memory.py",
-    "test_rehearse.py", "test_reward_forgery.py", "test_routing.py", "test_sandbox.py", "test_sandbox_hardening.py",
+    "test_rehearse.py", "test_reward_forgery.py", "test_routing.py", "test_run_views.py", "test_sandbox.py",
+    "test_sandbox_hardening.py",
     "test_sandbox_shared_state.py", "test_swe_tasks.py", "test_weight_sync.py",
 }
 """Files whose tests start real processes; every other file's tests are unit tests."""
@@ -36,7 +37,7 @@ SANDBOX_FILES = {
 }
 """Files whose tests run sandboxes: they share the host's sandbox uids, cgroups and slot sweeps, so
 under `-n 2` (pytest-xdist, --dist loadgroup) they run one after another on one worker."""
-ORDERED_FILES = {"test_external_engines.py"}
+ORDERED_FILES = {"test_external_engines.py", "test_run_views.py"}
 """Files whose tests share a module fixture that carries state from one test to the next: each runs
 whole, in order, on one worker. Every other test is scheduled on its own (the best balance)."""
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 INSTALL_FILES = ("requirements.txt", "requirements-dev.txt", "requirements-gpu.txt", "requirements-envs.txt",
-                 "requirements-deploy.txt")
+                 "requirements-deploy.txt", "requirements-wandb.txt")
 """Every requirements file of tandem's own environment (requirements-sglang.txt is SGLang's virtualenv)."""
 
 
@@ -46,6 +46,6 @@ def test_every_named_package_is_pinned_once_in_constraints_and_nowhere_else():
 
 def test_the_extras_are_the_ones_the_install_files_use():
     extras = set(tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"])
-    assert extras == {"megatron", "deploy", "dev"}
-    assert "-e .[megatron,deploy,dev]" in lines(REPO / "requirements-dev.txt")
+    assert extras == {"megatron", "deploy", "wandb", "dev"}
+    assert "-e .[megatron,deploy,wandb,dev]" in lines(REPO / "requirements-dev.txt")
     assert "-e .[megatron]" in lines(REPO / "requirements-gpu.txt") and "-e ." in lines(REPO / "requirements.txt")

@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from tandem.lab.rehearse import replayed_logprobs
+from tandem.metric_groups import grouped_name
 from _faults import (MARGIN_S, SMALL, Launch, batch, check_batches, children_gone_bound_s, admissions_bound, cursor_draws, metrics,
                      prompt_indices, rows_done)
 
@@ -94,16 +95,17 @@ def check_logprobs(run: Path, rows: list[dict]) -> list[float]:
 
 
 def check_tensorboard(run: Path, rows: list[dict]) -> None:
-    """Every numeric metric of every step is in the TensorBoard events, at its step, with its value."""
+    """Every numeric metric of every step is in the TensorBoard events, at its step, with its value,
+    under its group's prefix (train/loss)."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     events = EventAccumulator(str(run / "tensorboard"), size_guidance={"scalars": 0})
     events.Reload()
     tags = set(events.Tags()["scalars"])
     numeric = [k for k, v in rows[0].items() if isinstance(v, (int, float)) and not isinstance(v, bool) and k != "step"]
-    assert set(numeric) <= tags, sorted(set(numeric) - tags)
+    assert {grouped_name(k) for k in numeric} <= tags, sorted({grouped_name(k) for k in numeric} - tags)
     for key in numeric:
-        logged = {e.step: e.value for e in events.Scalars(key)}
+        logged = {e.step: e.value for e in events.Scalars(grouped_name(key))}
         assert sorted(logged) == [r["step"] for r in rows], key
         for r in rows:
             assert logged[r["step"]] == pytest.approx(r[key], rel=1e-5, abs=1e-6), (key, r["step"])

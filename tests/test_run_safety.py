@@ -328,7 +328,7 @@ def test_preflight_reports_every_problem_at_once_with_its_fix(tmp_path, monkeypa
     monkeypatch.setattr(preflight, "_free_bytes", lambda path: 10**6)
 
     def inputs(cfg):
-        raise ValueError("dataset file 'x.jsonl' does not exist (rollout.data_path)")
+        raise ValueError("dataset file 'x.jsonl' does not exist (data.path)")
 
     with pytest.raises(preflight.PreflightFailed) as err:
         preflight.check(cfg, inputs, "run dir ... already holds a run")
@@ -341,6 +341,18 @@ def test_preflight_reports_every_problem_at_once_with_its_fix(tmp_path, monkeypa
     assert "not enough free disk" in text and "checkpoint.keep_last" in text
     assert "x.jsonl" in text
     assert str(err.value).startswith(f"the run cannot start ({len(problems)} problems)")
+
+
+def test_wandb_is_needed_only_when_enabled_and_preflight_names_the_install(monkeypatch):
+    from tandem.config import build_config
+    from tandem.orchestrator import preflight
+
+    monkeypatch.setattr(preflight, "importable", lambda module: module != "wandb")
+    assert preflight.module_problems(build_config({})) == []  # disabled by default: not needed
+    for mode in ("offline", "online"):
+        [problem] = preflight.module_problems(build_config({"logging": {"wandb": {"mode": mode}}}))
+        assert f"logging.wandb.mode = '{mode}' needs wandb" in problem
+        assert problem.endswith("pip install -r requirements-wandb.txt")
 
 
 def test_disk_need_by_hand():

@@ -114,6 +114,17 @@ class SyncConfig(Section):
     """How long the orchestrator waits for one training step before stopping the run."""
 
 
+class WandbConfig(Section):
+    mode: Literal["disabled", "online", "offline"] = "disabled"
+    """Weights & Biases: online streams to the W&B server (needs `wandb login` or WANDB_API_KEY); offline writes the run under <run_dir>/wandb for a later `wandb sync`, with no network; disabled logs nothing (wandb need not be installed). Metrics go under the same prefixes as TensorBoard's (rollout/, train/, sync/, engine/, env/), with the run's config and a table of sample trajectories."""
+    project: str = "tandem"
+    """The W&B project the run is logged to."""
+    entity: str = ""
+    """The W&B entity (user or team); empty: the logged-in user's default."""
+    table_samples: int = Field(4, ge=0)
+    """Trajectories of each step logged to the rollout/trajectories table (prompt, response, reward, end reason, versions); 0 logs no table."""
+
+
 class LoggingConfig(Section):
     live: Literal["auto", "on", "off"] = "auto"
     """Rich live view in the terminal; auto shows it when stdout is a TTY, else prints one line per step."""
@@ -123,6 +134,8 @@ class LoggingConfig(Section):
     """How often each engine's /get_load is sampled into queue.jsonl."""
     verbose: bool = False
     """Let other libraries print their progress bars and warnings (datasets, safetensors, transformers, uvicorn's per-connection notices) in the terminal and the children's logs (`--verbose`); off, tandem says what is loading itself."""
+    wandb: WandbConfig = WandbConfig()
+    """Weights & Biases logging ([logging.wandb])."""
 
 
 class CheckpointConfig(Section):

@@ -10,6 +10,7 @@ import asyncio
 import json
 import signal
 import sys
+import time
 from pathlib import Path
 
 from tandem import checkpoint, registry
@@ -22,6 +23,7 @@ from tandem.orchestrator.cluster import start_cluster
 from tandem.placement import resolve_colocation, visible_gpu_count, visible_gpu_memory_bytes
 from tandem.orchestrator.fleet import EngineCrashLoop
 from tandem.orchestrator.hooks import NO_HOOKS, RunHooks
+from tandem.orchestrator.live_view import closing_summary
 from tandem.orchestrator.loop import orchestrate
 from tandem.supervisor import ChildFailed, Supervisor
 from tandem.paths import PROJECT_ROOT, cache_root
@@ -132,6 +134,7 @@ def check_inputs(cfg: TandemConfig) -> tuple:
 def run(cfg: TandemConfig, sup: Supervisor, start: run_state.StartPoint, inputs: tuple, hooks: RunHooks) -> None:
     """Start the engines, the router and the trainer under `sup`, then run the loop to the end."""
     dataset, rollout_fn, reward_fn = inputs
+    started = time.monotonic()
     run_dir = Path(cfg.run.run_dir)
     (run_dir / "data_report.json").write_text(json.dumps(
         {"rows": len(dataset.rows), "skipped": dataset.skipped, "examples": dataset.skipped_examples}))
@@ -145,7 +148,8 @@ def run(cfg: TandemConfig, sup: Supervisor, start: run_state.StartPoint, inputs:
     cluster = start_cluster(cfg, sup, run_dir, model_path, trainer_args)
     print(f"tandem: router {cluster.router_url}; endpoints in {run_dir / 'endpoints.json'}", flush=True)
     asyncio.run(orchestrate(cfg, run_dir, sup, cluster, model_path, dataset, rollout_fn, reward_fn, start, hooks))
-    print(f"tandem: finished {cfg.run.steps} steps; metrics in {run_dir / 'metrics.jsonl'}", flush=True)
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    print("\n".join(closing_summary(run_dir, rows, time.monotonic() - started)), flush=True)
 
 
 def main(argv: list[str] | None = None, hooks: RunHooks = NO_HOOKS) -> int:

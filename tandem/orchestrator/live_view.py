@@ -1,17 +1,44 @@
-"""The terminal view: a rich live panel on a TTY, one plain line per step elsewhere (CI, logs)."""
+"""The terminal view: a rich live panel on a TTY, one plain line per step elsewhere (CI, logs), and
+the closing summary either way.
+
+The panel is laid out for the terminal it is on and fits 80 x 24 (two engines, an environment's
+metrics included): the progress bar with an ETA, what the run is waiting on, the reward (latest,
+smoothed, best so far), the latest metrics in as many columns as the width holds, the environment's
+and agent's headline metrics when the plug-in reports them, and each engine's queue as a
+sparkline. A metric that is 0 at every step so far and is only ever non-zero under other settings
+(a delta sync's timings, failures) takes no row.
+"""
 
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Any
 
+from rich.console import Group
+from rich.live import Live
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+
+from tandem import checkpoint
 from tandem.orchestrator.metrics import QueueMonitor
 
 SPARK = " ▁▂▃▄▅▆▇█"
-SHOWN = ("reward_mean", "response_len_mean", "loss", "kl", "entropy", "clip_frac", "grad_norm",
-         "logprob_mismatch", "staleness_max", "step_time", "rollout_time", "train_time", "sync_time",
-         "trainer_idle_ratio", "gen_tokens_per_s", "publish_bytes", "changed_fraction", "encode_time", "upload_time",
-         "apply_time", "reload_time", "engines", "engine_seconds_per_step", "reward_errors", "rollout_errors")
+SHOWN = ("response_len_mean", "loss", "kl", "entropy", "clip_frac", "grad_norm", "logprob_mismatch",
+         "staleness_max", "step_time", "rollout_time", "train_time", "sync_time", "trainer_idle_ratio",
+         "gen_tokens_per_s", "publish_bytes", "reload_time", "changed_fraction", "encode_time", "upload_time",
+         "apply_time", "engines", "engine_seconds_per_step", "reward_errors", "rollout_errors")
+HIDDEN_WHILE_ZERO = frozenset({"kl", "changed_fraction", "encode_time", "upload_time", "apply_time", "reward_errors",
+                               "rollout_errors"})
+"""Rows that stay 0 unless the config asks for them (a KL term, a delta or remote sync) or something
+failed: shown from the first step they are not 0."""
+HEADLINE_ENV = ("env_success_rate", "env_turns_mean", "env_tool_calls_mean", "env_format_error_rate",
+                "agent_pass_at_1", "agent_tamper_rate", "agent_exec_time_p50_s", "agent_sandbox_failures")
+"""An environment's (env_*) and the coding agent's (agent_*) headline metrics, shown when reported."""
+SMOOTHING = 0.3
+"""Weight of the newest step in the smoothed reward (an exponential moving average)."""
+CELL_WIDTH = 40
+"""Columns one `name value` cell takes: 80 columns hold two, 120 three."""
 
 
 def sparkline(values: list[float], width: int = 40) -> str:
@@ -27,52 +54,81 @@ def _fmt(v: Any) -> str:
     return f"{v:.4g}" if isinstance(v, float) else str(v)
 
 
+class RewardTrack:
+    """The reward over the steps seen: latest, smoothed, and the best smoothed value so far."""
+
+    def __init__(self) -> None:
+        self.values: list[float] = []
+        self.smoothed: float | None = None
+        self.best: tuple[float, int] | None = None
+        """(smoothed reward, step) at its highest."""
+
+    def add(self, step: int, reward: float) -> None:
+        self.values.append(reward)
+        self.smoothed = reward if self.smoothed is None else (1 - SMOOTHING) * self.smoothed + SMOOTHING * reward
+        if self.best is None or self.smoothed > self.best[0]:
+            self.best = (self.smoothed, step)
+
+    def line(self) -> str:
+        if self.smoothed is None:
+            return "reward_mean -"
+        return (f"reward_mean {self.values[-1]:.4g}  smoothed {self.smoothed:.4g}  "
+                f"best {self.best[0]:.4g} (step {self.best[1]})")
+
+
 class LiveView:
     def __init__(self, total_steps: int, start_step: int, queues: QueueMonitor | None, mode: str):
         self.total, self.queues = total_steps, queues
         self.latest: dict[str, Any] = {}
+        self.reward = RewardTrack()
+        self.nonzero: set[str] = set()
+        """Keys of HIDDEN_WHILE_ZERO that have been non-zero at some step: shown from then on."""
         self.engine_counts: list[int] = []
         """Engines serving at each step's end (engine.autoscale): the fleet's size over the run."""
         self.status = "starting"
         self.enabled = mode == "on" or (mode == "auto" and sys.stdout.isatty())
         self._live = None
+        self._progress = Progress(TextColumn("[bold]steps"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                                  TextColumn("ETA"), TimeRemainingColumn())
+        self._task = self._progress.add_task("steps", total=total_steps, completed=start_step)
         if self.enabled:
-            from rich.live import Live
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-            self._progress = Progress(TextColumn("[bold]steps"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-            self._task = self._progress.add_task("steps", total=total_steps, completed=start_step)
-            self._live = Live(self._render(), refresh_per_second=4, get_renderable=self._render, transient=False)
+            self._live = Live(self.render(), refresh_per_second=4, get_renderable=self.render, transient=False)
             self._live.start()
 
-    def _render(self):
-        from rich.console import Group
-        from rich.table import Table
+    def shown_metrics(self) -> list[tuple[str, str]]:
+        return [(key, _fmt(self.latest[key])) for key in SHOWN
+                if key in self.latest and (key not in HIDDEN_WHILE_ZERO or key in self.nonzero)]
 
-        metrics = Table(show_header=False, box=None, pad_edge=False)
-        for key in SHOWN:
-            if key in self.latest:
-                metrics.add_row(key, _fmt(self.latest[key]))
-        # The heading is its own line: as a table title rich would wrap it to the table's narrow width.
-        queues = Table(box=None, show_header=False)
+    def render(self, width: int | None = None) -> Group:
+        """The panel for a terminal `width` columns wide (default: the live terminal's, else 80)."""
+        width = width or (self._live.console.width if self._live is not None else 80)
+        parts = [self._progress, f"[dim]{self.status}[/dim]", self.reward.line(), cells(self.shown_metrics(), width)]
+        env = [(k, _fmt(self.latest[k])) for k in HEADLINE_ENV if k in self.latest]
+        if env:
+            parts += ["[bold]environment[/bold]", cells(env, width)]
+        parts += ["engine queue depth (waiting + running)", self._queue_rows(width)]
+        if self.engine_counts:
+            parts += [f"engines per step (autoscaled): {sparkline(self.engine_counts, 30)} {self.engine_counts[-1]}"]
+        return Group(*parts)
+
+    def _queue_rows(self, width: int) -> Table:
+        queues = Table(box=None, show_header=False, pad_edge=False)
         if self.queues is not None:
             for name, hist in self.queues.history.items():
-                queues.add_row(name, sparkline(list(hist)), str(hist[-1]) if hist else "-")
-        parts = [self._progress, f"[dim]{self.status}[/dim]", metrics, "engine queue depth (waiting + running)", queues]
-        if self.engine_counts:
-            parts += [f"engines per step (autoscaled): {sparkline(self.engine_counts)} {self.engine_counts[-1]}"]
-        return Group(*parts)
+                queues.add_row(name, sparkline(list(hist), max(10, min(60, width - 24))), str(hist[-1]) if hist else "-")
+        return queues
 
     def set_status(self, text: str) -> None:
         self.status = text
 
     def step_done(self, row: dict[str, Any]) -> None:
         self.latest = row
+        self.reward.add(row["step"], float(row["reward_mean"]))
+        self.nonzero |= {k for k in HIDDEN_WHILE_ZERO if row.get(k)}
         if "engines" in row:
             self.engine_counts.append(int(row["engines"]))
-        if self.enabled:
-            self._progress.update(self._task, completed=row["step"])
-        else:
+        self._progress.update(self._task, completed=row["step"])
+        if not self.enabled:
             keys = ("reward_mean", "response_len_mean", "loss", "entropy", "staleness_max", "step_time", "trainer_idle_ratio")
             keys += ("engines",) if "engines" in row else ()
             keys += tuple(k for k in ("reward_errors", "rollout_errors") if row.get(k))  # failures, when there are any
@@ -81,3 +137,41 @@ class LiveView:
     def close(self) -> None:
         if self._live is not None:
             self._live.stop()
+
+
+def cells(pairs: list[tuple[str, str]], width: int) -> Table:
+    """`name value` pairs in as many columns as `width` holds, filled column by column."""
+    columns = max(1, min(len(pairs), width // CELL_WIDTH)) if pairs else 1
+    rows = -(-len(pairs) // columns) if pairs else 0
+    grid = Table.grid(padding=(0, 1))
+    for _ in range(columns):
+        grid.add_column(style="dim", no_wrap=True)
+        grid.add_column(no_wrap=True, min_width=10)
+    for r in range(rows):
+        row = []
+        for c in range(columns):
+            k = c * rows + r
+            row += list(pairs[k]) if k < len(pairs) else ["", ""]
+        grid.add_row(*row)
+    return grid
+
+
+def closing_summary(run_dir: Path, rows: list[dict[str, Any]], wall_s: float) -> list[str]:
+    """What a finished run says last: its steps and wall time, the reward at its start and end, the
+    last checkpoint, and the commands that continue and inspect it."""
+    if not rows:
+        return [f"tandem: no step finished; logs in {run_dir / 'logs'}"]
+    track = RewardTrack()
+    for row in rows:
+        track.add(row["step"], float(row["reward_mean"]))
+    hours, rest = divmod(int(wall_s), 3600)
+    steps = rows[-1]["step"]
+    last = checkpoint.latest(run_dir)
+    return [
+        f"tandem: finished {steps} steps in {hours}:{rest // 60:02d}:{rest % 60:02d}; metrics in {run_dir / 'metrics.jsonl'}",
+        f"  reward_mean: step {rows[0]['step']} {rows[0]['reward_mean']:.4g} -> step {steps} "
+        f"{rows[-1]['reward_mean']:.4g} (smoothed {track.smoothed:.4g}, best {track.best[0]:.4g} at step {track.best[1]})",
+        f"  last checkpoint: {last}" if last else "  last checkpoint: none (checkpoint.interval = 0): it cannot be resumed",
+        *([f"  continue it:     python train.py --resume {run_dir} --steps {2 * steps}"] if last else []),
+        f"  inspect it:      tandem inspect {run_dir}",
+    ]

@@ -30,6 +30,7 @@ from tandem.orchestrator.fleet import Fleet
 from tandem.orchestrator.hooks import NO_HOOKS, RunHooks
 from tandem.orchestrator.live_view import LiveView
 from tandem.orchestrator.metrics import MetricsLog, QueueMonitor, rollout_metrics
+from tandem.orchestrator.wandb_log import WandbLog
 from tandem.orchestrator.producer import RolloutProducer, RolloutsFailing, StepBatch
 from tandem.supervisor import ChildFailed, Supervisor
 from tandem.rollout import EngineClient, PromptCursor, RolloutContext, sampling_params_from_config
@@ -73,6 +74,19 @@ class FileTrainerLink:
         return await self.result(step)
 
 
+async def sync_weights(cfg: TandemConfig, step: int, result: dict, fleet: Fleet, ctx: RolloutContext,
+                       producer: RolloutProducer, view: LiveView, colocation: Colocation | None) -> float:
+    """Load the version the trainer published (if it published one) into every engine; its seconds."""
+    if result.get("weight_version") is None:
+        return 0.0
+    view.set_status(f"step {step + 1}: syncing weights v{result['weight_version']} (waiting on engines)")
+    load = functools.partial(fleet.sync, ctx.engine, result["weights_path"], result["weight_version"],
+                             cfg.rollout.staleness.partial_rollout, cfg.sync.reload_timeout_s)
+    reload_s = await (load() if colocation is None else colocation.sync(load))
+    await producer.set_version(result["weight_version"])
+    return reload_s
+
+
 async def run_loop(cfg: TandemConfig, run_dir: Path, producer: RolloutProducer, ctx: RolloutContext,
                    trainer: TrainerLink, fleet: Fleet, metrics: MetricsLog, view: LiveView, start_step: int,
                    hooks: RunHooks = NO_HOOKS, cpu: CpuShare | FixedShare = FIXED,
@@ -102,13 +116,7 @@ async def run_loop(cfg: TandemConfig, run_dir: Path, producer: RolloutProducer, 
         result_at = clock()
         prune_step_files(run_dir, step + 1, cfg.run.keep_rollouts)
         cpu.training_done(result.get("train_time", 0.0), batch.rollout_time)
-        reload_s = 0.0
-        if result.get("weight_version") is not None:                        # 3. sync
-            view.set_status(f"step {step + 1}: syncing weights v{result['weight_version']} (waiting on engines)")
-            load = functools.partial(fleet.sync, ctx.engine, result["weights_path"], result["weight_version"],
-                                     cfg.rollout.staleness.partial_rollout, cfg.sync.reload_timeout_s)
-            reload_s = await (load() if colocation is None else colocation.sync(load))
-            await producer.set_version(result["weight_version"])
+        reload_s = await sync_weights(cfg, step, result, fleet, ctx, producer, view, colocation)  # 3. sync
         # Rows number steps from 1, as the console, the handoff files and the checkpoints do: the
         # row of step N follows checkpoint N-1 and carries weight version N once it is synced.
         row = {"step": step + 1, "weight_version": producer.version, **rollout_metrics(batch.samples, step),
@@ -127,12 +135,13 @@ async def run_loop(cfg: TandemConfig, run_dir: Path, producer: RolloutProducer, 
         row["trainer_idle_ratio"] = row["trainer_wait_time"] / max(row["step_time"], 1e-9)
         if autoscaler is not None:  # decides on this step; a resize runs in the background
             row.update(await autoscaler.after_step(row))
-        metrics.log(row)
+        metrics.log(row, batch.samples)
         view.step_done(row)
         if result.get("checkpoint_tmp"):  # checkpoint (atomic), after the row: checkpoint N => rows 1..N
             view.set_status(f"step {step + 1}: checkpointing")
             finalize_checkpoint(run_dir, step + 1, producer, cfg, hooks)
         last_result = result_at
+    view.set_status(f"finished {cfg.run.steps} steps")  # the last frame says so, not "checkpointing"
 
 
 async def take_step(step: int, producer: RolloutProducer, guard: FailureGuard, trainer: TrainerLink, run_dir: Path,
@@ -285,7 +294,9 @@ async def orchestrate(cfg: TandemConfig, run_dir: Path, sup: Supervisor, cluster
     producer = make_producer(cfg, ctx, dataset, rollout_fn, start)
     monitor = QueueMonitor(cluster.engines, run_dir / "queue.jsonl", cfg.logging.queue_sample_interval_s,
                            headers=headers)
-    metrics = MetricsLog(run_dir, cfg.logging.tensorboard, start.step)
+    wandb = (WandbLog(cfg, run_dir, lambda ids: ctx.tokenizer.decode(ids, skip_special_tokens=False))
+             if cfg.logging.wandb.mode != "disabled" else None)
+    metrics = MetricsLog(run_dir, cfg.logging.tensorboard, start.step, wandb)
     view = LiveView(cfg.run.steps, start.step, monitor, cfg.logging.live)
     producer.start()
     trainer = FileTrainerLink(run_dir, cfg, cluster)

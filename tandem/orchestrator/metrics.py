@@ -12,6 +12,8 @@ from typing import Any
 
 import httpx
 
+from tandem.metric_groups import grouped_name, numeric
+from tandem.orchestrator.wandb_log import WandbLog
 from tandem.sample import Sample
 from tandem.weights.reload import parse_load
 
@@ -43,20 +45,23 @@ def rollout_metrics(samples: list[Sample], step: int) -> dict[str, float]:
 
 
 class MetricsLog:
-    """Appends one JSON object per step; mirrors scalars to TensorBoard when enabled."""
+    """Appends one JSON object per step; mirrors scalars to TensorBoard and Weights & Biases when
+    enabled, each under its group's prefix (train/loss, rollout/reward_mean: tandem/metric_groups.py)."""
 
-    def __init__(self, run_dir: Path, tensorboard: bool, steps_done: int = 0):
+    def __init__(self, run_dir: Path, tensorboard: bool, steps_done: int = 0, wandb: WandbLog | None = None):
         """`steps_done`: a resumed run's checkpoint step; TensorBoard drops what the interrupted run
         logged after it (purge_step), so the resumed curves do not overlap the abandoned ones."""
         self.path = run_dir / "metrics.jsonl"
         self.rows: list[dict[str, Any]] = []
+        self._wandb = wandb
         self._tb = None
         if tensorboard:
             from torch.utils.tensorboard import SummaryWriter
 
             self._tb = SummaryWriter(str(run_dir / "tensorboard"), purge_step=steps_done + 1 if steps_done else None)
 
-    def log(self, row: dict[str, Any]) -> None:
+    def log(self, row: dict[str, Any], samples: list[Sample] = ()) -> None:
+        """`samples`: the step's trained samples (W&B's trajectory table)."""
         missing = [k for k in REQUIRED_KEYS if k not in row]
         if missing:
             raise KeyError(f"metrics row for step {row.get('step')} lacks {missing}")
@@ -65,13 +70,17 @@ class MetricsLog:
             f.write(json.dumps(row) + "\n")
         if self._tb is not None:
             for key, value in row.items():
-                if isinstance(value, (int, float)) and not isinstance(value, bool) and key != "step":
-                    self._tb.add_scalar(key, value, row["step"])
+                if numeric(value) and key != "step":
+                    self._tb.add_scalar(grouped_name(key), value, row["step"])
             self._tb.flush()
+        if self._wandb is not None:
+            self._wandb.log(row, list(samples))
 
     def close(self) -> None:
         if self._tb is not None:
             self._tb.close()
+        if self._wandb is not None:
+            self._wandb.close()
 
 
 class QueueMonitor:

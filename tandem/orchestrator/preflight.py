@@ -22,6 +22,7 @@ from tandem.placement import plan_placement, visible_gpu_count
 from tandem.registry import importable
 
 GPU_INSTALL = "pip install -r requirements-gpu.txt"
+WANDB_INSTALL = "pip install -r requirements-wandb.txt"
 
 
 class PreflightFailed(ConfigError):
@@ -41,6 +42,8 @@ def module_problems(cfg: TandemConfig) -> list[str]:
         needs.append(("peft", "trainer.lora needs peft", "pip install -r requirements.txt"))
     if cfg.sync.encoding == "delta":
         needs.append(("zstandard", "sync.encoding = 'delta' needs zstandard", "pip install -r requirements.txt"))
+    if cfg.logging.wandb.mode != "disabled":
+        needs.append(("wandb", f"logging.wandb.mode = '{cfg.logging.wandb.mode}' needs wandb", WANDB_INSTALL))
     return [f"{what}, which is not installed for {sys.executable}: {fix}" for module, what, fix in needs
             if not importable(module)]
 

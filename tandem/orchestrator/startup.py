@@ -13,6 +13,7 @@ a TTY, a line per child that becomes ready elsewhere (CI, logs).
 
 from __future__ import annotations
 
+import shutil
 import sys
 import time
 from dataclasses import dataclass, field
@@ -74,7 +75,9 @@ class StartupStatus:
 
     def update(self, pending: list[Pending], now: float, t0: float) -> None:
         if self.tty:
-            text = self.line(pending, now, t0)
+            # One line, rewritten in place: longer than the terminal, it would wrap and every
+            # rewrite would leave a line behind (an 80-column terminal with two engines did).
+            text = self.line(pending, now, t0)[:shutil.get_terminal_size().columns - 1]
             self.out.write("\r" + text.ljust(self._width))
             self._width = len(text)
             self.out.flush()
