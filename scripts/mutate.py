@@ -239,6 +239,7 @@ SETS = {"defences": DEFENCES, "suite": SUITE}
 
 P = "tests/test_producer.py::"
 W = "tests/test_weight_sync.py::"
+C = "tests/test_config_layout.py::"
 CORE = [  # one or more mutants per core guarantee, each guarded by a fast, hand-derived test
  ("staleness: lag S+1 trained", "tandem/orchestrator/producer.py", "return step - self.key_version(group) <= self.staleness",
   "return step - self.key_version(group) <= self.staleness + 1", P + "test_staleness_at_its_edge_lag_s_plus_one_is_dropped"),
@@ -275,6 +276,21 @@ CORE = [  # one or more mutants per core guarantee, each guarded by a fast, hand
   "tests/test_run_safety.py::test_the_failure_bound_by_hand"),
  ("run dir: a used one is taken", "tandem/orchestrator/run_state.py", "    if not held or overwrite or replaceable:", "    if True:",
   "tests/test_run_safety.py::test_a_fresh_run_refuses_a_run_dir_that_holds_a_run_and_overwrite_removes_only_its_outputs"),
+ ("config: another backend's table accepted", "tandem/config/loading.py",
+  "        problems += _other_backends_keys(variants, sub, value, dotted)" + NL, "",
+  C + "test_a_backends_own_settings_exist_only_for_it"),
+ ("config: a child reads the whole tree", "tandem/config/views.py",
+  "        kept[name] = _prune(sub, tree[name]) if own_view else tree[name]", "        kept[name] = tree[name]",
+  C + "test_each_child_receives_only_its_view"),
+ ("config: environment args untyped", "tandem/env/base.py", "    if model is None:" + NL + "        return dict(args)",
+  "    if True:" + NL + "        return dict(args)", C + "test_the_coding_environments_arguments_are_typed_and_named_when_wrong"),
+ ("config: a moved key silently unknown", "tandem/config/renamed.py", "    now = MOVED_KEYS.get(dotted)", "    now = None",
+  C + "test_every_error_is_still_reported_at_once_across_backends"),
+ ("config: the trainer handed the whole tree", "tandem/orchestrator/cluster.py",
+  '    view = write_views(cfg, run_dir)["trainer"]', '    view = run_dir / "config.json"',
+  C + "test_the_launcher_hands_each_child_its_view"),
+ ("colocation: the memory saver always on", "tandem/engine/sglang_launch.py", "    if not cfg.colocated:" + NL + "        return []",
+  "    if False:" + NL + "        return []", "tests/test_colocation.py::test_sglang_gets_the_memory_saver_only_when_colocated"),
 ]
 T = "tests/test_torch_trainer.py::"
 MM = "tests/test_megatron_memory.py::"
