@@ -115,8 +115,10 @@ def test_each_child_receives_only_its_view(tmp_path):
     assert view.rollout.sampling.temperature == 0.7 and view.effective_staleness == 2
     assert not hasattr(view, "environment") and not hasattr(view.rollout, "reward")
     assert read_view(paths["engine"], ENGINE_VIEW).effective_staleness == 2
-    sync = child_view(build_config({"run": {"mode": "sync"}}), ENGINE_VIEW)
-    assert sync.effective_staleness == 0
+    sync = child_view(build_config({"run": {"mode": "sync", "colocate": True}}), ENGINE_VIEW)
+    assert sync.effective_staleness == 0 and sync.colocated
+    assert child_view(build_config({"run": {"mode": "sync", "colocate": True}}), TRAINER_VIEW).colocated
+    assert not view.colocated
 
 
 def test_the_launcher_hands_each_child_its_view(tmp_path):

@@ -20,7 +20,21 @@ from tandem.config.sections import (CheckpointConfig, FaultsConfig, LoggingConfi
 from tandem.config.trainer_sections import TorchTrainerConfig, TrainerConfig
 
 
-class TandemConfig(Section):
+class DerivedSettings:
+    """Settings derived from several keys; TandemConfig and each child's view (config.views) have them."""
+
+    @property
+    def effective_staleness(self) -> int:
+        """Sync mode is the same loop with a staleness bound of 0."""
+        return 0 if self.run.mode == "sync" else self.rollout.staleness.max
+
+    @property
+    def colocated(self) -> bool:
+        """The engines and the trainer take turns on the same devices (run.colocate resolved to true)."""
+        return self.run.colocate is True
+
+
+class TandemConfig(DerivedSettings, Section):
     run: RunConfig = RunConfig()
     """Run-wide settings."""
     model: ModelConfig = ModelConfig()
@@ -143,13 +157,3 @@ class TandemConfig(Section):
             raise rule_broken("run.colocate = true with engine.autoscale: a colocated fleet is sized to the trainer's "
                               "GPUs, not grown; turn one of them off")
         return self
-
-    @property
-    def colocated(self) -> bool:
-        """The engines and the trainer take turns on the same devices (run.colocate resolved to true)."""
-        return self.run.colocate is True
-
-    @property
-    def effective_staleness(self) -> int:
-        """Sync mode is the same loop with a staleness bound of 0."""
-        return 0 if self.run.mode == "sync" else self.rollout.staleness.max

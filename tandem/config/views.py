@@ -19,16 +19,9 @@ from pydantic import BaseModel
 from tandem.config.base import Section, section_model
 from tandem.config.engine_sections import EmbeddedEngineConfig, EngineConfig
 from tandem.config.rollout_sections import SamplingConfig, StalenessConfig
-from tandem.config.schema import TandemConfig
+from tandem.config.schema import DerivedSettings, TandemConfig
 from tandem.config.sections import CheckpointConfig, ModelConfig, RunConfig, SyncConfig
 from tandem.config.trainer_sections import LoraConfig, TorchTrainerConfig, TrainerConfig
-
-
-class _Staleness:
-    @property
-    def effective_staleness(self) -> int:
-        """Sync mode is the same loop with a staleness bound of 0 (as TandemConfig's)."""
-        return 0 if self.run.mode == "sync" else self.rollout.staleness.max
 
 
 class TrainerRolloutView(Section):
@@ -38,7 +31,7 @@ class TrainerRolloutView(Section):
     """A published version tells the engines what to do with requests in flight; adapters are kept for S versions."""
 
 
-class TrainerView(_Staleness, Section):
+class TrainerView(DerivedSettings, Section):
     """What the trainer process reads: python -m tandem.trainer --run-config run_dir/views/trainer.json."""
     run: RunConfig = RunConfig()
     model: ModelConfig = ModelConfig()
@@ -60,7 +53,7 @@ class EngineRolloutView(Section):
     """How many adapter versions an engine keeps loaded."""
 
 
-class EngineView(_Staleness, Section):
+class EngineView(DerivedSettings, Section):
     """What an engine process reads: python -m tandem.engine --run-config run_dir/views/engine.json."""
     run: RunConfig = RunConfig()
     model: ModelConfig = ModelConfig()

@@ -57,7 +57,7 @@ class CodingEnv(BashAgentEnv):
     def requirements(cls, cfg: Any) -> list[str]:
         """A sandbox backend must work here (bubblewrap, else util-linux unshare)."""
         try:
-            detect_backend(cfg.environment.args.sandbox.backend)
+            detect_backend(coding_args(cfg).sandbox.backend)
         except SandboxUnavailable as err:
             return [f"environment.name = CodingEnv: {err}"]
         return []
