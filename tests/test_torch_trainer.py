@@ -18,7 +18,7 @@ from safetensors.torch import save_file
 from transformers import AutoModelForCausalLM
 
 from tandem import handoff, losses
-from tandem.config import build_config
+from tandem.config import build_config, write_views
 from tandem.model_source import resolve_model_path
 from tandem.sample import Sample
 from tandem.trainer.torch_backend import TorchTrainer
@@ -303,12 +303,12 @@ def test_trainer_process_trains_publishes_and_answers(cache_dir, tmp_path):
     run_dir = tmp_path / "run"
     cfg.run.run_dir = str(run_dir)
     run_dir.mkdir()
-    (run_dir / "config.json").write_text(cfg.model_dump_json())
+    view = write_views(cfg, run_dir)["trainer"]  # what the launcher hands the trainer
     for step in range(3):
         handoff.write_batch(run_dir, step, mixed_batch())
     repo = Path(__file__).resolve().parents[1]
     env = {**os.environ, "PYTHONPATH": str(repo), "TANDEM_TORCH_THREADS": "1"}
-    proc = subprocess.run([sys.executable, "-m", "tandem.trainer", "--run-config", str(run_dir / "config.json")],
+    proc = subprocess.run([sys.executable, "-m", "tandem.trainer", "--run-config", str(view)],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
     results = [json.loads(handoff.result_path(run_dir, s).read_text()) for s in range(3)]
