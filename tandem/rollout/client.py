@@ -137,6 +137,8 @@ class EngineClient:
         # as the engines themselves (measured by bench/trl_compare.py's profile).
         self._concurrency = concurrency
         self._http: aiohttp.ClientSession | None = None
+        self.routed_experts = False
+        """Ask engines for the experts they routed each token to (trainer.moe: SGLang's return_routed_experts)."""
 
     async def close(self) -> None:
         if self._http is not None:
@@ -159,10 +161,12 @@ class EngineClient:
         await self._idle.wait()
 
     async def generate(self, input_ids: list[int], sampling_params: dict, return_logprob: bool = True,
-                       routing_key: str | None = None) -> dict:
+                       routing_key: str | None = None, routed_experts_start_len: int = 0) -> dict:
         """One /generate call. `routing_key` names the session (one agent trajectory): with
-        router.policy = 'manual' every call with the same key lands on the same engine."""
+        router.policy = 'manual' every call with the same key lands on the same engine.
+        `routed_experts_start_len`: the first token position whose routed experts come back (when asked)."""
         payload = {"input_ids": input_ids, "sampling_params": sampling_params, "return_logprob": return_logprob}
+        self._ask_routing(payload, routed_experts_start_len)
         out, start_version, adapter_version = await self._send(payload, routing_key)
         return self._received(out, start_version, adapter_version)
 
@@ -173,11 +177,18 @@ class EngineClient:
         costs one round trip instead of n. Each answer keeps its own ids, logprobs and version."""
         payload = {"input_ids": [list(input_ids)] * n, "sampling_params": sampling_params,
                    "return_logprob": return_logprob}
+        self._ask_routing(payload, 0)
         outs, start_version, adapter_version = await self._send(payload, None)
         if not isinstance(outs, list) or len(outs) != n:
             raise GenerationError(f"a batched /generate of {n} prompts answered "
                                   f"{len(outs) if isinstance(outs, list) else type(outs).__name__}")
         return [self._received(out, start_version, adapter_version) for out in outs]
+
+    def _ask_routing(self, payload: dict, start: int) -> None:
+        if self.routed_experts:
+            payload["return_routed_experts"] = True
+            if start:
+                payload["routed_experts_start_len"] = start
 
     async def _send(self, payload: dict, routing_key: str | None) -> tuple[Any, int, int | None]:
         """Post through the drain gate: (answer, version served when sent, LoRA adapter version)."""
