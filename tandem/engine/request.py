@@ -214,6 +214,11 @@ class GenerateRequest:
     wakeup: asyncio.Event | None = field(default=None, repr=False)
     """Set by EngineCore.generate: the event its consumer waits on for new tokens."""
 
+    def __post_init__(self) -> None:
+        if self.return_routed_experts and not 0 <= self.routed_experts_start_len <= len(self.input_ids):
+            raise InvalidRequest(f"routed_experts_start_len = {self.routed_experts_start_len} must lie in [0, "
+                                 f"{len(self.input_ids)}] (the prompt's tokens)")
+
     @property
     def prompt_tokens(self) -> int:
         return len(self.input_ids)

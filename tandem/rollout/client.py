@@ -10,6 +10,8 @@ from typing import Any, Awaitable, Callable
 import aiohttp
 import orjson
 
+from tandem.rollout.direct import DirectDispatch, GetWorkers
+
 
 class RolloutAborted(RuntimeError):
     """The engine aborted the request (a weight update with policy 'abort'); the group is regenerated."""
@@ -139,6 +141,14 @@ class EngineClient:
         self._http: aiohttp.ClientSession | None = None
         self.routed_experts = False
         """Ask engines for the experts they routed each token to (trainer.moe: SGLang's return_routed_experts)."""
+        self.direct: DirectDispatch | None = None
+        """Send requests to the engines themselves, past a router that drops fields (tandem.rollout.direct)."""
+
+    def ask_routed_experts(self, get_workers: GetWorkers) -> None:
+        """trainer.moe: every request asks for its routed experts, sent straight to one of the router's
+        engines (sglang-router drops the field)."""
+        self.routed_experts = True
+        self.direct = DirectDispatch(get_workers)
 
     async def close(self) -> None:
         if self._http is not None:
@@ -274,7 +284,25 @@ class EngineClient:
         return since is None or asyncio.get_running_loop().time() - since < self.timeout_s
 
     async def _post_http(self, payload: dict, headers: dict | None) -> tuple[int, Any]:
-        async with self._session().post(f"{self.base_url}/generate", json=payload, headers=headers) as resp:
+        if self.direct is None:
+            return await self._post_to(self.base_url, payload, headers)
+        url = await self.direct.pick((headers or {}).get(ROUTING_KEY_HEADER))
+        if url is None:  # answered as the router answers with no worker, so the wait is the same
+            return 503, "no_available_workers: no engine is listed behind the router"
+        self.direct.started(url)
+        try:
+            status, body = await self._post_to(url, payload, headers)
+        except (aiohttp.ClientError, asyncio.TimeoutError):
+            self.direct.stale()
+            raise
+        finally:
+            self.direct.finished(url)
+        if status != 200:
+            self.direct.stale()
+        return status, body
+
+    async def _post_to(self, base_url: str, payload: dict, headers: dict | None) -> tuple[int, Any]:
+        async with self._session().post(f"{base_url}/generate", json=payload, headers=headers) as resp:
             if resp.status == 200:
                 return 200, await resp.json(loads=orjson.loads)  # stdlib json was a tenth of the orchestrator's CPU
             return resp.status, await resp.text()
