@@ -30,6 +30,11 @@ class _Staleness:
         """Sync mode is the same loop with a staleness bound of 0 (as TandemConfig's)."""
         return 0 if self.run.mode == "sync" else self.rollout.staleness.max
 
+    @property
+    def colocated(self) -> bool:
+        """run.colocate resolved to true (as TandemConfig's): the trainer and engines take turns on one device."""
+        return self.run.colocate is True
+
 
 class TrainerRolloutView(Section):
     sampling: SamplingConfig = SamplingConfig()
