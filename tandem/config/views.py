@@ -21,7 +21,7 @@ from tandem.config.engine_sections import EmbeddedEngineConfig, EngineConfig
 from tandem.config.rollout_sections import SamplingConfig, StalenessConfig
 from tandem.config.schema import TandemConfig
 from tandem.config.sections import CheckpointConfig, ModelConfig, RunConfig, SyncConfig
-from tandem.config.trainer_sections import LoraConfig, MoeConfig, TorchTrainerConfig, TrainerConfig
+from tandem.config.trainer_sections import LoraConfig, TorchTrainerConfig, TrainerConfig
 
 
 class _Staleness:
@@ -58,8 +58,6 @@ class TrainerView(_Staleness, Section):
 class EngineTrainerView(Section):
     lora: LoraConfig = LoraConfig()
     """The adapters an engine must be able to load."""
-    moe: MoeConfig = MoeConfig()
-    """Whether requests will ask for the experts each token was routed to."""
 
 
 class EngineRolloutView(Section):
