@@ -159,6 +159,9 @@ class TandemConfig(Section):
         if not self.trainer.moe.wants_routing:
             return self
         key = "trainer.moe.routing_replay" if self.trainer.moe.routing_replay else "trainer.moe.record_routing"
+        if self.trainer.backend != "torch":
+            raise rule_broken(f"{key} = true with trainer.backend = {self.trainer.backend!r}: routing replay and "
+                              f"agreement are built into the torch trainer only; use trainer.backend = 'torch'")
         if self.model.path == "tiny" and not tiny_moe:
             raise rule_broken(f"{key} = true with a dense model: set model.tiny.num_experts > 0 (a Qwen3-MoE "
                               f"tiny model) or model.path to a mixture-of-experts model")
