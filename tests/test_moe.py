@@ -316,3 +316,28 @@ def test_megatron_converter_refuses_an_moe_checkpoint_by_its_architecture(moe_pa
     hf = load_causal_lm(moe_path).config.to_dict() | {"architectures": ["Qwen3MoeForCausalLM"]}
     with pytest.raises(conv.ConversionError, match=r"\['Qwen3MoeForCausalLM'\] is not supported"):
         conv.shape_from_hf_config(hf)
+
+
+# --------------------------------------------------------------------------- the planner
+QWEN3_30B_A3B = {"architectures": ["Qwen3MoeForCausalLM"], "hidden_size": 2048, "intermediate_size": 6144,
+                 "moe_intermediate_size": 768, "num_hidden_layers": 48, "num_attention_heads": 32,
+                 "num_key_value_heads": 4, "head_dim": 128, "num_experts": 128, "num_experts_per_tok": 8,
+                 "decoder_sparse_step": 1, "mlp_only_layers": [], "vocab_size": 151936, "tie_word_embeddings": False}
+"""Qwen3-30B-A3B's config.json (the keys the planner reads); its model card: 30.5B parameters, 3.3B activated."""
+
+
+def test_planner_counts_total_and_active_parameters_of_moe_models():
+    from tandem.lab.plan.shape import PlanError, load_shape, shape_from_hf
+
+    shape = shape_from_hf(QWEN3_30B_A3B, "Qwen/Qwen3-30B-A3B")
+    assert shape.total_params() == pytest.approx(30.5e9, rel=0.01)
+    assert shape.total_params(active=True) == pytest.approx(3.3e9, rel=0.02)
+    assert shape.rank_params(1, 1, 0) >= shape.total_params()  # the torch trainer holds every expert
+    with pytest.raises(PlanError, match="torch trainer only"):
+        shape.rank_params(2, 1, 0)
+    # Exactly the tiny model transformers builds, with decoder_sparse_step 2 (one dense layer, one MoE).
+    cfg = build_config({"run": {"cache_dir": CACHE}, "model": {"tiny": {**TINY, "decoder_sparse_step": 2}}})
+    model = load_causal_lm(resolve_model_path(cfg))
+    tiny = load_shape(cfg.model)
+    assert tiny.total_params() == sum(p.numel() for p in model.parameters())
+    assert tiny.total_params(active=True) == tiny.total_params() - 6 * 3 * tiny.hidden * tiny.expert_ffn
