@@ -154,6 +154,10 @@ def test_multi_turn_sample_keeps_each_turns_rows_in_position_order():
     assert unpack_routing(s.routed_experts)[:, 0].tolist() == [1, 1, 1, 1, 2, 2, 2]
     s.record_routing({}, s.routed_rows)  # an engine that sent none adds none
     assert s.routed_rows == 7
+    # Asked from an earlier position (a plug-in that did not say where it was): only the new row is taken.
+    s.append_model_tokens([9], [-0.4])
+    s.record_routing({"routed_experts": encode_routed_experts(np.full((8, 2), 3))}, 0)
+    assert unpack_routing(s.routed_experts)[:, 0].tolist() == [1, 1, 1, 1, 2, 2, 2, 3]
 
 
 # --------------------------------------------------------------------------- the embedded engine
@@ -288,13 +292,13 @@ def test_client_asks_for_routing_straight_from_the_routers_engines():
         plain = await client.generate([1], {})  # not asked: no routing fields, through the router
         assert sent[-1][0] == "http://router" and "return_routed_experts" not in sent[-1][1] and plain
         client.ask_routed_experts(listed)
-        busy = asyncio.create_task(client.generate([9], {}, routing_key="a"))
+        busy = asyncio.create_task(client.generate([9], {}, routing_key="b"))
         await asyncio.sleep(0)
-        await client.generate([2], {}, routing_key="b", routed_experts_start_len=4)
+        await client.generate([2], {}, routing_key="a", routed_experts_start_len=4)  # e0 is busy: e1
         gate.set()
         await busy
-        await client.generate([3], {}, routing_key="a")
-        workers.remove("http://e0")
+        await client.generate([3], {}, routing_key="a")  # both idle: still e1, where its prefix is
+        workers.remove("http://e1")
         client.direct.stale()
         await client.generate([4], {}, routing_key="a")
         await client.close()
@@ -302,7 +306,7 @@ def test_client_asks_for_routing_straight_from_the_routers_engines():
 
     sent = asyncio.run(run())
     urls = [u for u, _ in sent[1:]]
-    assert urls == ["http://e0", "http://e1", "http://e0", "http://e1"]  # sticky, least loaded, re-placed when gone
+    assert urls == ["http://e0", "http://e1", "http://e1", "http://e0"]  # least loaded, sticky, re-placed when gone
     assert all(p["return_routed_experts"] is True for _, p in sent[1:])
     assert sent[2][1]["routed_experts_start_len"] == 4 and "routed_experts_start_len" not in sent[1][1]
     assert len(reads) == 2
