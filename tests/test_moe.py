@@ -187,6 +187,60 @@ def test_engine_sends_no_routing_unless_asked(moe_path):
     assert "routed_experts" not in outs[0]["meta_info"]
 
 
+def test_a_multi_turn_trajectory_carries_every_positions_routing(tmp_path):
+    """The agent loop asks each turn from the row its trajectory holds (routed_experts_start_len), so
+    the observation and template tokens get the routing of the prefill that fed them, and the whole
+    trajectory but its last token has the engine's experts, equal to one HF forward over it."""
+    from tandem.config.environment_section import EnvironmentConfig
+    from tandem.env import ChatFormat, Environment, parse_hermes, run_episode
+
+    class Chatter(Environment):
+        def reset(self, row):
+            return "hello"
+
+        def step(self, text):
+            return "go on"
+
+    path = resolve_model_path(build_config({"run": {"cache_dir": CACHE}, "model": {"tiny": {"num_experts": 4}}}))
+    starts: list[int] = []
+
+    async def run():
+        core = EmbeddedCore.load(path)
+        await core.start()
+
+        class Engine:  # EngineClient's generate, answered by the core in process
+            async def generate(self, input_ids, sampling_params, return_logprob=True, routing_key=None,
+                               routed_experts_start_len=0):
+                starts.append(routed_experts_start_len)
+                req = core.make_request(input_ids=input_ids, sampling=SamplingParams.from_dict(sampling_params),
+                                        return_logprob=True, return_routed_experts=True,
+                                        routed_experts_start_len=routed_experts_start_len)
+                async for _ in core.generate(req):
+                    pass
+                return generate_result(req, core.tokenizer, req.output_text(core.tokenizer), with_text=False)
+        try:
+            return await run_episode(Chatter(), {}, engine=Engine(), chat=ChatFormat(core.tokenizer),
+                                     parse=parse_hermes, limits=EnvironmentConfig(max_turns=3),
+                                     sampling_params={"max_new_tokens": 5, "temperature": 1.0})
+        finally:
+            await core.shutdown()
+
+    episode = asyncio.run(run())
+    s = episode.sample
+    assert len(episode.turns) == 3 and 0 in s.loss_mask  # observation tokens between the turns
+    assert s.routed_rows == len(s.tokens) - 1
+    assert starts[0] == 0 and starts[1] > 0 and starts[2] > starts[1]
+    routed = unpack_routing(s.routed_experts).reshape(len(s.tokens) - 1, -1, 2)
+    ref = load_causal_lm(path)
+    seen = {}
+    for layer, m in moe_routers(ref).items():
+        m.register_forward_hook(lambda _m, _a, out, layer=layer: seen.__setitem__(layer, out[2]))
+    with torch.no_grad():
+        ref(torch.tensor([s.tokens[:-1]]))
+    for layer, ids in seen.items():
+        assert np.array_equal(np.sort(routed[:, layer], -1), np.sort(ids.numpy(), -1)), layer
+
+
 # --------------------------------------------------------------------------- the trainer
 def _experts_used(trainer: TorchTrainer) -> dict[int, list[torch.Tensor]]:
     """Every forward's top-k ids as the experts module receives them, per MoE layer."""
