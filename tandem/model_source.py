@@ -1,9 +1,9 @@
 """Where the policy weights come from: a tiny model built locally, or an HF model.
 
-`model.path = "tiny"` builds a Qwen3-architecture model (Qwen3-MoE with `model.tiny.num_experts`) with random weights and a
-byte-level BPE tokenizer (256 byte symbols, no merges, Qwen-style chat template) using
-only `transformers` and `tokenizers`, so a laptop with no network can run the whole
-loop. Anything else is handed to transformers as a hub id or local directory.
+`model.path = "tiny"` builds a Qwen3-architecture model (Qwen3-MoE with `model.tiny.num_experts`)
+with random weights and a byte-level BPE tokenizer (256 byte symbols, no merges, Qwen-style chat
+template) using only `transformers` and `tokenizers`, so a laptop with no network can run the
+whole loop. Anything else is handed to transformers as a hub id or local directory.
 """
 
 from __future__ import annotations

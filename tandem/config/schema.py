@@ -155,7 +155,8 @@ class TandemConfig(Section):
                               "use trainer.backend = 'torch'")
         if tiny_moe and self.trainer.lora.enabled:
             raise rule_broken("trainer.lora.rank > 0 with model.tiny.num_experts > 0: the experts' weights are 3D "
-                              "parameters that neither peft nor the engines' LoRA layers wrap; set trainer.lora.rank = 0")
+                              "parameters that neither peft nor the engines' LoRA layers wrap; "
+                              "set trainer.lora.rank = 0")
         if not self.trainer.moe.wants_routing:
             return self
         key = "trainer.moe.routing_replay" if self.trainer.moe.routing_replay else "trainer.moe.record_routing"

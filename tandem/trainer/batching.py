@@ -44,7 +44,7 @@ class MicroBatch:
     position_ids: Tensor | None = None  # [1, T], restarting at 0 for every sample
     segments: Tensor | None = None  # [1, T-1], the sample index of each shifted position, -1 for none
     cu_seqlens: Tensor | None = None  # [n + 1] int32, where each sample starts in the row, and T
-    routed: Tensor | None = None  # [b, L, layers, top_k]: the engine's experts per token (trainer.moe), -1 for none
+    routed: Tensor | None = None  # [b, L, layers, top_k] int32: the engine's experts per token (trainer.moe), -1: none
 
     @property
     def targets(self) -> Tensor:

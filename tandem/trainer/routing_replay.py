@@ -31,11 +31,11 @@ NO_RECORD = -1
 
 def routed_tensor(samples: list[Sample], rows: int, columns: int, offsets: list[tuple[int, int]], num_layers: int,
                   top_k: int) -> Tensor | None:
-    """The samples' engine routing as [rows, columns, num_layers, top_k] long, NO_RECORD where none;
+    """The samples' engine routing as [rows, columns, num_layers, top_k] int32, NO_RECORD where none;
     sample i's positions start at column offsets[i][1] of row offsets[i][0]. None when no sample has any."""
     if not any(s.routed_experts for s in samples):
         return None
-    out = torch.full((rows, columns, num_layers, top_k), NO_RECORD, dtype=torch.long)
+    out = torch.full((rows, columns, num_layers, top_k), NO_RECORD, dtype=torch.int32)
     for s, (row, col) in zip(samples, offsets):
         held = unpack_routing(s.routed_experts)
         if not held.size:
@@ -43,7 +43,7 @@ def routed_tensor(samples: list[Sample], rows: int, columns: int, offsets: list[
         if held.shape[1] != num_layers * top_k or held.shape[0] > len(s.tokens):
             raise ValueError(f"a sample's routed experts are {held.shape[0]} positions x {held.shape[1]} ids, the "
                              f"model routes {len(s.tokens)} tokens through {num_layers} layers x top-{top_k}")
-        out[row, col:col + held.shape[0]] = torch.from_numpy(held).view(-1, num_layers, top_k)
+        out[row, col:col + held.shape[0]] = torch.from_numpy(held).view(-1, num_layers, top_k).to(torch.int32)
     return out
 
 
@@ -77,7 +77,7 @@ class RoutingReplay:
             if self.routed is None:
                 return None
             logits, weights, own = output
-            record = self.routed[:, :, layer, :].reshape(-1, self.top_k).to(own.device)
+            record = self.routed[:, :, layer, :].reshape(-1, self.top_k).to(own.dtype)
             has = record[:, 0] != NO_RECORD
             if self.counting:
                 self._count(own, record, has)

@@ -26,7 +26,8 @@ from tandem.sample import Sample
 from tandem.trainer.backend import (TrainerBackend, check_lora_settings, configure_threads, lora_settings,
                                     run_minibatches)
 # collate and validate_samples are re-exported: callers import them from this module.
-from tandem.trainer.batching import MicroBatch, collate, micro_batch_groups, micro_batches, token_offsets, validate_samples
+from tandem.trainer.batching import (MicroBatch, collate, micro_batch_groups, micro_batches, token_offsets,
+                                     validate_samples)
 from tandem.trainer.offload import HostOffload
 from tandem.trainer.routing_replay import RoutingReplay, routed_tensor
 
@@ -137,8 +138,9 @@ class TorchTrainer(TrainerBackend):
         if self.routing is not None:
             groups = micro_batch_groups(samples, tc.micro_batch_size, tc.max_tokens_per_micro_batch)
             for mb, group in zip(micro, groups):
-                mb.routed = routed_tensor(group, *mb.input_ids.shape, token_offsets(group, mb.packed),
-                                          self.routing.num_layers, self.routing.top_k)
+                routed = routed_tensor(group, *mb.input_ids.shape, token_offsets(group, mb.packed),
+                                       self.routing.num_layers, self.routing.top_k)
+                mb.routed = routed.to(self.device) if routed is not None else None
         for mb in micro:
             if with_old_logp:
                 mb.old_logp = self._score(self.model, mb)
