@@ -33,16 +33,15 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from tandem.config import build_config
+from tandem.engine.core import SamplingParams
+from tandem.engine.embedded import EmbeddedCore
+from tandem.engine.http.native import generate_result
+from tandem.model_source import load_tokenizer, resolve_model_path
+from tandem.rollout.single_turn import encode_prompt, sample_from_output
+from tandem.trainer.torch_backend import TorchTrainer
 
-from tandem.config import build_config  # noqa: E402
-from tandem.engine.core import SamplingParams  # noqa: E402
-from tandem.engine.embedded import EmbeddedCore  # noqa: E402
-from tandem.engine.http.native import generate_result  # noqa: E402
-from tandem.model_source import load_tokenizer, resolve_model_path  # noqa: E402
-from tandem.rollout.single_turn import encode_prompt, sample_from_output  # noqa: E402
-from tandem.trainer.torch_backend import TorchTrainer  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 TINY = {"num_experts": 8, "num_experts_per_tok": 2, "router_init_std": 0.002}
 PROVOKING = ["--model.tiny.num_experts", "8", "--model.tiny.num_experts_per_tok", "2",
