@@ -415,3 +415,15 @@ def test_planner_counts_total_and_active_parameters_of_moe_models():
     tiny = load_shape(cfg.model)
     assert tiny.total_params() == sum(p.numel() for p in model.parameters())
     assert tiny.total_params(active=True) == tiny.total_params() - 6 * 3 * tiny.hidden * tiny.expert_ffn
+
+
+def test_routing_that_does_not_fit_the_model_is_refused_naming_the_shapes():
+    from tandem.trainer.routing_replay import routed_tensor
+
+    s = Sample(prompt_ids=[1, 2, 3], response_ids=[4], loss_mask=[1], rollout_logprobs=[-0.1])
+    s.routed_experts = pack_routing(np.zeros((3, 6), dtype=np.int64))  # 3 ids per position: not 2 layers x top-2
+    with pytest.raises(ValueError, match=r"3 positions x 6 ids, the model routes 4 tokens through 2 layers x top-2"):
+        routed_tensor([s], 1, 4, [(0, 0)], 2, 2)
+    s.routed_experts = {**pack_routing(np.zeros((3, 4))), "dtype": "float32"}
+    with pytest.raises(ValueError, match="routing dtype 'float32' is neither uint8 nor uint16"):
+        routed_tensor([s], 1, 4, [(0, 0)], 2, 2)
