@@ -1,9 +1,9 @@
 """Where the policy weights come from: a tiny model built locally, or an HF model.
 
-`model.path = "tiny"` builds a Qwen3-architecture model with random weights and a
-byte-level BPE tokenizer (256 byte symbols, no merges, Qwen-style chat template) using
-only `transformers` and `tokenizers`, so a laptop with no network can run the whole
-loop. Anything else is handed to transformers as a hub id or local directory.
+`model.path = "tiny"` builds a Qwen3-architecture model (Qwen3-MoE with `model.tiny.num_experts`)
+with random weights and a byte-level BPE tokenizer (256 byte symbols, no merges, Qwen-style chat
+template) using only `transformers` and `tokenizers`, so a laptop with no network can run the
+whole loop. Anything else is handed to transformers as a hub id or local directory.
 """
 
 from __future__ import annotations
@@ -62,19 +62,29 @@ def build_byte_tokenizer(tool_tokens: int = 0):
     return tok
 
 
+MOE_FIELDS = {"num_experts", "num_experts_per_tok", "moe_intermediate_size", "decoder_sparse_step", "norm_topk_prob",
+              "router_init_std"}
+"""model.tiny's mixture-of-experts keys: a dense tiny model's cache key leaves them out, so models built
+before they existed are found again."""
+
+
 def _tiny_key(cfg: ModelConfig, seed: int) -> str:
-    blob = json.dumps({"tiny": cfg.tiny.model_dump(), "dtype": cfg.dtype, "seed": seed, "v": 2}, sort_keys=True)
+    tiny = cfg.tiny.model_dump(exclude=MOE_FIELDS if not cfg.tiny.num_experts else None)
+    blob = json.dumps({"tiny": tiny, "dtype": cfg.dtype, "seed": seed, "v": 2}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
-def build_tiny_model(cfg: ModelConfig, out_dir: Path, seed: int) -> Path:
-    """Write a tiny Qwen3 model + tokenizer to out_dir (atomically) and return it."""
-    import torch
-    from transformers import Qwen3Config, Qwen3ForCausalLM
+def _tiny_hf_config(cfg: ModelConfig, tok):
+    """The transformers config of the tiny model: Qwen3, or Qwen3-MoE when model.tiny.num_experts > 0."""
+    from transformers import Qwen3Config, Qwen3MoeConfig
 
     t = cfg.tiny
-    tok = build_byte_tokenizer(t.tool_tokens)
-    hf_cfg = Qwen3Config(
+    moe = {}
+    if t.num_experts:
+        moe = {"num_experts": t.num_experts, "num_experts_per_tok": t.num_experts_per_tok,
+               "moe_intermediate_size": t.moe_intermediate_size, "decoder_sparse_step": t.decoder_sparse_step,
+               "norm_topk_prob": t.norm_topk_prob, "mlp_only_layers": [], "output_router_logits": False}
+    return (Qwen3MoeConfig if t.num_experts else Qwen3Config)(
         vocab_size=len(tok),
         hidden_size=t.hidden_size,
         intermediate_size=t.intermediate_size,
@@ -88,9 +98,25 @@ def build_tiny_model(cfg: ModelConfig, out_dir: Path, seed: int) -> Path:
         pad_token_id=tok.pad_token_id,
         bos_token_id=None,
         dtype=cfg.dtype,
+        **moe,
     )
+
+
+def build_tiny_model(cfg: ModelConfig, out_dir: Path, seed: int) -> Path:
+    """Write a tiny Qwen3 (or Qwen3-MoE) model + tokenizer to out_dir (atomically) and return it."""
+    import torch
+    from transformers import Qwen3ForCausalLM, Qwen3MoeForCausalLM
+
+    tok = build_byte_tokenizer(cfg.tiny.tool_tokens)
+    hf_cfg = _tiny_hf_config(cfg, tok)
     torch.manual_seed(seed)
-    model = Qwen3ForCausalLM(hf_cfg).to(getattr(torch, cfg.dtype))
+    model = (Qwen3MoeForCausalLM if cfg.tiny.num_experts else Qwen3ForCausalLM)(hf_cfg)
+    if cfg.tiny.num_experts:
+        with torch.no_grad():  # the routers' spread sets how near-tied their logits are (router_init_std)
+            for name, param in model.named_parameters():
+                if name.endswith(".mlp.gate.weight"):
+                    param.normal_(0.0, cfg.tiny.router_init_std)
+    model = model.to(getattr(torch, cfg.dtype))
     model.generation_config.eos_token_id = tok.eos_token_id
     model.generation_config.pad_token_id = tok.pad_token_id
     tmp = out_dir.with_name(out_dir.name + f".tmp{os.getpid()}")
@@ -107,7 +133,8 @@ def resolve_model_path(cfg: TandemConfig) -> str:
     """The directory or hub id that engines and trainers load; builds the tiny model on first use."""
     if cfg.model.path != "tiny":
         return cfg.model.path
-    out = cache_root(cfg.run.cache_dir) / "models" / f"tiny-qwen3-{_tiny_key(cfg.model, cfg.run.seed)}"
+    family = "qwen3moe" if cfg.model.tiny.num_experts else "qwen3"
+    out = cache_root(cfg.run.cache_dir) / "models" / f"tiny-{family}-{_tiny_key(cfg.model, cfg.run.seed)}"
     if not (out / "config.json").exists():
         out.parent.mkdir(parents=True, exist_ok=True)
         build_tiny_model(cfg.model, out, cfg.run.seed)

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from tandem.moe import ROUTED_EXPERTS, decode_routed_experts, extend_routing
+
 
 @dataclass
 class Sample:
@@ -34,6 +36,10 @@ class Sample:
     """Per response token: the weight version that produced it (-1 where the mask is 0). A
     trajectory may span versions; empty when the plug-in did not say (then every model token
     counts as `weight_version`)."""
+    routed_experts: dict[str, Any] = field(default_factory=dict)
+    """The experts the engine routed token positions [0, rows) to, in every layer (tandem.moe.pack_routing:
+    rows x (layers x top_k) small integers, base64); empty when the engines were not asked
+    (trainer.moe). Positions past `rows` are routed by the trainer itself."""
 
     def append_model_tokens(self, ids: list[int], logprobs: list[float], version: int | None = None) -> None:
         """Tokens the policy generated: trained on, with the engine's logprobs and (when known) the
@@ -46,6 +52,20 @@ class Sample:
         self.response_ids.extend(ids)
         self.loss_mask.extend([1] * len(ids))
         self.rollout_logprobs.extend(logprobs)
+
+    @property
+    def routed_rows(self) -> int:
+        """Token positions whose engine routing this sample holds (the next request asks from here)."""
+        return int(self.routed_experts.get("rows", 0))
+
+    def record_routing(self, meta: dict[str, Any], start: int) -> None:
+        """Keep meta_info["routed_experts"] of the request just appended (asked from position `start`):
+        it covers positions [start, len(tokens) - 1). Nothing when the engine sent none."""
+        text = meta.get(ROUTED_EXPERTS)
+        if not text:
+            return
+        chunk = decode_routed_experts(text, len(self.tokens) - 1 - start)
+        self.routed_experts = extend_routing(self.routed_experts, chunk, start)
 
     def append_context_tokens(self, ids: list[int]) -> None:
         """Observation / chat-template tokens: part of the sequence, never trained on."""

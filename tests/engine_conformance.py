@@ -16,7 +16,10 @@ Capability gates (`eng.caps`) skip checks a target cannot make: "hf" (same weigh
 locally for a reference forward), "deterministic" (greedy decoding is reproducible, so outputs
 can be compared across calls), "tandem" (tandem-only observables such as
 max_running_batch_seen), "control" (pause / weights / abort endpoints reachable). A module adds
-capabilities its backend has with `ENGINE_EXTRA_CAPS = {"deterministic"}`.
+capabilities its backend has with `ENGINE_EXTRA_CAPS = {"deterministic"}`, and serves another tiny
+model with `ENGINE_MODEL = {"tiny": {...}}` (the [model] table): "moe" (a mixture-of-experts model,
+tests/test_engine_moe.py; a real SGLang server started with --enable-return-routed-experts when
+$TANDEM_SGLANG_MOE is set) enables the routed-experts checks.
 """
 
 from __future__ import annotations
@@ -68,12 +71,12 @@ def stop_process(proc: subprocess.Popen) -> None:
             proc.wait(5)
 
 
-def write_run_config(path: Path, backend: str, **engine: Any) -> Path:
+def write_run_config(path: Path, backend: str, model: dict | None = None, **engine: Any) -> Path:
     """The engine's view of a run config (what the launcher writes as run_dir/views/engine.json)."""
     from tandem.config import ENGINE_VIEW, build_config, child_view
 
     own = {"embedded": {"device": "cpu"}} if backend == "embedded" else {}
-    cfg = build_config({"engine": {"backend": backend, **own, **engine},
+    cfg = build_config({"engine": {"backend": backend, **own, **engine}, "model": model or {},
                         "run": {"cache_dir": str(ROOT / ".cache" / "tandem"), "run_dir": str(path.parent)}})
     path.write_text(child_view(cfg, ENGINE_VIEW).model_dump_json())
     return path
@@ -88,13 +91,14 @@ class EngineProc:
     log: Path
 
 
-def start_engine(workdir: Path, backend: str, name: str = "engine0", **engine: Any) -> EngineProc:
+def start_engine(workdir: Path, backend: str, name: str = "engine0", model: dict | None = None,
+                 **engine: Any) -> EngineProc:
     """`python -m tandem.engine` as a real subprocess (1 torch thread: the box has 2 cores)."""
     from tandem.config import ENGINE_VIEW, read_view
     from tandem.model_source import resolve_model_path
 
     workdir.mkdir(parents=True, exist_ok=True)
-    conf = write_run_config(workdir / "engine.json", backend, **engine)
+    conf = write_run_config(workdir / "engine.json", backend, model, **engine)
     model_path = resolve_model_path(read_view(conf, ENGINE_VIEW))
     port = free_port()
     log = workdir / f"{name}.log"
@@ -209,7 +213,8 @@ def _backend(request: pytest.FixtureRequest) -> str:
 @pytest.fixture(scope="module")
 def engine_proc(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[EngineProc]:
     backend = _backend(request)
-    e = start_engine(tmp_path_factory.mktemp(f"engine_{backend}"), backend, max_running_requests=64)
+    e = start_engine(tmp_path_factory.mktemp(f"engine_{backend}"), backend, max_running_requests=64,
+                     model=getattr(request.module, "ENGINE_MODEL", None))
     yield e
     stop_process(e.proc)
 
@@ -236,7 +241,8 @@ def eng(request: pytest.FixtureRequest) -> Eng:
         if not url:
             pytest.skip("TANDEM_SGLANG_URL is not set (no real SGLang server to compare with)")
         mp = os.environ.get("TANDEM_SGLANG_MODEL_PATH")
-        caps = {"control", "deterministic"} | ({"hf"} if mp else set())
+        caps = {"control", "deterministic"} | ({"hf"} if mp else set()) | ({"moe"} if os.environ.get(
+            "TANDEM_SGLANG_MOE") else set())
         return Eng("sglang", "sglang", url.rstrip("/"), url.rstrip("/"), mp, caps)
     e: EngineProc = request.getfixturevalue("engine_proc")
     caps = {"tandem", "control"} | ({"hf", "deterministic"} if backend == "embedded" else set())
@@ -941,3 +947,58 @@ def test_resume_without_a_load_serves_the_weights_it_had(eng: Eng) -> None:
     after = greedy(eng, 12)
     assert after["output_ids"] == before["output_ids"]
     assert after["meta_info"]["output_token_logprobs"] == before["meta_info"]["output_token_logprobs"]
+
+
+# =========================================================================== tests: mixture of experts
+def _hf_topk(model_path: str, ids: list[int]) -> dict[int, Any]:
+    """{MoE layer: [len(ids), top_k] expert ids} of one plain HF forward over `ids`."""
+    import torch
+
+    from tandem.moe import moe_routers
+
+    hf_logprobs(model_path, ids[:1], ids[1:2], 1.0)  # loads the model into _HF
+    model, seen = _HF[model_path], {}
+    hooks = [m.register_forward_hook(lambda _m, _a, out, layer=layer: seen.__setitem__(layer, out[2]))
+             for layer, m in moe_routers(model).items()]
+    try:
+        with torch.no_grad():
+            model(torch.tensor([ids]))
+    finally:
+        for h in hooks:
+            h.remove()
+    return {layer: t.numpy() for layer, t in seen.items()}
+
+
+def test_routed_experts(eng: Eng) -> None:
+    """SGLang's return_routed_experts: meta_info["routed_experts"], base64 of int32
+    [prompt + output - 1 - routed_experts_start_len, num_hidden_layers, top_k], once finished."""
+    eng.need("moe")
+    import numpy as np
+
+    from tandem.model_source import load_tokenizer
+    from tandem.moe import decode_routed_experts
+
+    ids = load_tokenizer(eng.model_path).encode(PROMPT) if eng.model_path else list(range(40, 50))
+    body = {"input_ids": [ids, ids[:5]], "sampling_params": {"max_new_tokens": 6, "temperature": 0, "ignore_eos": True},
+            "return_routed_experts": True}
+    outs = eng.generate(body)
+    if eng.target == "router":
+        # sglang-router re-serialises /generate through its own request type, which has no such field: the
+        # reason tandem's rollout client sends these requests to the engines themselves (tandem.rollout.direct).
+        assert all("routed_experts" not in out["meta_info"] for out in outs)
+        return
+    for prompt, out in zip([ids, ids[:5]], outs):
+        rows = len(prompt) + len(out["output_ids"]) - 1
+        routed = decode_routed_experts(out["meta_info"]["routed_experts"], rows)
+        if "hf" in eng.caps:
+            ref = _hf_topk(eng.model_path, prompt + out["output_ids"][:-1])
+            top_k = next(iter(ref.values())).shape[1]
+            routed = routed.reshape(rows, -1, top_k)
+            for layer, want in ref.items():
+                assert np.array_equal(np.sort(routed[:, layer], -1), np.sort(want, -1)), f"layer {layer}"
+    later = eng.generate({**body, "input_ids": ids, "routed_experts_start_len": 3})
+    rows = len(ids) + len(later["output_ids"]) - 1
+    tail = decode_routed_experts(later["meta_info"]["routed_experts"], rows - 3)
+    assert np.array_equal(tail, decode_routed_experts(outs[0]["meta_info"]["routed_experts"], rows)[3:])
+    plain = eng.generate({**body, "input_ids": ids, "return_routed_experts": False})
+    assert "routed_experts" not in plain["meta_info"]

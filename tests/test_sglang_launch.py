@@ -142,3 +142,20 @@ def add_cli_args(parser):
                      "--skip-warmup": "flag", "--lora-paths": "list", "--cuda-graph-max-bs": "list",
                      "--json-args": "value", "--tp-a2a": "bool_optional", "--the-weird-one": "value",
                      "--config": "value", "--disable-cuda-graph": "flag"}
+
+
+def test_routed_experts_flag_only_with_routing_replay_or_record():
+    """SGLang records routed experts (--enable-return-routed-experts, its real on/off flag) exactly when
+    trainer.moe asks for them; engine.sglang.args cannot set it behind tandem's back."""
+    _, flags = sl.load_server_args()
+    assert flags["--enable-return-routed-experts"] == "flag"
+    plain = sl.sglang_command(cfg_with(), port=1, model_path="m")
+    assert "--enable-return-routed-experts" not in plain
+    for moe in ({"routing_replay": True}, {"record_routing": True}):
+        cfg = build_config({"engine": {"backend": "sglang", "count": 1}, "model": {"path": "/m", "dtype": "bfloat16"},
+                            "trainer": {"moe": moe}})
+        cmd = sl.sglang_command(cfg, port=1, model_path="m")
+        check_against_sglang(cmd)
+        assert cmd.count("--enable-return-routed-experts") == 1
+    with pytest.raises(ConfigError, match=r"--enable-return-routed-experts is managed by tandem; set trainer.moe"):
+        sl.sglang_command(cfg_with({"enable_return_routed_experts": True}), port=1, model_path="m")

@@ -157,3 +157,30 @@ class TandemConfig(DerivedSettings, Section):
             raise rule_broken("run.colocate = true with engine.autoscale: a colocated fleet is sized to the trainer's "
                               "GPUs, not grown; turn one of them off")
         return self
+
+    @model_validator(mode="after")
+    def _moe_runs_where_it_is_built(self) -> TandemConfig:
+        # Refused by name rather than failing deep inside a backend: what MoE needs exists for the
+        # torch trainer and the embedded and SGLang engines only.
+        tiny_moe = self.model.path == "tiny" and self.model.tiny.num_experts > 0
+        if tiny_moe and self.trainer.backend == "megatron":
+            raise rule_broken("model.tiny.num_experts > 0 with trainer.backend = 'megatron': tandem's Megatron trainer "
+                              "builds dense models only (no megatron-core MoE layers, no expert weight conversion); "
+                              "use trainer.backend = 'torch'")
+        if tiny_moe and self.trainer.lora.enabled:
+            raise rule_broken("trainer.lora.rank > 0 with model.tiny.num_experts > 0: the experts' weights are 3D "
+                              "parameters that neither peft nor the engines' LoRA layers wrap; "
+                              "set trainer.lora.rank = 0")
+        if not self.trainer.moe.wants_routing:
+            return self
+        key = "trainer.moe.routing_replay" if self.trainer.moe.routing_replay else "trainer.moe.record_routing"
+        if self.trainer.backend != "torch":
+            raise rule_broken(f"{key} = true with trainer.backend = {self.trainer.backend!r}: routing replay and "
+                              f"agreement are built into the torch trainer only; use trainer.backend = 'torch'")
+        if self.model.path == "tiny" and not tiny_moe:
+            raise rule_broken(f"{key} = true with a dense model: set model.tiny.num_experts > 0 (a Qwen3-MoE "
+                              f"tiny model) or model.path to a mixture-of-experts model")
+        if self.engine.backend == "sim":
+            raise rule_broken(f"{key} = true with engine.backend = 'sim': the sim engine routes no tokens to "
+                              f"experts; use engine.backend = 'embedded' or 'sglang'")
+        return self

@@ -73,6 +73,25 @@ class TinyModelConfig(Section):
     copies the real model's choice."""
     tool_tokens: int = Field(0, ge=0, le=64)
     """Tokens <|tool_0|>... added to the tiny tokenizer, one per tool of an environment: the tiny model calls tool k by emitting one token (environment.tool_parser = 'tool_tokens'), which a random model can find by chance; 0 = none."""
+    num_experts: int = Field(0, ge=0, le=1024)
+    """Routed experts per MoE layer: above 0 the tiny model is a Qwen3-MoE (transformers' Qwen3MoeForCausalLM: a top-k router and num_experts expert MLPs, no shared experts); 0 = dense Qwen3."""
+    num_experts_per_tok: int = Field(2, ge=1)
+    """Experts each token is routed to (top-k) in the tiny MoE model."""
+    moe_intermediate_size: int = Field(64, ge=1)
+    """MLP width of each expert of the tiny MoE model."""
+    decoder_sparse_step: int = Field(1, ge=1)
+    """Every this-many-th layer is an MoE layer (Qwen3-MoE's decoder_sparse_step); the others are dense MLPs of intermediate_size."""
+    norm_topk_prob: bool = True
+    """Renormalise the chosen experts' router probabilities to sum to 1 (Qwen3-MoE's norm_topk_prob)."""
+    router_init_std: float = Field(0.02, gt=0.0)
+    """Standard deviation of the tiny MoE router's random weights: a small value gives near-tied router logits, where an engine in bfloat16 and an fp32 trainer pick different experts (what routing replay corrects)."""
+
+    @model_validator(mode="after")
+    def _experts_per_token_fit_the_experts(self) -> TinyModelConfig:
+        if self.num_experts and self.num_experts_per_tok > self.num_experts:
+            raise rule_broken(f"model.tiny.num_experts_per_tok = {self.num_experts_per_tok} exceeds "
+                              f"model.tiny.num_experts = {self.num_experts}")
+        return self
 
 
 class ModelConfig(Section):

@@ -133,6 +133,18 @@ class LoraConfig(Section):
         return self.rank > 0
 
 
+class MoeConfig(Section):
+    routing_replay: bool = False
+    """Routing replay (R3): engines return the experts they routed every token to, per MoE layer (SGLang's --enable-return-routed-experts, return_routed_experts), and the training forward sends each token to those experts; the gates are still the router's softmax over all experts taken at the chosen ones, so the router keeps learning. Tokens without a record (a rollout plug-in that did not ask) keep the trainer's own routing. Also logs routing_agreement each step."""
+    record_routing: bool = False
+    """Engines return their routing and the trainer logs routing_agreement (the fraction of tokens whose recomputed top-k equals the engine's) without replaying it; routing_replay implies it."""
+
+    @property
+    def wants_routing(self) -> bool:
+        """Engines are asked for the experts they routed each token to."""
+        return self.routing_replay or self.record_routing
+
+
 class TrainerCommon(Section):
     """The keys every trainer backend reads; each backend's own settings are its sub-table."""
     device: Literal["auto", "cpu", "cuda"] = "auto"
@@ -161,6 +173,8 @@ class TrainerCommon(Section):
     """Policy-loss settings shared by every trainer backend."""
     lora: LoraConfig = LoraConfig()
     """LoRA: train low-rank adapters instead of the whole model (off while rank = 0)."""
+    moe: MoeConfig = MoeConfig()
+    """Mixture-of-experts policies: routing replay and routing agreement."""
 
 
 class TorchTrainerConfig(TrainerCommon):

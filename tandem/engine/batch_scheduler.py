@@ -26,6 +26,7 @@ from tandem.engine.kv_cache import new_cache
 from tandem.engine.lora_layers import LoraLayers
 from tandem.engine.queueing import enqueue
 from tandem.engine.request import FinishReason, GenerateRequest
+from tandem.engine.routing_capture import RoutingCapture
 from tandem.engine.sampling import RowParams, record_prompt_logprobs, sample, wants_prompt_logprobs
 
 
@@ -56,6 +57,8 @@ class BatchScheduler:
         cfg = model.config.get_text_config()
         self.num_layers = cfg.num_hidden_layers
         self.logits_vocab = model.get_output_embeddings().weight.shape[0]
+        self.routing = RoutingCapture(model)
+        """The experts each fed token was routed to (MoE models), for requests with return_routed_experts."""
         self.generator = torch.Generator(device=device).manual_seed(seed)
         # Decode steps hand SDPA a ready 4D view of the padding mask (skipping transformers' per-step
         # mask construction); only valid when every layer is plain full causal attention.
@@ -217,6 +220,10 @@ class BatchScheduler:
         out = self.model(input_ids=ids, attention_mask=mask, position_ids=pos, cache=cache, use_cache=True,
                          logits_to_keep=0 if any(want_input_lp) else 1)
         logits = out.logits
+        if self._routing_wanted(reqs):
+            routed = self.routing.take(B, L)
+            for i, (r, seq) in enumerate(zip(reqs, seqs)):  # a re-prefill (after a retraction) starts over
+                r.routed_chunks = [routed[i, L - len(seq):]] if r.return_routed_experts else []
         fresh = RunningBatch.from_prefill(reqs, cache, mask, pos[:, -1] + 1, self.logits_vocab, self.device)
         if any(want_input_lp):
             record_prompt_logprobs(reqs, want_input_lp, seqs, logits, fresh, L)
@@ -243,10 +250,18 @@ class BatchScheduler:
         out = self.model(input_ids=b.last_tok[:, None], attention_mask=mask,
                          position_ids=b.next_pos[:, None], cache=b.cache, use_cache=True)
         b.next_pos += 1
+        if self._routing_wanted(b.reqs):
+            routed = self.routing.take(b.size, 1)
+            for i, r in enumerate(b.reqs):
+                if r.return_routed_experts:
+                    r.routed_chunks.append(routed[i])
         tok, lp, top = sample(out.logits[:, -1, :], b, self.params, self.generator)
         b.last_tok = tok
         self.max_batch_seen = max(self.max_batch_seen, b.size)
         self._commit(list(range(b.size)), tok, lp, top)
+
+    def _routing_wanted(self, reqs: list[GenerateRequest]) -> bool:
+        return self.routing.enabled and any(r.return_routed_experts for r in reqs)
 
     def _set_adapters(self, reqs: list[GenerateRequest]) -> None:
         if self.lora is not None:

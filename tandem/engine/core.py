@@ -107,8 +107,9 @@ class EngineCore(MemoryOccupation):
 
     def make_request(self, *, input_ids: list[int], sampling: SamplingParams, rid: str | None = None,
                      return_logprob: bool = False, logprob_start_len: int = -1, top_logprobs_num: int = 0,
-                     stream: bool = False, priority: int | None = None,
-                     lora_name: str | None = None) -> GenerateRequest:
+                     stream: bool = False, priority: int | None = None, lora_name: str | None = None,
+                     **routed_experts: Any) -> GenerateRequest:
+        """`routed_experts`: GenerateRequest's return_routed_experts and routed_experts_start_len."""
         self._check_lengths(input_ids, sampling)
         if lora_name is not None:
             self.adapters.check(lora_name)
@@ -119,8 +120,7 @@ class EngineCore(MemoryOccupation):
             rid=rid, input_ids=list(input_ids), sampling=sampling, return_logprob=return_logprob,
             logprob_start_len=logprob_start_len, top_logprobs_num=top_logprobs_num, stream=stream,
             priority=priority, lora_name=lora_name, eos_token_ids=self.eos_token_ids,
-            stop_matcher=StopStringMatcher(self.tokenizer, sampling.stop) if sampling.stop else None,
-        )
+            stop_matcher=StopStringMatcher(self.tokenizer, sampling.stop) if sampling.stop else None, **routed_experts)
 
     def _check_lengths(self, input_ids: list[int], sampling: SamplingParams) -> None:
         if not input_ids:

@@ -182,6 +182,10 @@ class GenerateRequest:
     """SGLang request priority; orders the waiting queue when the engine schedules by priority."""
     lora_name: str | None = None
     """The LoRA adapter this request runs on (SGLang's per-request `lora_path`); None: the base model."""
+    return_routed_experts: bool = False
+    """Record the experts every fed token is routed to, per layer (SGLang's return_routed_experts)."""
+    routed_experts_start_len: int = 0
+    """The first token position meta_info["routed_experts"] covers."""
     # Filled by EngineCore.make_request: eos ids of the tokenizer/model, stop-string matcher.
     eos_token_ids: frozenset[int] = frozenset()
     stop_matcher: StopStringMatcher | None = None
@@ -196,6 +200,9 @@ class GenerateRequest:
     """Prompt-token logprobs from position max(logprob_start_len, 0) on (first prompt token: None);
     filled at prefill when return_logprob and logprob_start_len >= 0."""
     input_top_logprobs: list[list[tuple[float, int]] | None] | None = None
+    routed_chunks: list[Any] = field(default_factory=list)
+    """With return_routed_experts: [tokens, layers, top_k] int32 arrays, one per forward that fed this request
+    tokens (its prefill, then one per decode step), in position order from 0."""
     num_retractions: int = 0
     admitted: bool = False
     """Past the pause/update gate and handed to the backend (set on the event loop)."""
@@ -206,6 +213,11 @@ class GenerateRequest:
     finished_at: float | None = None
     wakeup: asyncio.Event | None = field(default=None, repr=False)
     """Set by EngineCore.generate: the event its consumer waits on for new tokens."""
+
+    def __post_init__(self) -> None:
+        if self.return_routed_experts and not 0 <= self.routed_experts_start_len <= len(self.input_ids):
+            raise InvalidRequest(f"routed_experts_start_len = {self.routed_experts_start_len} must lie in [0, "
+                                 f"{len(self.input_ids)}] (the prompt's tokens)")
 
     @property
     def prompt_tokens(self) -> int:

@@ -49,6 +49,7 @@ RESERVED: dict[str, str | None] = {
     "--lora-target-modules": "trainer.lora.target_modules", "--max-loaded-loras": "rollout.staleness.max",
     "--max-loras-per-batch": "rollout.staleness.max",
     "--enable-memory-saver": "run.colocate",
+    "--enable-return-routed-experts": "trainer.moe.routing_replay",
 }
 
 
@@ -136,20 +137,32 @@ def sglang_command(cfg: TandemConfig, port: int, model_path: str, weight_version
         # Order the queue by the rollout's step priority; no preemption, which tandem's sim
         # engine does not model either (the sweep would not predict it).
         cmd += ["--enable-priority-scheduling", "--disable-priority-preemption"]
-    return cmd + colocation_args(cfg) + lora_args(cfg) + extra_args(e.sglang.args)
+    return cmd + colocation_args(cfg) + lora_args(cfg) + moe_args(cfg) + extra_args(e.sglang.args)
+
+
+def _on_off_flag(flag: str, key: str) -> list[str]:
+    """[flag], checked against SGLang's argument list like every flag tandem emits."""
+    version, flags = load_server_args()
+    if flags.get(flag) != "flag":
+        raise ConfigError(f"config key '{key}': SGLang {version} has no on/off server argument {flag}")
+    return [flag]
 
 
 def colocation_args(cfg: TandemConfig) -> list[str]:
     """run.colocate: SGLang's memory saver, without which /release_memory_occupation frees nothing (its
     weights and KV cache are allocated through torch_memory_saver so they can be unmapped and mapped
-    again). Checked against SGLang's argument list like every flag tandem emits."""
-    if not cfg.colocated:
+    again)."""
+    return _on_off_flag("--enable-memory-saver", "run.colocate") if cfg.colocated else []
+
+
+def moe_args(cfg: TandemConfig) -> list[str]:
+    """trainer.moe.routing_replay / record_routing: SGLang records the experts each token is routed to (its
+    capture buffers cost memory, so only when asked); requests then set return_routed_experts."""
+    moe = cfg.trainer.moe
+    if not moe.wants_routing:
         return []
-    flag = "--enable-memory-saver"
-    version, flags = load_server_args()
-    if flags.get(flag) != "flag":
-        raise ConfigError(f"config key 'run.colocate': SGLang {version} has no on/off server argument {flag}")
-    return [flag]
+    return _on_off_flag("--enable-return-routed-experts",
+                        "trainer.moe.routing_replay" if moe.routing_replay else "trainer.moe.record_routing")
 
 
 def lora_args(cfg: TandemConfig) -> list[str]:

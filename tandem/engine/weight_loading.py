@@ -14,6 +14,8 @@ import struct
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tandem.moe import from_checkpoint_names
+
 if TYPE_CHECKING:  # torch is imported where used: the sim engine reads checkpoints without it
     import torch
 
@@ -49,36 +51,45 @@ def read_weights(model: Any, model_path: str, load_format: str | None,
                  device: torch.device) -> dict[str, torch.Tensor]:
     """Read every safetensors shard of an HF directory and check it against the live model;
     returns the tensors on `device` in the model's dtypes. Raises WeightLoadError."""
-    from safetensors import safe_open
-
     if load_format not in (None, "auto", "safetensors"):
         raise WeightLoadError(f"load_format {load_format!r} is not supported (use safetensors)")
     root = Path(model_path)
     if not root.is_dir():
         raise WeightLoadError("the directory does not exist")
-    files = _shard_files(root)
     live = _live_tensors(model)
     out: dict[str, torch.Tensor] = {}
-    for f in files:
-        try:
-            with safe_open(str(f), framework="pt", device="cpu") as sf:
-                for name in sf.keys():
-                    if name not in live:
-                        raise WeightLoadError(f"{f.name}: tensor {name!r} is not a parameter of the served model")
-                    t = sf.get_tensor(name)
-                    if tuple(t.shape) != tuple(live[name].shape):
-                        raise WeightLoadError(f"{f.name}: tensor {name!r} has shape {tuple(t.shape)}, "
-                                              f"the model has {tuple(live[name].shape)}")
-                    out[name] = t.to(device=device, dtype=live[name].dtype)
-        except WeightLoadError:
-            raise
-        except Exception as err:  # corrupt / truncated files, missing shards
-            raise WeightLoadError(f"{f.name}: {err}") from None
+    for name, (where, t) in _checkpoint_tensors(_shard_files(root)).items():
+        if name not in live:
+            raise WeightLoadError(f"{where}: tensor {name!r} is not a parameter of the served model")
+        if tuple(t.shape) != tuple(live[name].shape):
+            raise WeightLoadError(f"{where}: tensor {name!r} has shape {tuple(t.shape)}, "
+                                  f"the model has {tuple(live[name].shape)}")
+        out[name] = t.to(device=device, dtype=live[name].dtype)
     tied = tied_parameter_names(model)
     missing = [n for n, _ in model.named_parameters() if n not in out and n not in tied]
     if missing:
         raise WeightLoadError(f"{len(missing)} parameter(s) missing, e.g. {missing[:3]}")
     return out
+
+
+def _checkpoint_tensors(files: list[Path]) -> dict[str, tuple[str, torch.Tensor]]:
+    """{name: (the file it came from, tensor)} of every shard, per-expert MoE tensors stacked into the
+    fused layout the live model holds (tandem.moe). Raises WeightLoadError."""
+    from safetensors import safe_open
+
+    found: dict[str, tuple[str, torch.Tensor]] = {}
+    for f in files:
+        try:
+            with safe_open(str(f), framework="pt", device="cpu") as sf:
+                for name in sf.keys():
+                    found[name] = (f.name, sf.get_tensor(name))
+        except Exception as err:  # corrupt / truncated files, missing shards
+            raise WeightLoadError(f"{f.name}: {err}") from None
+    try:
+        fused = from_checkpoint_names({name: t for name, (_, t) in found.items()})
+    except ValueError as err:
+        raise WeightLoadError(str(err)) from None
+    return {name: (found[name][0] if name in found else "experts", t) for name, t in fused.items()}
 
 
 def tied_parameter_names(model: Any) -> set[str]:

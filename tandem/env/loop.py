@@ -95,20 +95,25 @@ class _EpisodeRun:
             if left <= 0:
                 return "wall_clock"
             params = {**self.sampling_params, "max_new_tokens": min(self.max_new, room)}
+            # Earlier turns' routed experts are kept, not asked for again (named only once there are some:
+            # an engine client without MoE support never sees the argument).
+            routed_from = self.sample.routed_rows
+            more = {"routed_experts_start_len": routed_from} if routed_from else {}
             try:
                 out = await asyncio.wait_for(
-                    self.engine.generate(self.sample.tokens, params, routing_key=self.routing_key), left)
+                    self.engine.generate(self.sample.tokens, params, routing_key=self.routing_key, **more), left)
             except asyncio.TimeoutError:
                 return "wall_clock"
-            ids = self.take_output(out)
+            ids = self.take_output(out, routed_from)
             end = await self.act(ids)
             if end is not None:
                 return end
 
-    def take_output(self, out: dict) -> list[int]:
-        """Append the model's tokens (with their logprobs and version) to the trajectory."""
+    def take_output(self, out: dict, routed_from: int = 0) -> list[int]:
+        """Append the model's tokens (with their logprobs, version and routed experts) to the trajectory."""
         ids, logprobs, version, finish, finished_on = read_output(out)
         self.sample.append_model_tokens(ids, logprobs, version)
+        self.sample.record_routing(out.get("meta_info") or {}, routed_from)
         self.versions.append(version)
         self.turns.append(TurnRecord(len(ids), finish, spanned_update=finished_on > version))
         return ids

@@ -34,6 +34,7 @@ from tandem.orchestrator.wandb_log import WandbLog
 from tandem.orchestrator.producer import RolloutProducer, RolloutsFailing, StepBatch
 from tandem.supervisor import ChildFailed, Supervisor
 from tandem.rollout import EngineClient, PromptCursor, RolloutContext, sampling_params_from_config
+from tandem.rollout.direct import router_workers
 from tandem.losses import assign_advantages
 
 TRAIN_KEYS = ("loss", "kl", "entropy", "clip_frac", "grad_norm", "logprob_mismatch", "train_time")
@@ -120,7 +121,7 @@ async def run_loop(cfg: TandemConfig, run_dir: Path, producer: RolloutProducer, 
         # Rows number steps from 1, as the console, the handoff files and the checkpoints do: the
         # row of step N follows checkpoint N-1 and carries weight version N once it is synced.
         row = {"step": step + 1, "weight_version": producer.version, **rollout_metrics(batch.samples, step),
-               **{k: result.get(k, 0.0) for k in TRAIN_KEYS},
+               **{k: result.get(k, 0.0) for k in (*TRAIN_KEYS, *(k for k in result if k.startswith("routing_")))},
                "step_time": result_at - last_result, "rollout_time": batch.rollout_time,
                "sync_time": reload_s + result.get("publish_time", 0.0), "reload_time": reload_s,
                **{k: result.get(k, 0.0) for k in SYNC_KEYS}, "apply_time": fleet.apply_s,
@@ -279,6 +280,8 @@ async def orchestrate(cfg: TandemConfig, run_dir: Path, sup: Supervisor, cluster
     headers = bearer_headers(cfg.engine.api_key_env)  # the engines' API key, if they want one
     client = EngineClient(cluster.router_url, cfg.rollout.client.concurrency, cfg.rollout.client.request_timeout_s,
                           headers=headers)
+    if cfg.trainer.moe.wants_routing:  # the router drops return_routed_experts: straight to its engines
+        client.ask_routed_experts(router_workers(cluster.router_url, headers))
     # Sandboxes and graders block; size their pool to the rollouts in flight, not asyncio's default.
     executor = ThreadPoolExecutor(max_workers=cfg.rollout.client.concurrency + 16, thread_name_prefix="rollout")
     ctx = RolloutContext(cfg, load_tokenizer(model_path, cfg.model.trust_remote_code), client, executor, reward_fn,

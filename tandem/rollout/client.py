@@ -10,6 +10,8 @@ from typing import Any, Awaitable, Callable
 import aiohttp
 import orjson
 
+from tandem.rollout.direct import DirectDispatch, GetWorkers
+
 
 class RolloutAborted(RuntimeError):
     """The engine aborted the request (a weight update with policy 'abort'); the group is regenerated."""
@@ -137,6 +139,16 @@ class EngineClient:
         # as the engines themselves (measured by bench/trl_compare.py's profile).
         self._concurrency = concurrency
         self._http: aiohttp.ClientSession | None = None
+        self.routed_experts = False
+        """Ask engines for the experts they routed each token to (trainer.moe: SGLang's return_routed_experts)."""
+        self.direct: DirectDispatch | None = None
+        """Send requests to the engines themselves, past a router that drops fields (tandem.rollout.direct)."""
+
+    def ask_routed_experts(self, get_workers: GetWorkers) -> None:
+        """trainer.moe: every request asks for its routed experts, sent straight to one of the router's
+        engines (sglang-router drops the field)."""
+        self.routed_experts = True
+        self.direct = DirectDispatch(get_workers)
 
     async def close(self) -> None:
         if self._http is not None:
@@ -159,10 +171,12 @@ class EngineClient:
         await self._idle.wait()
 
     async def generate(self, input_ids: list[int], sampling_params: dict, return_logprob: bool = True,
-                       routing_key: str | None = None) -> dict:
+                       routing_key: str | None = None, routed_experts_start_len: int = 0) -> dict:
         """One /generate call. `routing_key` names the session (one agent trajectory): with
-        router.policy = 'manual' every call with the same key lands on the same engine."""
+        router.policy = 'manual' every call with the same key lands on the same engine.
+        `routed_experts_start_len`: the first token position whose routed experts come back (when asked)."""
         payload = {"input_ids": input_ids, "sampling_params": sampling_params, "return_logprob": return_logprob}
+        self._ask_routing(payload, routed_experts_start_len)
         out, start_version, adapter_version = await self._send(payload, routing_key)
         return self._received(out, start_version, adapter_version)
 
@@ -173,11 +187,18 @@ class EngineClient:
         costs one round trip instead of n. Each answer keeps its own ids, logprobs and version."""
         payload = {"input_ids": [list(input_ids)] * n, "sampling_params": sampling_params,
                    "return_logprob": return_logprob}
+        self._ask_routing(payload, 0)
         outs, start_version, adapter_version = await self._send(payload, None)
         if not isinstance(outs, list) or len(outs) != n:
             raise GenerationError(f"a batched /generate of {n} prompts answered "
                                   f"{len(outs) if isinstance(outs, list) else type(outs).__name__}")
         return [self._received(out, start_version, adapter_version) for out in outs]
+
+    def _ask_routing(self, payload: dict, start: int) -> None:
+        if self.routed_experts:
+            payload["return_routed_experts"] = True
+            if start:
+                payload["routed_experts_start_len"] = start
 
     async def _send(self, payload: dict, routing_key: str | None) -> tuple[Any, int, int | None]:
         """Post through the drain gate: (answer, version served when sent, LoRA adapter version)."""
@@ -263,7 +284,25 @@ class EngineClient:
         return since is None or asyncio.get_running_loop().time() - since < self.timeout_s
 
     async def _post_http(self, payload: dict, headers: dict | None) -> tuple[int, Any]:
-        async with self._session().post(f"{self.base_url}/generate", json=payload, headers=headers) as resp:
+        if self.direct is None:
+            return await self._post_to(self.base_url, payload, headers)
+        url = await self.direct.pick((headers or {}).get(ROUTING_KEY_HEADER))
+        if url is None:  # answered as the router answers with no worker, so the wait is the same
+            return 503, "no_available_workers: no engine is listed behind the router"
+        self.direct.started(url)
+        try:
+            status, body = await self._post_to(url, payload, headers)
+        except (aiohttp.ClientError, asyncio.TimeoutError):
+            self.direct.stale()
+            raise
+        finally:
+            self.direct.finished(url)
+        if status != 200:
+            self.direct.stale()
+        return status, body
+
+    async def _post_to(self, base_url: str, payload: dict, headers: dict | None) -> tuple[int, Any]:
+        async with self._session().post(f"{base_url}/generate", json=payload, headers=headers) as resp:
             if resp.status == 200:
                 return 200, await resp.json(loads=orjson.loads)  # stdlib json was a tenth of the orchestrator's CPU
             return resp.status, await resp.text()

@@ -38,6 +38,7 @@ def sample_from_output(prompt_ids: list[int], out: dict, tokenizer) -> Sample:
     ids, lps, version, finish, finished_on = read_output(out)
     sample = Sample(prompt_ids=list(prompt_ids), weight_version=version)
     sample.append_model_tokens(ids, lps, version)
+    sample.record_routing(out.get("meta_info") or {}, 0)
     sample.finish_reason = finish
     sample.response_text = out.get("text", "")
     # Above weight_version, the sample spans a weight update (partial_rollout = "continue");

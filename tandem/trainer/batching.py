@@ -44,6 +44,7 @@ class MicroBatch:
     position_ids: Tensor | None = None  # [1, T], restarting at 0 for every sample
     segments: Tensor | None = None  # [1, T-1], the sample index of each shifted position, -1 for none
     cu_seqlens: Tensor | None = None  # [n + 1] int32, where each sample starts in the row, and T
+    routed: Tensor | None = None  # [b, L, layers, top_k] int32: the engine's experts per token (trainer.moe), -1: none
 
     @property
     def targets(self) -> Tensor:
@@ -159,10 +160,22 @@ def collate_packed(samples: list[Sample], device: torch.device, pad_id: int = 0)
                       cu_seqlens=cu.to(device))
 
 
+def micro_batch_groups(samples: list[Sample], micro_batch_size: int, max_tokens: int) -> list[list[Sample]]:
+    """The samples of each micro-batch `micro_batches` forms, in its order."""
+    return pack_by_tokens(samples, max_tokens) if max_tokens > 0 else chunks(samples, micro_batch_size)
+
+
+def token_offsets(group: list[Sample], packed: bool) -> list[tuple[int, int]]:
+    """(row, column) of each sample's first token in its micro-batch."""
+    if not packed:
+        return [(i, 0) for i in range(len(group))]
+    starts = itertools.accumulate((len(s.tokens) for s in group[:-1]), initial=0)
+    return [(0, start) for start in starts]
+
+
 def micro_batches(samples: list[Sample], micro_batch_size: int, max_tokens: int, device: torch.device,
                   pad_id: int = 0) -> list[MicroBatch]:
     """A mini-batch as micro-batches: packed by token budget when `max_tokens` > 0, else padded
     groups of `micro_batch_size` samples (trainer.max_tokens_per_micro_batch, trainer.micro_batch_size)."""
-    if max_tokens > 0:
-        return [collate_packed(group, device, pad_id) for group in pack_by_tokens(samples, max_tokens)]
-    return [collate(group, device, pad_id) for group in chunks(samples, micro_batch_size)]
+    form = collate_packed if max_tokens > 0 else collate
+    return [form(group, device, pad_id) for group in micro_batch_groups(samples, micro_batch_size, max_tokens)]

@@ -21,12 +21,15 @@ from torch import Tensor
 from tandem import losses
 from tandem.config import TandemConfig
 from tandem.model_source import load_causal_lm, pick_device, resolve_model_path
+from tandem.moe import to_checkpoint_names
 from tandem.sample import Sample
 from tandem.trainer.backend import (TrainerBackend, check_lora_settings, configure_threads, lora_settings,
                                     run_minibatches)
 # collate and validate_samples are re-exported: callers import them from this module.
-from tandem.trainer.batching import MicroBatch, collate, micro_batches, validate_samples
+from tandem.trainer.batching import (MicroBatch, collate, micro_batch_groups, micro_batches, token_offsets,
+                                     validate_samples)
 from tandem.trainer.offload import HostOffload
+from tandem.trainer.routing_replay import RoutingReplay, routed_tensor
 
 __all__ = ["TorchTrainer", "MicroBatch", "collate", "configure_threads", "validate_samples"]
 
@@ -49,6 +52,9 @@ class TorchTrainer(TrainerBackend):
         if tc.logprob_chunk_tokens and getattr(self.model.config, "final_logit_softcapping", None):
             raise ValueError("config key 'trainer.logprob_chunk_tokens': this model soft-caps its logits after the LM "
                              "head, which the chunked head does not apply; set it to 0")
+        moe = tc.moe
+        self.routing = RoutingReplay(self.model, moe.routing_replay) if moe.wants_routing else None
+        """trainer.moe: the engine's routing, compared with the router's (and replayed) in every forward."""
         self.lora_dropouts = [m for n, m in self.model.named_modules()
                               if ".lora_dropout." in n and isinstance(m, torch.nn.Dropout)]
         """trainer.lora.dropout: active in the training forward only (the engines never drop)."""
@@ -90,6 +96,17 @@ class TorchTrainer(TrainerBackend):
         """(log p of the shifted targets [b, L-1], a thunk giving the entropy [b, L-1]) - position t
         predicts token t+1. With trainer.logprob_chunk_tokens the LM head and log-softmax run per
         chunk of positions (`losses.chunked_scores`), the whole micro-batch's logits never exist."""
+        if self.routing is None or model is not self.model:
+            return self._scores_of(model, mb, with_entropy)
+        # Agreement is counted in the training forward only (once per micro-batch and step).
+        self.routing.set_batch(mb.routed, counting=torch.is_grad_enabled())
+        try:
+            return self._scores_of(model, mb, with_entropy)
+        finally:
+            self.routing.end_forward()
+
+    def _scores_of(self, model: torch.nn.Module, mb: MicroBatch,
+                   with_entropy: bool) -> tuple[Tensor, Callable[[], Tensor]]:
         chunk = self.cfg.trainer.logprob_chunk_tokens
         logp_fn = functools.partial(losses.token_logprobs, temperature=self.temperature)
         if chunk == 0:
@@ -118,6 +135,12 @@ class TorchTrainer(TrainerBackend):
         """Collate into micro-batches and attach the no-grad scores they need (old, reference)."""
         tc = self.cfg.trainer
         micro = micro_batches(samples, tc.micro_batch_size, tc.max_tokens_per_micro_batch, self.device, self.pad_id)
+        if self.routing is not None:
+            groups = micro_batch_groups(samples, tc.micro_batch_size, tc.max_tokens_per_micro_batch)
+            for mb, group in zip(micro, groups):
+                routed = routed_tensor(group, *mb.input_ids.shape, token_offsets(group, mb.packed),
+                                       self.routing.num_layers, self.routing.top_k)
+                mb.routed = routed.to(self.device) if routed is not None else None
         for mb in micro:
             if with_old_logp:
                 mb.old_logp = self._score(self.model, mb)
@@ -171,10 +194,13 @@ class TorchTrainer(TrainerBackend):
 
     # ------------------------------------------------------------------ backend API
     def train_step(self, samples: list[Sample]) -> dict[str, float]:
-        return run_minibatches(
+        metrics = run_minibatches(
             samples, self.cfg.trainer.minibatches, prepare=self._prepare, accumulate=self._accumulate,
             zero_grads=lambda: self.optimizer.zero_grad(set_to_none=True), optimizer_step=self._optimizer_step,
             lr=lambda: self.optimizer.param_groups[0]["lr"])
+        if self.routing is not None:
+            metrics.update(self.routing.take_metrics())
+        return metrics
 
     def offload(self) -> dict[str, float]:
         return self.host_offload.offload()
@@ -183,14 +209,15 @@ class TorchTrainer(TrainerBackend):
         return self.host_offload.onload()
 
     def export_hf_state_dict(self) -> dict[str, Tensor]:
-        """CPU copies in model.dtype; a tied weight (lm_head = embed_tokens) is kept once, under the
-        name HF's loader restores it from, because safetensors refuses aliased tensors."""
-        return self._hf_tensors(copy=True)
+        """CPU copies in model.dtype, under HF checkpoint names (MoE experts one by one, tandem.moe); a tied
+        weight (lm_head = embed_tokens) is kept once, under the name HF's loader restores it from, because
+        safetensors refuses aliased tensors."""
+        return to_checkpoint_names(self._hf_tensors(copy=True))
 
     def publish_view(self) -> dict[str, Tensor]:
         # A CPU trainer in the published dtype hands its parameters to the writer as they are:
         # the copy cost a full pass over the weights per publish, for a dict dropped right after.
-        return self._hf_tensors(copy=False)
+        return to_checkpoint_names(self._hf_tensors(copy=False))
 
     def _hf_tensors(self, copy: bool) -> dict[str, Tensor]:
         tied_aliases = set(self.model.get_expanded_tied_weights_keys() or {})

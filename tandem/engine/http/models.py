@@ -28,6 +28,10 @@ class GenerateReqInput(_Open):
     priority: int | None = None
     lora_path: str | list[str | None] | None = None
     """SGLang: the name of a loaded LoRA adapter to run on (one, or one per prompt of a batch)."""
+    return_routed_experts: bool = False
+    """SGLang: answer meta_info["routed_experts"], the experts each token was routed to (MoE models)."""
+    routed_experts_start_len: int = 0
+    """SGLang: the first token position routed_experts covers, in [0, prompt tokens]."""
 
 
 class LoadLoRAAdapterReqInput(_Open):

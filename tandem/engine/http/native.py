@@ -2,7 +2,8 @@
 batched), /health, /health_generate, model / server info, load and weight version.
 
 /generate returns {text, output_ids, meta_info{id, finish_reason, prompt_tokens, completion_tokens,
-cached_tokens, weight_version, e2e_latency, output_token_logprobs [[logprob, id, text|null]]...}};
+cached_tokens, weight_version, e2e_latency, output_token_logprobs [[logprob, id, text|null]]...,
+routed_experts (MoE, when asked: tandem.moe)}};
 its stream chunks carry the cumulative text / output_ids / logprobs (SGLang's default,
 non-incremental stream output).
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any, AsyncIterator
 
+import numpy as np
 from fastapi import APIRouter, Request
 from fastapi.responses import Response, StreamingResponse
 
@@ -18,6 +20,7 @@ from tandem.engine.core import EngineCore, GenerateRequest, InvalidRequest, Samp
 from tandem.engine.http.common import (SSE_DONE, TextView, core_of, generate_all, json_response, merged, parse, sse,
                                        token_texts)
 from tandem.engine.http.models import GenerateReqInput
+from tandem.moe import ROUTED_EXPERTS, encode_routed_experts
 
 router = APIRouter()
 
@@ -106,6 +109,9 @@ def generate_result(req: GenerateRequest, tokenizer: Any, text: str, *, with_tex
     }
     if req.return_logprob:
         meta.update(_logprob_meta(req, n, tokenizer, with_text))
+    if fr is not None and req.return_routed_experts and req.routed_chunks:  # as SGLang: once finished
+        meta[ROUTED_EXPERTS] = encode_routed_experts(
+            np.concatenate(req.routed_chunks)[req.routed_experts_start_len:])
     return {"text": text, "output_ids": req.output_ids[:n], "meta_info": meta}
 
 
@@ -154,7 +160,8 @@ def _generate_requests(core: EngineCore, obj: GenerateReqInput) -> tuple[list[Ge
         reqs.append(core.make_request(
             input_ids=p, sampling=sp, rid=rid, return_logprob=bool(rl),
             logprob_start_len=-1 if ls is None else int(ls), top_logprobs_num=int(tn or 0),
-            stream=obj.stream, priority=obj.priority, lora_name=_per_item(obj.lora_path, i, n, "lora_path")))
+            stream=obj.stream, priority=obj.priority, lora_name=_per_item(obj.lora_path, i, n, "lora_path"),
+            return_routed_experts=obj.return_routed_experts, routed_experts_start_len=obj.routed_experts_start_len))
     return reqs, batch
 
 

@@ -124,7 +124,8 @@ def change_lines(plan: NodePlan) -> list[str]:
 
 def text(plan: NodePlan) -> str:
     shape = plan.model
-    lines = [(f"tandem plan: {shape.name} ({count(shape.total_params())} parameters, {shape.layers} layers, "
+    active = f", {count(shape.total_params(active=True))} active" if shape.experts else ""
+    lines = [(f"tandem plan: {shape.name} ({count(shape.total_params())} parameters{active}, {shape.layers} layers, "
               f"hidden {shape.hidden}, {shape.heads}/{shape.kv_heads} heads) on GPUs of {plan.gpu_bytes / mem.GIB:g} GiB")]
     lines += trainer_lines(plan) + engine_lines(plan.engines) + change_lines(plan)
     if plan.colocated is not None:
@@ -136,6 +137,7 @@ def text(plan: NodePlan) -> str:
 def as_json(plan: NodePlan) -> dict[str, Any]:
     out = asdict(plan)
     out["model"]["total_params"] = plan.model.total_params()
+    out["model"]["active_params"] = plan.model.total_params(active=True)
     out["trainer_budget"] = plan.trainer_budget
     out["trainer_fits"] = plan.trainer_fits
     out["fits"] = plan.fits

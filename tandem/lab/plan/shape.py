@@ -13,6 +13,8 @@ V vocab, per layer):
     MLP         3.h.f (SwiGLU gate/up/down)  or  2.h.f (GeLU)
     norms       2.h (RMSNorm)  or  4.h (LayerNorm: weight and bias)
     biases      qkv: q + 2.kv (Qwen2);  all linears (GPT): q + 2.kv + h + f + h (+ f when gated)
+    MoE layer   E.3.h.fe + E.h                (Qwen3-MoE: E experts of width fe and the router, no
+                                              shared experts, in place of the MLP; active: k of the E)
 plus the embedding V.h, the output layer V.h unless tied, the final norm and, for GPT-style
 models, learned position embeddings P.h. A Megatron rank holds the column- and row-parallel
 matrices (and column-parallel biases) / TP; norms, row-parallel biases and position
@@ -58,6 +60,25 @@ class ModelShape:
     positions: int = 0
     """Learned absolute position embeddings (GPT); 0 for RoPE models."""
     max_positions: int = 4096
+    experts: int = 0
+    """Routed experts per MoE layer (Qwen3-MoE's num_experts); 0: a dense model."""
+    experts_per_token: int = 0
+    expert_ffn: int = 0
+    """Each expert's MLP width (moe_intermediate_size)."""
+    moe_step: int = 1
+    """Every moe_step-th layer is an MoE layer (decoder_sparse_step)."""
+
+    @property
+    def moe_layers(self) -> int:
+        return self.layers // self.moe_step if self.experts else 0
+
+    def moe_mlp_delta(self, active: bool = False) -> int:
+        """What one MoE layer holds beyond a dense layer's: its experts (k of them when `active`) and its
+        router, in place of the dense MLP."""
+        if not self.experts:
+            return 0
+        experts = self.experts_per_token if active else self.experts
+        return experts * 3 * self.hidden * self.expert_ffn + self.experts * self.hidden - 3 * self.hidden * self.ffn
 
     @property
     def q_dim(self) -> int:
@@ -93,11 +114,11 @@ class ModelShape:
     def embedding_params(self, vocab: int | None = None) -> int:
         return (self.vocab if vocab is None else vocab) * self.hidden
 
-    def total_params(self) -> int:
-        """Parameters of the HF model (unpadded vocab)."""
+    def total_params(self, active: bool = False) -> int:
+        """Parameters of the HF model (unpadded vocab); `active`: those one token uses (k experts per MoE layer)."""
         out = 0 if self.tied else self.embedding_params()
-        return (self.layers * self.layer_params() + self.embedding_params() + out
-                + self.norm_params + self.positions * self.hidden)
+        return (self.layers * self.layer_params() + self.moe_layers * self.moe_mlp_delta(active)
+                + self.embedding_params() + out + self.norm_params + self.positions * self.hidden)
 
     def padded_vocab(self, tp: int) -> int:
         step = VOCAB_MULTIPLE * tp
@@ -105,8 +126,11 @@ class ModelShape:
 
     def rank_params(self, tp: int, pp: int, stage: int) -> int:
         """Parameters one Megatron rank of pipeline stage `stage` holds (module docstring)."""
+        if self.experts and (tp > 1 or pp > 1):
+            raise PlanError("a mixture-of-experts model is planned for the torch trainer only (TP = PP = 1): "
+                            "tandem's Megatron trainer builds dense models")
         per_layer = self.sharded_layer_params() // tp + self.replicated_layer_params()
-        params = (self.layers // pp) * per_layer
+        params = (self.layers // pp) * per_layer + self.moe_layers * self.moe_mlp_delta()
         vocab_shard = self.embedding_params(self.padded_vocab(tp)) // tp
         last = stage == pp - 1
         if stage == 0:
@@ -142,17 +166,29 @@ def shape_from_hf(cfg: dict[str, Any], name: str) -> ModelShape:
             head_dim=int(cfg.get("head_dim") or hidden // heads), ffn=int(cfg["intermediate_size"]),
             vocab=int(cfg["vocab_size"]), tied=bool(cfg.get("tie_word_embeddings", False)),
             qk_norm="qwen3" in arch, qkv_bias="qwen2" in arch or bool(cfg.get("attention_bias")),
-            max_positions=int(cfg.get("max_position_embeddings") or 4096))
+            max_positions=int(cfg.get("max_position_embeddings") or 4096), **_moe_fields(cfg))
     except KeyError as err:
         raise PlanError(f"model config of {name!r} has no {err.args[0]!r}: not a decoder LM config") from None
 
 
+def _moe_fields(cfg: dict[str, Any]) -> dict[str, int]:
+    """A Qwen3-MoE config's expert keys as ModelShape fields ({} for a dense model)."""
+    if not cfg.get("num_experts"):
+        return {}
+    if cfg.get("shared_expert_intermediate_size") or cfg.get("mlp_only_layers"):
+        raise PlanError("shared experts and mlp_only_layers are not counted by the planner (Qwen3-MoE has neither)")
+    return {"experts": int(cfg["num_experts"]), "experts_per_token": int(cfg["num_experts_per_tok"]),
+            "expert_ffn": int(cfg["moe_intermediate_size"]), "moe_step": int(cfg.get("decoder_sparse_step") or 1)}
+
+
 def tiny_shape(tiny: Any) -> ModelShape:
     """model.path = 'tiny': the byte-level tokenizer has 256 bytes + 3 chat specials + tool tokens."""
+    moe = {"num_experts": tiny.num_experts, "num_experts_per_tok": tiny.num_experts_per_tok,
+           "moe_intermediate_size": tiny.moe_intermediate_size, "decoder_sparse_step": tiny.decoder_sparse_step}
     return ModelShape(name="tiny", layers=tiny.num_layers, hidden=tiny.hidden_size, heads=tiny.num_heads,
                       kv_heads=tiny.num_kv_heads, head_dim=tiny.head_dim, ffn=tiny.intermediate_size,
                       vocab=259 + tiny.tool_tokens, tied=tiny.tie_word_embeddings, qk_norm=True,
-                      max_positions=tiny.max_position_embeddings)
+                      max_positions=tiny.max_position_embeddings, **_moe_fields(moe))
 
 
 def bundled_config(model_id: str) -> dict[str, Any] | None:
