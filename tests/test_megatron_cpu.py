@@ -39,7 +39,7 @@ import pytest
 import torch
 
 from tandem import losses
-from tandem.config import build_config
+from tandem.config import build_config, write_views
 from tandem.model_source import load_causal_lm, resolve_model_path
 from tandem.sample import Sample
 
@@ -256,8 +256,7 @@ def run_trainer_process(cfg, tmp_path: Path) -> tuple[subprocess.CompletedProces
 
     cfg.run.steps = 1
     cfg.run.run_dir = str(tmp_path / "run")
-    cfg_path = tmp_path / "config.json"
-    cfg_path.write_text(cfg.model_dump_json())
+    cfg_path = write_views(cfg, tmp_path)["trainer"]  # the trainer's view, as the launcher writes it
     handoff.write_batch(cfg.run.run_dir, 0, make_batch())
     cmd = trainer_launch_command(cfg, cfg_path, nproc=2)
     assert cmd[1:3] == ["-m", "torch.distributed.run"] and "--master-addr" in cmd
