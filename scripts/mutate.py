@@ -292,8 +292,9 @@ CORE = [  # one or more mutants per core guarantee, each guarded by a fast, hand
  ("config: the trainer handed the whole tree", "tandem/orchestrator/cluster.py",
   '    view = write_views(cfg, run_dir)["trainer"]', '    view = run_dir / "config.json"',
   C + "test_the_launcher_hands_each_child_its_view"),
- ("colocation: the memory saver always on", "tandem/engine/sglang_launch.py", "    if not cfg.colocated:" + NL + "        return []",
-  "    if False:" + NL + "        return []", "tests/test_colocation.py::test_sglang_gets_the_memory_saver_only_when_colocated"),
+ ("colocation: the memory saver always on", "tandem/engine/sglang_launch.py",
+  'return _on_off_flag("--enable-memory-saver", "run.colocate") if cfg.colocated else []',
+  'return _on_off_flag("--enable-memory-saver", "run.colocate")', "tests/test_colocation.py::test_sglang_gets_the_memory_saver_only_when_colocated"),
 ]
 T = "tests/test_torch_trainer.py::"
 MM = "tests/test_megatron_memory.py::"
