@@ -290,7 +290,7 @@ CORE = [  # one or more mutants per core guarantee, each guarded by a fast, hand
  ("config: a moved key silently unknown", "tandem/config/renamed.py", "    now = MOVED_KEYS.get(dotted)", "    now = None",
   C + "test_every_error_is_still_reported_at_once_across_backends"),
  ("config: the trainer handed the whole tree", "tandem/orchestrator/cluster.py",
-  '    view = write_views(cfg, run_dir)["trainer"]', '    view = run_dir / "config.json"',
+  '    view = view_path(run_dir, "trainer")', '    view = run_dir / "config.json"',
   C + "test_the_launcher_hands_each_child_its_view"),
  ("colocation: the memory saver always on", "tandem/engine/sglang_launch.py",
   'return _on_off_flag("--enable-memory-saver", "run.colocate") if cfg.colocated else []',

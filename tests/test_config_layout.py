@@ -125,6 +125,7 @@ def test_the_launcher_hands_each_child_its_view(tmp_path):
     from tandem.orchestrator.cluster import engine_command, trainer_command
 
     cfg = build_config({"run": {"run_dir": str(tmp_path)}})
+    write_views(cfg, tmp_path)
     argv = trainer_command(cfg, tmp_path)
     assert argv[argv.index("--run-config") + 1] == str(tmp_path / "views" / "trainer.json")
     argv = engine_command(cfg, "engine0", 1, tmp_path, "m")

@@ -29,7 +29,7 @@ from tandem.config.sections import (CheckpointConfig, FaultsConfig, LoggingConfi
 from tandem.config.trainer_sections import (TRAINER_BACKENDS, LossConfig, MegatronSettings, MegatronTrainerConfig,
                                             SimTrainerConfig, SimTrainerSettings, TorchTrainerConfig, TrainerCommon,
                                             TrainerConfig)
-from tandem.config.views import ENGINE_VIEW, TRAINER_VIEW, VIEWS, child_view, read_view, write_views
+from tandem.config.views import ENGINE_VIEW, TRAINER_VIEW, VIEWS, child_view, read_view, view_path, write_views
 
 __all__ = [
     "CheckpointConfig", "ClientConfig", "ConfigError", "DEFAULT_CONFIG_FILE", "DataConfig", "ENGINE_BACKENDS",
@@ -40,6 +40,6 @@ __all__ = [
     "RunConfig", "SHORTHANDS", "SamplingConfig", "Section", "SglangEngineConfig", "SimEngineConfig",
     "SimEngineSettings", "SimTrainerConfig", "SimTrainerSettings", "StalenessConfig", "SyncConfig", "TRAINER_BACKENDS",
     "TRAINER_VIEW", "TandemConfig", "TinyModelConfig", "TorchTrainerConfig", "TrainerCommon", "TrainerConfig",
-    "VIEWS", "build_config", "child_view", "config_from_json", "read_view", "help_rows", "help_text", "load_config", "parse_cli",
+    "VIEWS", "build_config", "child_view", "config_from_json", "read_view", "view_path", "help_rows", "help_text", "load_config", "parse_cli",
     "validate_section", "write_views",
 ]

@@ -163,9 +163,9 @@ run.cache_dir, environment.args.sandbox.root_dir, sync.url) is relative to the c
 def resolve_file_paths(tree: dict, base: Path) -> None:
     """Make the relative input paths of a TOML file's tree absolute against `base`, its directory.
     A path that is not there but is one of the project's shipped files (data/, profiles/) is the
-    shipped one, so the bundled configs work from anywhere; model.path and sandbox.python only
+    shipped one, so the bundled configs work from anywhere; model.path and the sandbox's python only
     when they name something there (else a hub id, or a program looked up on PATH). The
-environment's paths are the coding environment's (its prompt file and sandbox interpreter)."""
+    environment's paths are the coding environment's (its prompt file and sandbox interpreter)."""
     for dotted in INPUT_PATH_KEYS:
         *sections, key = dotted.split(".")
         node = tree

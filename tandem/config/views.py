@@ -87,13 +87,17 @@ def child_view(cfg: TandemConfig, view: type[BaseModel]) -> Any:
 
 def write_views(cfg: TandemConfig, run_dir: str | os.PathLike) -> dict[str, Path]:
     """run_dir/views/NAME.json for every child kind; {name: path}."""
-    out = Path(run_dir) / "views"
-    out.mkdir(parents=True, exist_ok=True)
     paths = {}
     for name, view in VIEWS.items():
-        paths[name] = out / f"{name}.json"
+        paths[name] = view_path(run_dir, name)
+        paths[name].parent.mkdir(parents=True, exist_ok=True)
         paths[name].write_text(json.dumps(child_view(cfg, view).model_dump(mode="json"), indent=2))
     return paths
+
+
+def view_path(run_dir: str | os.PathLike, name: str) -> Path:
+    """Where the launcher writes the view of child kind `name` (a key of VIEWS)."""
+    return Path(run_dir) / "views" / f"{name}.json"
 
 
 def read_view(path: str | os.PathLike, view: type[BaseModel]) -> Any:

@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 
 from tandem import registry
-from tandem.config import ConfigError, TandemConfig, write_views
+from tandem.config import ConfigError, TandemConfig, view_path, write_views
 from tandem.auth import bearer_headers
 from tandem.placement import Placement, plan_placement, visible_gpu_count
 from tandem.orchestrator.startup import Pending, StartupStatus, wait_all
@@ -50,14 +50,14 @@ def engine_command(cfg: TandemConfig, name: str, port: int, run_dir: Path, model
     backend = cfg.engine.backend
     if backend in registry.ENGINE_COMMANDS:
         return registry.named(registry.ENGINE_COMMANDS, backend, "engine.backend")(cfg, port=port, model_path=model_path)
-    view = write_views(cfg, run_dir)["engine"]
+    view = view_path(run_dir, "engine")
     return [sys.executable, "-m", registry.ENGINE_SERVER, "--run-config", str(view), "--port", str(port),
             "--name", name]
 
 
 def trainer_command(cfg: TandemConfig, run_dir: Path) -> list[str]:
     """The trainer process, given its view of the config."""
-    view = write_views(cfg, run_dir)["trainer"]
+    view = view_path(run_dir, "trainer")
     backend = cfg.trainer.backend
     if backend in registry.TRAINER_COMMANDS:
         return registry.named(registry.TRAINER_COMMANDS, backend, "trainer.backend")(cfg, str(view))
@@ -84,6 +84,7 @@ def engine_pending(cfg: TandemConfig, child: Child) -> Pending:
 def start_engines(cfg: TandemConfig, sup: Supervisor, placement: Placement, run_dir: Path,
                   model_path: str) -> dict[str, str]:
     """Start the engines and wait until every one is healthy."""
+    write_views(cfg, run_dir)
     engines, children = launch_engines(cfg, sup, placement, run_dir, model_path)
     wait_all(sup, [engine_pending(cfg, child) for child in children])
     return engines
@@ -212,6 +213,7 @@ def start_cluster(cfg: TandemConfig, sup: Supervisor, run_dir: Path, model_path:
                   trainer_args: list[str] | None = None, status: StartupStatus | None = None) -> Cluster:
     """Start the engines, the router and the trainer together; return once every one is ready."""
     check_configured_ports(cfg)
+    write_views(cfg, run_dir)  # once: every child started now, or later by the autoscaler, reads its own
     placement = plan_placement(cfg, visible_gpu_count())
     external = cfg.engine.backend == "external"
     trainer = launch_trainer(cfg, sup, placement, run_dir, trainer_args or [])
