@@ -48,6 +48,8 @@ class MegatronSettings(Section):
     """Megatron tensor-parallel size."""
     pipeline_parallel: int = Field(1, ge=1)
     """Megatron pipeline-parallel size."""
+    expert_parallel: int = Field(1, ge=1)
+    """Expert-parallel size for mixture-of-experts models: each MoE layer's experts are split over this many ranks of the data-parallel dimension (each holds num_experts / expert_parallel of them, whole), and tokens travel to their experts and back by all-to-all. Must divide the number of experts and the data-parallel size; 1 for dense models."""
     use_distributed_optimizer: bool = True
     """Shard optimizer state across data-parallel ranks."""
     bf16: bool = True
