@@ -1,4 +1,4 @@
-"""HF <-> Megatron-core weight conversion for the Llama / Qwen2 / Qwen3 family, with TP sharding.
+"""HF <-> Megatron-core weight conversion for the Llama / Qwen2 / Qwen3 / Qwen3-MoE family, with TP sharding.
 
 Why our own: mbridge only converts on CPU with patches and megatron-bridge does not install
 on this stack, while the mapping for this family is small and fully checkable. Every rule
@@ -18,11 +18,19 @@ Megatron layout facts this relies on (megatron-core 0.16, local spec, no Transfo
   never reaches HF: export drops it, and the trainer masks padded logits out.
 - Layer names are local to a pipeline stage (`decoder.layers.{i}`); callers pass the
   global layer index, which is `layer_number - 1` of the Megatron layer.
+- Mixture of experts (megatron-core's local MoE layer: SequentialMLP experts, no grouped GEMM):
+  `mlp.router.weight` [E, hidden] is HF's `mlp.gate.weight`; expert e's `linear_fc1` is
+  [gate_e; up_e] like the dense MLP's and its `linear_fc2` is `down_proj` (HF checkpoints keep one
+  module per expert: `mlp.experts.{e}.gate_proj.weight`, ...). Megatron names an expert by its
+  index on its expert-parallel rank (`mlp.experts.local_experts.{j}`); here names carry the
+  global index e = ep_rank x E / EP + j (`experts_of_rank`, `with_expert`), like layers carry
+  the global layer index. Which layers are MoE follows HF's Qwen3-MoE rule (`moe_layers`).
 """
 
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
@@ -31,6 +39,7 @@ from torch import Tensor
 
 SUPPORTED_ARCHS = {
     "Qwen3ForCausalLM": "qwen3",
+    "Qwen3MoeForCausalLM": "qwen3_moe",
     "Qwen2ForCausalLM": "qwen2",
     "LlamaForCausalLM": "llama",
     "MistralForCausalLM": "llama",
@@ -60,6 +69,14 @@ class ModelShape:
     rms_eps: float
     rope_theta: float
     max_position_embeddings: int
+    num_experts: int = 0
+    """Routed experts per MoE layer; 0: a dense model."""
+    moe_top_k: int = 0
+    moe_ffn_hidden_size: int = 0
+    moe_layers: tuple[int, ...] = ()
+    """The layers whose MLP is a mixture of experts (HF's Qwen3-MoE rule, `moe_layers`)."""
+    norm_topk_prob: bool = False
+    """The top-k gates are renormalised to sum to 1 (Qwen3-MoE's norm_topk_prob)."""
 
     @property
     def heads_per_group(self) -> int:
@@ -86,7 +103,7 @@ def padded_vocab(vocab_size: int, tp: int, multiple: int = 128) -> int:
     return int(math.ceil(vocab_size / step) * step)
 
 
-def shape_from_hf_config(hf: dict, tp: int = 1, vocab_multiple: int = 128) -> ModelShape:
+def shape_from_hf_config(hf: dict, tp: int = 1, vocab_multiple: int = 128, ep: int = 1) -> ModelShape:
     """Read an HF config.json dict; refuse what the mapping does not cover rather than guess."""
     archs = hf.get("architectures") or []
     arch = next((SUPPORTED_ARCHS[a] for a in archs if a in SUPPORTED_ARCHS), None)
@@ -97,7 +114,7 @@ def shape_from_hf_config(hf: dict, tp: int = 1, vocab_multiple: int = 128) -> Mo
         raise ConversionError(f"hidden_act {hf.get('hidden_act')!r} is not supported (only silu)")
     if arch == "llama" and (hf.get("attention_bias") or hf.get("mlp_bias")):
         raise ConversionError("Llama attention_bias / mlp_bias is not supported by the Megatron converter")
-    if arch == "qwen3" and hf.get("attention_bias"):
+    if arch.startswith("qwen3") and hf.get("attention_bias"):
         raise ConversionError("Qwen3 attention_bias is not supported by the Megatron converter")
     if hf.get("use_sliding_window"):
         raise ConversionError("sliding-window attention is not supported by the Megatron backend")
@@ -117,14 +134,44 @@ def shape_from_hf_config(hf: dict, tp: int = 1, vocab_multiple: int = 128) -> Mo
     if ffn % tp:
         raise ConversionError(f"tensor_parallel {tp} does not divide intermediate_size {ffn}")
     vocab = int(hf["vocab_size"])
+    moe = _moe_fields(hf, int(hf["num_hidden_layers"]), tp, ep) if arch == "qwen3_moe" else {}
+    if ep > 1 and not moe.get("moe_layers"):
+        raise ConversionError(f"trainer.megatron.expert_parallel = {ep} with a dense model: expert parallelism "
+                              "splits the experts of a mixture-of-experts model; set it to 1")
     return ModelShape(
         arch=arch, num_layers=int(hf["num_hidden_layers"]), hidden_size=hidden, num_heads=heads,
         num_kv_heads=kv, head_dim=head_dim, ffn_hidden_size=ffn, vocab_size=vocab,
-        padded_vocab_size=padded_vocab(vocab, tp, vocab_multiple), qk_norm=arch == "qwen3",
+        padded_vocab_size=padded_vocab(vocab, tp, vocab_multiple), qk_norm=arch.startswith("qwen3"),
         qkv_bias=arch == "qwen2",
         tie_embeddings=bool(hf.get("tie_word_embeddings", False)), rms_eps=float(hf.get("rms_norm_eps", 1e-6)),
-        rope_theta=_rope_theta(hf), max_position_embeddings=int(hf.get("max_position_embeddings", 4096)),
+        rope_theta=_rope_theta(hf), max_position_embeddings=int(hf.get("max_position_embeddings", 4096)), **moe,
     )
+
+
+def moe_layers(num_layers: int, num_experts: int, sparse_step: int, mlp_only: Iterable[int]) -> tuple[int, ...]:
+    """HF Qwen3-MoE's rule: layer i is MoE unless listed in mlp_only_layers, when (i + 1) % decoder_sparse_step == 0."""
+    if num_experts <= 0 or sparse_step <= 0:
+        return ()
+    return tuple(i for i in range(num_layers) if i not in set(mlp_only) and (i + 1) % sparse_step == 0)
+
+
+def _moe_fields(hf: dict, num_layers: int, tp: int, ep: int) -> dict:
+    # Hub configs say num_experts; transformers 5's save_pretrained writes its alias num_local_experts.
+    experts = int(hf.get("num_experts") or hf.get("num_local_experts") or 0)
+    if hf.get("shared_expert_intermediate_size"):
+        raise ConversionError("shared experts are not supported by the Megatron converter (Qwen3-MoE has none)")
+    if tp > 1 and experts:
+        # MoELayer refuses to train with TP > 1 without sequence parallelism, which tandem's Megatron path does
+        # not use; expert parallelism is how a mixture of experts is split here.
+        raise ConversionError(f"trainer.megatron.tensor_parallel = {tp} with a mixture-of-experts model: megatron-core "
+                              "0.16.1 trains MoE layers at TP > 1 only with sequence parallelism, which tandem does "
+                              "not use; set tensor_parallel = 1 and split the experts with expert_parallel")
+    if experts % ep:
+        raise ConversionError(f"trainer.megatron.expert_parallel = {ep} does not divide the model's {experts} experts")
+    layers = moe_layers(num_layers, experts, int(hf.get("decoder_sparse_step", 1)), hf.get("mlp_only_layers") or [])
+    return {"num_experts": experts, "moe_top_k": int(hf["num_experts_per_tok"]),
+            "moe_ffn_hidden_size": int(hf["moe_intermediate_size"]), "moe_layers": layers,
+            "norm_topk_prob": bool(hf.get("norm_topk_prob", False))}
 
 
 # --------------------------------------------------------------------------- names
@@ -143,12 +190,37 @@ def layer_name(layer: int, rest: str) -> str:
     return f"{_LAYER_PREFIX}{layer}.{rest}"
 
 
+_EXPERT = re.compile(r"^(?P<stem>mlp\.experts\.local_experts)\.(?P<e>\d+)\.(?P<rest>.*)$")
+
+
+def experts_of_rank(num_experts: int, ep: int, ep_rank: int) -> range:
+    """The global indices of the experts expert-parallel rank `ep_rank` holds (megatron-core's contiguous split)."""
+    per_rank = num_experts // ep
+    return range(ep_rank * per_rank, (ep_rank + 1) * per_rank)
+
+
+def expert_index(mg_name: str) -> int | None:
+    """The expert index in an expert parameter's name ('...local_experts.{e}.linear_fc1.weight'); None otherwise."""
+    m = _EXPERT.match(split_layer_name(mg_name)[1])
+    return None if m is None else int(m["e"])
+
+
+def with_expert(mg_name: str, expert: int) -> str:
+    """`mg_name` naming expert `expert` instead (local <-> global expert indices)."""
+    layer, rest = split_layer_name(mg_name)
+    renamed = _EXPERT.sub(lambda m: f"{m['stem']}.{expert}.{m['rest']}", rest)
+    return renamed if layer is None else layer_name(layer, renamed)
+
+
 def megatron_param_names(shape: ModelShape, layers: Iterable[int] | None = None,
-                         pre_process: bool = True, post_process: bool = True) -> list[str]:
-    """Megatron parameter names (global layer indices) a stage holding `layers` owns."""
+                         pre_process: bool = True, post_process: bool = True,
+                         experts: Iterable[int] | None = None) -> list[str]:
+    """Megatron parameter names (global layer and expert indices) a stage holding `layers` and, in its
+    MoE layers, `experts` (all of them by default) owns."""
     names = ["embedding.word_embeddings.weight"] if pre_process else []
+    held = list(range(shape.num_experts) if experts is None else experts)
     for i in (range(shape.num_layers) if layers is None else layers):
-        names += [layer_name(i, r) for r in _layer_params(shape)]
+        names += [layer_name(i, r) for r in _layer_params(shape, i, held)]
     if post_process:
         names.append("decoder.final_layernorm.weight")
         # Tied and on one stage, Megatron's output layer reads the embedding; on a separate
@@ -158,9 +230,14 @@ def megatron_param_names(shape: ModelShape, layers: Iterable[int] | None = None,
     return names
 
 
-def _layer_params(shape: ModelShape) -> list[str]:
+def _layer_params(shape: ModelShape, layer: int, experts: list[int]) -> list[str]:
     rest = ["input_layernorm.weight", "self_attention.linear_qkv.weight", "self_attention.linear_proj.weight",
-            "pre_mlp_layernorm.weight", "mlp.linear_fc1.weight", "mlp.linear_fc2.weight"]
+            "pre_mlp_layernorm.weight"]
+    if layer in shape.moe_layers:
+        rest += ["mlp.router.weight"] + [f"mlp.experts.local_experts.{e}.{fc}.weight"
+                                         for e in experts for fc in ("linear_fc1", "linear_fc2")]
+    else:
+        rest += ["mlp.linear_fc1.weight", "mlp.linear_fc2.weight"]
     if shape.qkv_bias:
         rest.append("self_attention.linear_qkv.bias")
     if shape.qk_norm:
@@ -175,6 +252,7 @@ _SIMPLE_LAYER = {
     "self_attention.q_layernorm.weight": "self_attn.q_norm.weight",
     "self_attention.k_layernorm.weight": "self_attn.k_norm.weight",
     "mlp.linear_fc2.weight": "mlp.down_proj.weight",
+    "mlp.router.weight": "mlp.gate.weight",
 }
 
 
@@ -194,6 +272,11 @@ def hf_names_for(mg_name: str) -> list[str]:
         return [p + "self_attn.q_proj.bias", p + "self_attn.k_proj.bias", p + "self_attn.v_proj.bias"]
     if rest == "mlp.linear_fc1.weight":
         return [p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight"]
+    expert = expert_index(mg_name)
+    if expert is not None and rest.endswith(".linear_fc1.weight"):
+        return [p + f"mlp.experts.{expert}.gate_proj.weight", p + f"mlp.experts.{expert}.up_proj.weight"]
+    if expert is not None and rest.endswith(".linear_fc2.weight"):
+        return [p + f"mlp.experts.{expert}.down_proj.weight"]
     raise ConversionError(f"no HF mapping for Megatron parameter {mg_name!r}")
 
 
@@ -235,7 +318,7 @@ def hf_to_megatron_full(mg_name: str, hf: Callable[[str], Tensor], shape: ModelS
     parts = [hf(n) for n in hf_names_for(mg_name)]
     if rest in ("self_attention.linear_qkv.weight", "self_attention.linear_qkv.bias"):
         return _fuse_qkv(*parts, shape)
-    if rest == "mlp.linear_fc1.weight":
+    if rest.endswith("linear_fc1.weight"):  # the dense MLP's or an expert's: [gate; up]
         return torch.cat(parts, dim=0)
     return parts[0]
 
@@ -248,7 +331,7 @@ def megatron_full_to_hf(mg_name: str, full: Tensor, shape: ModelShape) -> dict[s
         return {names[0]: full[: shape.vocab_size].contiguous()}
     if rest in ("self_attention.linear_qkv.weight", "self_attention.linear_qkv.bias"):
         return dict(zip(names, _unfuse_qkv(full, shape)))
-    if rest == "mlp.linear_fc1.weight":
+    if rest.endswith("linear_fc1.weight"):
         gate, up = torch.chunk(full, 2, dim=0)
         return {names[0]: gate.contiguous(), names[1]: up.contiguous()}
     return {names[0]: full.contiguous()}
@@ -261,9 +344,9 @@ def tp_split_kind(mg_name: str) -> str:
     if rest in ("embedding.word_embeddings.weight", "output_layer.weight",
                 "self_attention.linear_qkv.weight", "self_attention.linear_qkv.bias"):
         return "rows"
-    if rest == "mlp.linear_fc1.weight":
+    if rest.endswith("linear_fc1.weight"):  # an expert's too (expert tensor parallelism splits it alike)
         return "glu_rows"
-    if rest in ("self_attention.linear_proj.weight", "mlp.linear_fc2.weight"):
+    if rest == "self_attention.linear_proj.weight" or rest.endswith("linear_fc2.weight"):
         return "cols"
     return "replicated"
 
