@@ -25,6 +25,7 @@ E2E_FILES = {
     "test_engine_api.py", "test_engine_moe.py",
     "test_env_adapters.py", "test_external_engines.py", "test_faults.py", "test_host_checks.py",
     "test_launcher.py", "test_lora.py", "test_megatron_cpu.py", "test_megatron_lora.py", "test_megatron_memory.py",
+    "test_megatron_moe.py",
     "test_rehearse.py", "test_reward_forgery.py", "test_routing.py", "test_run_views.py", "test_sandbox.py",
     "test_sandbox_hardening.py",
     "test_sandbox_shared_state.py", "test_swe_tasks.py", "test_weight_sync.py",

@@ -322,14 +322,25 @@ def test_published_weights_are_hf_checkpoint_names(moe_path):
 # --------------------------------------------------------------------------- config
 @pytest.mark.parametrize("tree,message", [
     ({"model": {"tiny": TINY}, "trainer": {"backend": "megatron", "gpus": 2}},
-     r"model.tiny.num_experts > 0 with trainer.backend = 'megatron'"),
+     r"trainer.megatron.tensor_parallel = 2 with a mixture-of-experts model"),
+    ({"model": {"tiny": TINY}, "trainer": {"backend": "megatron", "gpus": 2,
+                                           "megatron": {"tensor_parallel": 1, "expert_parallel": 3}}},
+     r"trainer.megatron.expert_parallel \(3\) must divide trainer.gpus"),
+    ({"model": {"tiny": TINY}, "trainer": {"backend": "megatron", "gpus": 6,
+                                           "megatron": {"tensor_parallel": 1, "expert_parallel": 3}}},
+     r"trainer.megatron.expert_parallel = 3 does not divide model.tiny.num_experts = 8"),
+    ({"trainer": {"backend": "megatron", "gpus": 2, "megatron": {"tensor_parallel": 1, "expert_parallel": 2}}},
+     r"trainer.megatron.expert_parallel = 2 with a dense model"),
+    ({"model": {"tiny": TINY}, "trainer": {"backend": "megatron", "gpus": 1, "moe": {"routing_replay": True},
+                                           "megatron": {"tensor_parallel": 1, "recompute": True}}},
+     r"trainer.moe.routing_replay = true with trainer.megatron.recompute = true"),
     ({"trainer": {"moe": {"routing_replay": True}}}, r"trainer.moe.routing_replay = true with a dense model"),
     ({"model": {"tiny": TINY}, "engine": {"backend": "sim"}, "trainer": {"moe": {"record_routing": True}}},
      r"trainer.moe.record_routing = true with engine.backend = 'sim'"),
     ({"model": {"tiny": TINY}, "trainer": {"lora": {"rank": 4}}}, r"trainer.lora.rank > 0 with model.tiny.num_experts"),
     ({"model": {"tiny": {"num_experts": 2, "num_experts_per_tok": 3}}}, r"num_experts_per_tok = 3 exceeds"),
-    ({"model": {"path": "/m"}, "trainer": {"backend": "megatron", "gpus": 2, "moe": {"routing_replay": True}}},
-     r"trainer.moe.routing_replay = true with trainer.backend = 'megatron'"),
+    ({"model": {"path": "/m"}, "trainer": {"backend": "sim", "moe": {"routing_replay": True}}},
+     r"trainer.moe.routing_replay = true with trainer.backend = 'sim'"),
 ])
 def test_moe_config_refused_where_it_does_not_run(tree, message):
     with pytest.raises(ConfigError, match=message):
@@ -380,16 +391,6 @@ def test_client_asks_for_routing_straight_from_the_routers_engines():
     assert all(p["return_routed_experts"] is True for _, p in sent[1:])
     assert sent[2][1]["routed_experts_start_len"] == 4 and "routed_experts_start_len" not in sent[1][1]
     assert len(reads) == 2
-
-
-def test_megatron_converter_refuses_an_moe_checkpoint_by_its_architecture(moe_path):
-    """An HF MoE model named by path (not the tiny one, which the config refuses) stops the Megatron
-    trainer at start-up, naming the architecture, instead of loading only the dense parts."""
-    from tandem.trainer import megatron_convert as conv
-
-    hf = load_causal_lm(moe_path).config.to_dict() | {"architectures": ["Qwen3MoeForCausalLM"]}
-    with pytest.raises(conv.ConversionError, match=r"\['Qwen3MoeForCausalLM'\] is not supported"):
-        conv.shape_from_hf_config(hf)
 
 
 # --------------------------------------------------------------------------- the planner

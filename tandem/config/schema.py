@@ -161,12 +161,10 @@ class TandemConfig(DerivedSettings, Section):
     @model_validator(mode="after")
     def _moe_runs_where_it_is_built(self) -> TandemConfig:
         # Refused by name rather than failing deep inside a backend: what MoE needs exists for the
-        # torch trainer and the embedded and SGLang engines only.
+        # torch and Megatron trainers and the embedded and SGLang engines only.
         tiny_moe = self.model.path == "tiny" and self.model.tiny.num_experts > 0
-        if tiny_moe and self.trainer.backend == "megatron":
-            raise rule_broken("model.tiny.num_experts > 0 with trainer.backend = 'megatron': tandem's Megatron trainer "
-                              "builds dense models only (no megatron-core MoE layers, no expert weight conversion); "
-                              "use trainer.backend = 'torch'")
+        if self.trainer.backend == "megatron":
+            self._megatron_splits_the_experts(tiny_moe)
         if tiny_moe and self.trainer.lora.enabled:
             raise rule_broken("trainer.lora.rank > 0 with model.tiny.num_experts > 0: the experts' weights are 3D "
                               "parameters that neither peft nor the engines' LoRA layers wrap; "
@@ -174,9 +172,13 @@ class TandemConfig(DerivedSettings, Section):
         if not self.trainer.moe.wants_routing:
             return self
         key = "trainer.moe.routing_replay" if self.trainer.moe.routing_replay else "trainer.moe.record_routing"
-        if self.trainer.backend != "torch":
+        if self.trainer.backend not in ("torch", "megatron"):
             raise rule_broken(f"{key} = true with trainer.backend = {self.trainer.backend!r}: routing replay and "
-                              f"agreement are built into the torch trainer only; use trainer.backend = 'torch'")
+                              f"agreement are built into the torch and megatron trainers; set trainer.backend")
+        if self.trainer.backend == "megatron" and self.trainer.megatron.recompute:
+            raise rule_broken(f"{key} = true with trainer.megatron.recompute = true: recomputation runs each layer's "
+                              "forward again inside the backward, after the micro-batch's routing record is gone; "
+                              "turn one of them off")
         if self.model.path == "tiny" and not tiny_moe:
             raise rule_broken(f"{key} = true with a dense model: set model.tiny.num_experts > 0 (a Qwen3-MoE "
                               f"tiny model) or model.path to a mixture-of-experts model")
@@ -184,3 +186,21 @@ class TandemConfig(DerivedSettings, Section):
             raise rule_broken(f"{key} = true with engine.backend = 'sim': the sim engine routes no tokens to "
                               f"experts; use engine.backend = 'embedded' or 'sglang'")
         return self
+
+    def _megatron_splits_the_experts(self, tiny_moe: bool) -> None:
+        """What the Megatron trainer needs of an MoE model that is known here (a tiny one); a checkpoint's own
+        config is checked the same way when the trainer loads it (megatron_convert)."""
+        mcfg = self.trainer.megatron
+        if self.model.path == "tiny" and not tiny_moe and mcfg.expert_parallel > 1:
+            raise rule_broken(f"trainer.megatron.expert_parallel = {mcfg.expert_parallel} with a dense model: expert "
+                              "parallelism splits the experts of a mixture-of-experts model; set it to 1")
+        if not tiny_moe:
+            return
+        if mcfg.tensor_parallel > 1:
+            raise rule_broken(f"trainer.megatron.tensor_parallel = {mcfg.tensor_parallel} with a mixture-of-experts "
+                              "model: megatron-core 0.16.1 trains MoE layers at TP > 1 only with sequence parallelism, "
+                              "which tandem does not use; set tensor_parallel = 1 and split the experts with "
+                              "trainer.megatron.expert_parallel")
+        if self.model.tiny.num_experts % mcfg.expert_parallel:
+            raise rule_broken(f"trainer.megatron.expert_parallel = {mcfg.expert_parallel} does not divide "
+                              f"model.tiny.num_experts = {self.model.tiny.num_experts}")

@@ -198,6 +198,10 @@ class MegatronTrainerConfig(TrainerCommon):
         if self.gpus % (tp * pp):
             raise rule_broken(f"trainer.gpus ({self.gpus}) must be a multiple of trainer.megatron.tensor_parallel"
                               f" x pipeline_parallel ({tp} x {pp} = {tp * pp})")
+        ep = self.megatron.expert_parallel
+        if (self.gpus // pp) % ep:  # the experts are split over the ranks of one pipeline stage
+            raise rule_broken(f"trainer.megatron.expert_parallel ({ep}) must divide trainer.gpus / pipeline_parallel "
+                              f"({self.gpus} / {pp} = {self.gpus // pp})")
         return self
 
 

@@ -37,6 +37,7 @@ from tandem.trainer.backend import TrainerBackend, check_lora_settings, lora_set
 from tandem.trainer.megatron_dist import init_parallel, shutdown, trainer_launch_command
 from tandem.trainer.megatron_model import (HFReader, build_and_load, build_optimizer, build_reference,
                                            transformer_config)
+from tandem.trainer.megatron_routing import megatron_routing_replay
 from tandem.trainer.megatron_step import MegatronTrainStep
 
 # trainer_launch_command is imported from here by the launcher (orchestrator.cluster).
@@ -50,10 +51,10 @@ class MegatronTrainer(TrainerBackend):
         self.layout = init_parallel(mcfg, cfg.run.seed)
         self.model_path = model_path or resolve_model_path(cfg)
         hf_config = json.loads((Path(self.model_path) / "config.json").read_text())
-        self.shape = conv.shape_from_hf_config(hf_config, self.layout.tp)
+        self.shape = conv.shape_from_hf_config(hf_config, self.layout.tp, ep=self.layout.ep)
         self.bf16 = mcfg.bf16 and self.layout.cuda  # the CPU shim trains in fp32
         self.tconfig = transformer_config(self.shape, self.layout.tp, self.layout.pp, bf16=self.bf16,
-                                          cpu=not self.layout.cuda, recompute=mcfg.recompute)
+                                          cpu=not self.layout.cuda, recompute=mcfg.recompute, ep=self.layout.ep)
         reader = HFReader(self.model_path)
         self.model = build_and_load(self.shape, self.tconfig, self.layout, reader)  # unwrapped: names, export
         self.lora = cfg.trainer.lora if cfg.trainer.lora.enabled else None
@@ -68,6 +69,9 @@ class MegatronTrainer(TrainerBackend):
         if cfg.trainer.loss.kl_coef > 0 and self.lora is not None:
             # The KL reference is the base under the same weights, every adapter off: no second copy.
             ref_model, ref_context = self.train_model, lambda: megatron_lora.disabled(self.adapters)
+        moe = cfg.trainer.moe
+        routing = megatron_routing_replay(self.model, self.shape.num_layers, moe.routing_replay) \
+            if moe.wants_routing else None
         t = cfg.rollout.sampling.temperature
         pad = hf_config.get("pad_token_id")
         self.step = MegatronTrainStep(
@@ -75,7 +79,7 @@ class MegatronTrainer(TrainerBackend):
             ref_model=ref_model, optimizer=self.optimizer, vocab_size=self.shape.vocab_size,
             ref_context=ref_context,
             temperature=t if t > 0 else 1.0,  # same rule as the torch backend
-            pad_id=int(pad) if pad is not None else 0, bf16=self.bf16)
+            pad_id=int(pad) if pad is not None else 0, bf16=self.bf16, routing=routing)
 
     @property
     def rank(self) -> int:

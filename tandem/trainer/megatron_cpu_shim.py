@@ -24,11 +24,20 @@ What megatron-core 0.16 hard-codes to CUDA, and what stands in for it here:
    place of the AdamW above, built with the arguments `get_megatron_optimizer` gives it
    (optimizer/__init__.py). It moves "GPU" parameters to the host and back on CUDA streams, so
    while it runs (`device_stand_ins`) the model's parameters play the GPU tensors (is_cuda),
-   streams and events are synchronous no-ops (the CPU runs every copy at once), pinning is a
+   streams and events are synchronous no-ops (the CPU runs every copy at once; `install` sets them), pinning is a
    no-op and .to("cuda") stays on the CPU. Its own logic - which parameters it offloads, the
    host copies of grads and fp32 weights, one CPU AdamW per parameter with overlap, the copy
    back - runs as it is. One bug of megatron-core 0.16.1 is stepped around when loading a
    checkpoint (`CpuAdamW.load_state_dict`): its loader fails when every parameter is fp32.
+6. The MoE all-to-all token dispatcher makes a CUDA stream when it is built and copies the
+   token counts to the host on it (`maybe_move_tensor_to_cpu`, which turns the all-to-all split
+   sizes into numpy arrays, the sequence all_to_all_single takes): `install` gives torch.cuda a
+   synchronous stand-in stream (`_SyncStream`, as in point 5) and the dispatcher a host copy that
+   gives the same types from the CPU tensors those counts already are.
+7. Expert parallelism (trainer.megatron.expert_parallel > 1): each rank holds different experts
+   (megatron marks their parameters allreduce=False). As megatron's DDP does, their gradients
+   are summed over the expert-data-parallel group only and divided by the whole DP size, and the
+   grad norm sums them over the expert-parallel ranks, counted once each.
 Pipeline parallelism is not supported on CPU (Megatron's schedule allocates on CUDA).
 """
 
@@ -53,6 +62,27 @@ def install() -> None:
     if not needed():
         raise RuntimeError("megatron_cpu_shim.install() called on a machine with CUDA")
     torch.cuda.current_device = _cpu_device  # type: ignore[assignment]
+    # Point 6: the MoE dispatcher's device-to-host stream.
+    # Points 5 and 6: CUDA streams (HybridDeviceOptimizer's copies, the MoE dispatcher's device-to-host stream).
+    torch.cuda.Stream = _SyncStream  # type: ignore[assignment,misc]
+    torch.cuda.current_stream = _current_stream  # type: ignore[assignment]
+    torch.cuda.stream = _on_stream  # type: ignore[assignment]
+    from megatron.core.transformer.moe import token_dispatcher
+
+    token_dispatcher.maybe_move_tensor_to_cpu = _host_copy
+
+
+def _current_stream(device: Any = None) -> "_SyncStream":
+    return _SYNC_STREAM
+
+
+def _on_stream(stream: Any) -> contextlib.AbstractContextManager:
+    return contextlib.nullcontext()
+
+
+def _host_copy(tensor: Any, as_numpy: bool = False, record_stream: bool = False) -> Any:
+    """megatron-core's `maybe_move_tensor_to_cpu` for tensors already on the host (point 6)."""
+    return tensor.numpy() if as_numpy and isinstance(tensor, Tensor) else tensor
 
 
 def _cpu_device() -> str:
@@ -74,6 +104,9 @@ def _no_weight_decay(name: str, param: Tensor) -> bool:
 
 class _SyncStream:
     """A CUDA stream on the CPU: every copy has finished when it returns, so waits are no-ops."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        pass
 
     def wait_stream(self, stream: Any) -> None:
         pass
@@ -113,10 +146,7 @@ def device_stand_ins(device_params: Iterable[Tensor]) -> Iterator[None]:
         return torch_empty(*args, **kwargs)
 
     patches = [(torch.Tensor, "is_cuda", property(lambda t: t.untyped_storage().data_ptr() in storages)),
-               (torch.Tensor, "pin_memory", lambda t, *a, **k: t), (torch.Tensor, "to", to), (torch, "empty", empty),
-               (torch.cuda, "current_stream", lambda *a, **k: _SYNC_STREAM),
-               (torch.cuda, "Stream", lambda *a, **k: _SYNC_STREAM),
-               (torch.cuda, "stream", lambda *a, **k: contextlib.nullcontext())]
+               (torch.Tensor, "pin_memory", lambda t, *a, **k: t), (torch.Tensor, "to", to), (torch, "empty", empty)]
     saved = [(owner, name, owner.__dict__.get(name, _MISSING)) for owner, name, _ in patches]
     try:
         for owner, name, value in patches:
@@ -163,6 +193,10 @@ class CpuAdamW:
         groups = [g for g in ({"params": decay, "weight_decay": weight_decay},
                               {"params": no_decay, "weight_decay": 0.0}) if g["params"]]
         self.params = [p for _, p in named]
+        # Point 7: expert-parallel parameters (megatron's mark), and the groups their grads meet in.
+        self.expert_params = {id(p) for p in self.params if not getattr(p, "allreduce", True)}
+        self.expert_dp_group = ps.get_expert_data_parallel_group()
+        self.expert_norm_group = ps.get_expert_tensor_model_pipeline_parallel_group()
         # Same rule as megatron.core.distributed.finalize_model_grads (qk_layernorm weights).
         self.tp_summed = [p for n, p in named if "q_layernorm" in n or "k_layernorm" in n]
         self.offloaded = offload is not None
@@ -189,23 +223,30 @@ class CpuAdamW:
         if dist.get_world_size(self.tp_group) > 1:
             for p in self.tp_summed:
                 dist.all_reduce(p.grad, group=self.tp_group)
-        if dist.get_world_size(self.dp_group) == 1:
+        dp = dist.get_world_size(self.dp_group)
+        if dp == 1:
             return
         for p in self.params:
-            dist.all_reduce(p.grad, group=self.dp_group)
-            p.grad.div_(dist.get_world_size(self.dp_group))
+            expert = id(p) in self.expert_params
+            dist.all_reduce(p.grad, group=self.expert_dp_group if expert else self.dp_group)
+            p.grad.div_(dp)
 
     def grad_norm(self) -> float:
         """Global L2 norm of the full (unsharded) gradient."""
         sq = torch.zeros((), dtype=torch.float64)
+        expert_sq = torch.zeros((), dtype=torch.float64)
         for p in self.params:
             if p.grad is None:
                 continue
+            if id(p) in self.expert_params:  # whole on each rank (expert tensor parallel 1), one rank each
+                expert_sq += p.grad.detach().double().square().sum()
             # Megatron marks TP-sharded params; replicated ones would be counted tp times.
-            if getattr(p, "tensor_model_parallel", False) or self.tp_rank == 0:
+            elif getattr(p, "tensor_model_parallel", False) or self.tp_rank == 0:
                 sq += p.grad.detach().double().square().sum()
         dist.all_reduce(sq, group=self.mp_group)
-        return float(sq.sqrt())
+        if self.expert_params:
+            dist.all_reduce(expert_sq, group=self.expert_norm_group)
+        return float((sq + expert_sq).sqrt())
 
     def step(self) -> tuple[bool, float, int]:
         """Clip and update; gradients must already be finalized (`finalize_grads`)."""

@@ -2,7 +2,9 @@
 
 `trainer_launch_command` is the torchrun command line (one process per trainer GPU);
 `init_parallel` joins (or creates) the default process group, lays Megatron's TP x PP x DP
-groups over it and seeds the RNGs, and returns the rank's place in that layout. Without
+groups (and, for a mixture of experts, the expert-parallel groups: EP ranks of the data-parallel
+dimension split each MoE layer's experts) over it, seeds the RNGs and returns the rank's place in
+that layout. Without
 CUDA it first installs `megatron_cpu_shim` (gloo), which is how the tests run.
 """
 
@@ -71,6 +73,9 @@ class ParallelLayout:
     tp_rank: int
     pp_rank: int
     dp_rank: int
+    ep: int
+    ep_rank: int
+    """Expert parallelism: this rank holds experts [ep_rank x E / ep, (ep_rank + 1) x E / ep) of each MoE layer."""
     rank: int  # global; the trainer loop names per-rank checkpoint files by it
     first_stage: bool  # owns the embedding (Megatron's pre_process)
     last_stage: bool  # owns the output layer and the loss (Megatron's post_process)
@@ -82,10 +87,14 @@ class ParallelLayout:
 
 
 def check_layout(world: int, mcfg: MegatronSettings, cuda: bool) -> None:
-    tp, pp = mcfg.tensor_parallel, mcfg.pipeline_parallel
+    tp, pp, ep = mcfg.tensor_parallel, mcfg.pipeline_parallel, mcfg.expert_parallel
     if world % (tp * pp):
         raise ValueError(f"world size {world} is not a multiple of trainer.megatron.tensor_parallel={tp} "
                          f"x pipeline_parallel={pp}")
+    if (world // pp) % ep:
+        raise ValueError(f"trainer.megatron.expert_parallel={ep} does not divide the {world // pp} ranks of a "
+                         f"pipeline stage (world size {world} / pipeline_parallel {pp}), which the experts are "
+                         "split over")
     if pp > 1 and not cuda:
         raise RuntimeError("trainer.megatron.pipeline_parallel > 1 needs CUDA (Megatron's pipeline schedule "
                            "allocates on the GPU); the CPU shim supports TP and DP only")
@@ -107,7 +116,9 @@ def init_parallel(mcfg: MegatronSettings, seed: int) -> ParallelLayout:
     world = dist.get_world_size()
     check_layout(world, mcfg, cuda)
     tp, pp = mcfg.tensor_parallel, mcfg.pipeline_parallel
-    ps.initialize_model_parallel(tensor_model_parallel_size=tp, pipeline_model_parallel_size=pp)
+    # Experts are whole on each rank (expert tensor parallel 1): with an MoE model tp is 1 (megatron_convert).
+    ps.initialize_model_parallel(tensor_model_parallel_size=tp, pipeline_model_parallel_size=pp,
+                                 expert_model_parallel_size=mcfg.expert_parallel, expert_tensor_parallel_size=1)
     if cuda:
         from megatron.core.tensor_parallel.random import model_parallel_cuda_manual_seed
 
@@ -118,7 +129,8 @@ def init_parallel(mcfg: MegatronSettings, seed: int) -> ParallelLayout:
     return ParallelLayout(
         cuda=cuda, device=device, tp=tp, pp=pp, dp=world // (tp * pp),
         tp_rank=ps.get_tensor_model_parallel_rank(), pp_rank=ps.get_pipeline_model_parallel_rank(),
-        dp_rank=ps.get_data_parallel_rank(), rank=dist.get_rank(), first_stage=ps.is_pipeline_first_stage(),
+        dp_rank=ps.get_data_parallel_rank(), ep=mcfg.expert_parallel, ep_rank=ps.get_expert_model_parallel_rank(),
+        rank=dist.get_rank(), first_stage=ps.is_pipeline_first_stage(),
         last_stage=ps.is_pipeline_last_stage(), owns_process_group=owns)
 
 

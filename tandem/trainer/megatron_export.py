@@ -3,7 +3,9 @@ each rank's own checkpoint state.
 
 `gather_hf` all-gathers the TP shards in each TP group of DP rank 0 and sends the later
 pipeline stages' tensors to global rank 0, which converts them to HF names
-(`megatron_convert`); every other rank gets an empty dict after taking part. Checkpoints
+(`megatron_convert`); every other rank gets an empty dict after taking part. With expert
+parallelism the experts are all-gathered in the expert-parallel group of expert-DP rank 0
+(which holds DP rank 0): each member holds E / EP different experts. Checkpoints
 are not gathered: each rank saves and restores its own shard (same layout required).
 """
 
@@ -27,7 +29,8 @@ def gather_hf(model, layout: ParallelLayout, shape: conv.ModelShape, value_of: C
     from megatron.core import parallel_state as ps
 
     out: dict[str, Tensor] = {}
-    if layout.dp_rank == 0:
+    experts_gathered = layout.ep > 1 and ps.get_expert_data_parallel_rank() == 0
+    if layout.dp_rank == 0 or experts_gathered:
         tp_group = ps.get_tensor_model_parallel_group()
         offset = layer_offset(model)
         for local, param in model.named_parameters():
@@ -36,6 +39,11 @@ def gather_hf(model, layout: ParallelLayout, shape: conv.ModelShape, value_of: C
             name = global_name(local, offset)
             if name == "output_layer.weight" and shape.tie_embeddings:
                 continue  # last stage's copy of the tied embedding
+            if layout.ep > 1 and conv.expert_index(name) is not None:
+                out.update(_gathered_experts(name, value_of(param), layout, shape, dtype))
+                continue
+            if layout.dp_rank != 0:
+                continue
             data = value_of(param)
             if layout.tp > 1 and conv.tp_split_kind(name) != "replicated":
                 parts = [torch.empty_like(data) for _ in range(layout.tp)]
@@ -46,9 +54,28 @@ def gather_hf(model, layout: ParallelLayout, shape: conv.ModelShape, value_of: C
             if layout.tp_rank == 0:
                 for hf_name, t in conv.megatron_full_to_hf(name, full, shape).items():
                     out[hf_name] = t.to("cpu", dtype=dtype, copy=True)
-        if layout.pp > 1 and layout.tp_rank == 0:
+        if layout.pp > 1 and layout.tp_rank == 0 and layout.dp_rank == 0:
             out = gather_pipeline(out, layout)
     return out if layout.is_main_process else {}
+
+
+def _gathered_experts(local_name: str, data: Tensor, layout: ParallelLayout, shape: conv.ModelShape,
+                      dtype: torch.dtype) -> dict[str, Tensor]:
+    """One local expert's tensor from every expert-parallel rank (all-gathered), in HF names on the member
+    with DP rank 0; {} on the others, which take part."""
+    from megatron.core import parallel_state as ps
+
+    parts = [torch.empty_like(data) for _ in range(layout.ep)]
+    dist.all_gather(parts, data.contiguous(), group=ps.get_expert_model_parallel_group())
+    if layout.dp_rank != 0:
+        return {}
+    local = conv.expert_index(local_name)
+    out: dict[str, Tensor] = {}
+    for ep_rank, part in enumerate(parts):
+        name = conv.with_expert(local_name, conv.experts_of_rank(shape.num_experts, layout.ep, ep_rank).start + local)
+        for hf_name, t in conv.megatron_full_to_hf(name, part, shape).items():
+            out[hf_name] = t.to("cpu", dtype=dtype, copy=True)
+    return out
 
 
 def gather_pipeline(mine: dict[str, Tensor], layout: ParallelLayout) -> dict[str, Tensor]:
@@ -82,7 +109,8 @@ def accumulated_grad(param: Tensor) -> Tensor:
 
 # --------------------------------------------------------------------------- checkpoints (per rank)
 def layout_key(layout: ParallelLayout) -> dict[str, int]:
-    return {"tp": layout.tp, "pp": layout.pp, "dp": layout.dp}
+    key = {"tp": layout.tp, "pp": layout.pp, "dp": layout.dp}
+    return key | {"ep": layout.ep} if layout.ep > 1 else key  # dense checkpoints keep their key
 
 
 def _optimizer_parts(optimizer) -> list:

@@ -1,5 +1,10 @@
 """Model building for the Megatron backend: a GPTModel for the Llama/Qwen family, loaded from HF.
 
+A mixture-of-experts model (Qwen3-MoE) gets megatron-core's local MoE layers in the layers HF
+makes MoE: a top-k softmax router (fp32 logits, no load-balancing loss: the HF model trains
+without one too), SequentialMLP experts and the all-to-all token dispatcher over the
+expert-parallel group.
+
 Attention is torch SDPA (flash / memory-efficient kernels on GPU) wrapped as Megatron's
 core attention, because megatron-core's local attention materializes the full [s, s]
 score matrix and Transformer Engine is not part of this stack. Weights come from the HF
@@ -70,11 +75,36 @@ def _sdpa_core_attention_cls():
     return SDPACoreAttention
 
 
-def transformer_config(shape: conv.ModelShape, tp: int, pp: int, *, bf16: bool, cpu: bool, recompute: bool):
+def _moe_settings(shape: conv.ModelShape, ep: int) -> dict[str, Any]:
+    """TransformerConfig's MoE keys for `shape` (none for a dense model)."""
+    if not shape.moe_layers:
+        return {}
+    _router_without_transformer_engine()
+    return dict(
+        num_moe_experts=shape.num_experts, moe_router_topk=shape.moe_top_k, moe_ffn_hidden_size=shape.moe_ffn_hidden_size,
+        moe_layer_freq=[int(i in shape.moe_layers) for i in range(shape.num_layers)], expert_model_parallel_size=ep,
+        # HF's router: softmax over every expert, top-k, renormalised by norm_topk_prob. megatron-core's top-k of the
+        # logits then a softmax over the k is the renormalised form; pre-softmax is the other.
+        moe_router_pre_softmax=not shape.norm_topk_prob, moe_router_score_function="softmax",
+        moe_router_load_balancing_type="none", moe_aux_loss_coeff=0.0, moe_router_dtype="fp32",
+        moe_grouped_gemm=False, moe_permute_fusion=False, moe_router_fusion=False)
+
+
+def _router_without_transformer_engine() -> None:
+    """megatron-core 0.16.1's router linear reads `te_general_gemm`, a name it defines only when Transformer
+    Engine imports (NameError otherwise, on CPU and GPU alike); without TE its own torch.mm path is meant."""
+    from megatron.core.transformer.moe import moe_utils
+
+    if not moe_utils.HAVE_TE and not hasattr(moe_utils, "te_general_gemm"):
+        moe_utils.te_general_gemm = None
+
+
+def transformer_config(shape: conv.ModelShape, tp: int, pp: int, *, bf16: bool, cpu: bool, recompute: bool,
+                       ep: int = 1):
     from megatron.core.transformer.transformer_config import TransformerConfig
 
     dtype = torch.bfloat16 if bf16 else torch.float32
-    kw: dict[str, Any] = {}
+    kw: dict[str, Any] = _moe_settings(shape, ep)
     if recompute:
         kw.update(recompute_granularity="full", recompute_method="uniform", recompute_num_layers=1)
     return TransformerConfig(
@@ -90,18 +120,23 @@ def transformer_config(shape: conv.ModelShape, tp: int, pp: int, *, bf16: bool, 
         gradient_accumulation_fusion=False, use_cpu_initialization=cpu, perform_initialization=True,
         params_dtype=torch.float32, bf16=bf16, pipeline_dtype=dtype, autocast_dtype=dtype,
         tensor_model_parallel_size=tp, pipeline_model_parallel_size=pp, sequence_parallel=False,
-        # Micro-batches differ in length: the pipeline schedule must send shapes along. The MoE
-        # dispatcher setting only silences a config check (dense models have no MoE).
+        # Micro-batches differ in length: the pipeline schedule must send shapes along.
         variable_seq_lengths=True, moe_token_dispatcher_type="alltoall", **kw,
     )
 
 
 def build_gpt_model(shape: conv.ModelShape, tconfig, pre_process: bool, post_process: bool):
-    from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
+    from megatron.core.models.gpt.gpt_layer_specs import get_gpt_decoder_block_spec, get_gpt_layer_local_spec
     from megatron.core.models.gpt.gpt_model import GPTModel
 
-    spec = get_gpt_layer_local_spec(qk_layernorm=shape.qk_norm, normalization="RMSNorm")
-    spec.submodules.self_attention.submodules.core_attention = _sdpa_core_attention_cls()
+    if shape.moe_layers:  # a spec per layer of this stage, MoE or dense by tconfig.moe_layer_freq
+        spec = get_gpt_decoder_block_spec(tconfig, use_transformer_engine=False, normalization="RMSNorm")
+        layer_specs = spec.layer_specs
+    else:
+        spec = get_gpt_layer_local_spec(qk_layernorm=shape.qk_norm, normalization="RMSNorm")
+        layer_specs = [spec]
+    for layer_spec in layer_specs:
+        layer_spec.submodules.self_attention.submodules.core_attention = _sdpa_core_attention_cls()
     return GPTModel(
         tconfig, spec, vocab_size=shape.padded_vocab_size, max_sequence_length=shape.max_position_embeddings,
         pre_process=pre_process, post_process=post_process,
@@ -116,9 +151,13 @@ def layer_offset(model) -> int:
     return layers[0].layer_number - 1 if len(layers) else 0
 
 
-def global_name(local: str, offset: int) -> str:
+def global_name(local: str, offset: int, first_expert: int = 0) -> str:
+    """A parameter's name with global layer and expert indices (this stage's first layer is `offset`, this
+    expert-parallel rank's first expert `first_expert`)."""
     layer, rest = conv.split_layer_name(local)
-    return local if layer is None else conv.layer_name(layer + offset, rest)
+    name = local if layer is None else conv.layer_name(layer + offset, rest)
+    expert = conv.expert_index(name)
+    return name if expert is None else conv.with_expert(name, expert + first_expert)
 
 
 class HFReader:
@@ -147,14 +186,16 @@ class HFReader:
 
 
 @torch.no_grad()
-def load_hf_into(model, reader: Callable[[str], Tensor], shape: conv.ModelShape, tp_rank: int, tp: int) -> None:
+def load_hf_into(model, reader: Callable[[str], Tensor], shape: conv.ModelShape, layout: ParallelLayout) -> None:
     """Copy HF weights into this rank's (unwrapped) GPTModel; every parameter must be covered."""
+    tp_rank, tp = layout.tp_rank, layout.tp
     offset = layer_offset(model)
+    experts = conv.experts_of_rank(shape.num_experts, layout.ep, layout.ep_rank)
     expected = set(conv.megatron_param_names(shape, range(offset, offset + len(model.decoder.layers)),
-                                             model.pre_process, model.post_process))
+                                             model.pre_process, model.post_process, experts))
     seen = set()
     for local, param in model.named_parameters():
-        name = global_name(local, offset)
+        name = global_name(local, offset, experts.start)
         if name not in expected:
             raise conv.ConversionError(f"Megatron parameter {name!r} has no HF source in the converter")
         kind = conv.tp_split_kind(name)
@@ -178,7 +219,7 @@ def build_and_load(shape: conv.ModelShape, tconfig, layout: ParallelLayout, read
     model = build_gpt_model(shape, tconfig, layout.first_stage, layout.last_stage)
     if layout.cuda:
         model = model.cuda()
-    load_hf_into(model, reader, shape, layout.tp_rank, layout.tp)
+    load_hf_into(model, reader, shape, layout)
     # Train mode like Megatron-LM (recompute only runs in train mode); dropout is 0, so the
     # scores equal eval mode's. A frozen reference model is switched to eval() by its caller.
     model.train()

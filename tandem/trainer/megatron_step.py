@@ -9,7 +9,9 @@ Numbers match the torch backend by construction:
   and multiplied by the DP size, because Megatron averages gradients over DP: the
   accumulated gradient is then exactly that of one big forward;
 - the per-token scores come from `megatron_head` (vocab-parallel at TP > 1, whole or chunked
-  logits by trainer.logprob_chunk_tokens).
+  logits by trainer.logprob_chunk_tokens);
+- with trainer.moe, the training model's routers consult the engine's routing of the micro-batch
+  in every forward (`megatron_routing`), as the torch trainer's do.
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ from tandem.trainer.batching import MicroBatch, micro_batches, split_even
 from tandem.trainer.megatron_dist import ParallelLayout
 # vocab_parallel_logprobs is re-exported: tests and tools import it from this module.
 from tandem.trainer.megatron_head import LossHead, run_model, vocab_parallel_logprobs  # noqa: F401
+from tandem.trainer.megatron_routing import reduced_routing_metrics, sequence_major
+from tandem.trainer.routing_replay import RoutingReplay, attach_routing
 
 MicroLoss = Callable[[MicroBatch, Tensor, Any], tuple[Tensor, dict[str, Tensor]]]
 """(micro-batch, the last stage's output, the model that made it) -> (loss, metric sums)."""
@@ -57,6 +61,8 @@ class MegatronTrainStep:
     ref_context: Callable[[], ContextManager] = contextlib.nullcontext
 
     bf16: bool = False
+    routing: RoutingReplay | None = None
+    """trainer.moe: the engine's routing, compared with the training model's routers (and replayed)."""
 
     def __post_init__(self) -> None:
         self.policy_loss = losses.PolicyLoss.from_config(self.tc.loss)
@@ -64,15 +70,29 @@ class MegatronTrainStep:
 
     def __call__(self, samples: list[Sample]) -> dict[str, float]:
         self.head.chunk_tokens = self.tc.logprob_chunk_tokens  # trainer settings are read at every step
-        return run_minibatches(samples, self.tc.minibatches, prepare=self.prepare, accumulate=self.accumulate,
-                               zero_grads=self.zero_grads, optimizer_step=self.optimizer_step,
-                               lr=lambda: self.optimizer.param_groups[0]["lr"])
+        metrics = run_minibatches(samples, self.tc.minibatches, prepare=self.prepare, accumulate=self.accumulate,
+                                  zero_grads=self.zero_grads, optimizer_step=self.optimizer_step,
+                                  lr=lambda: self.optimizer.param_groups[0]["lr"])
+        if self.routing is not None:
+            from megatron.core import parallel_state as ps
+
+            metrics.update(reduced_routing_metrics(self.routing, ps.get_data_parallel_group(),
+                                                   ps.get_pipeline_model_parallel_group(), self.layout.pp,
+                                                   self.layout.device))
+        return metrics
 
     # ------------------------------------------------------------------ forward pieces
     def forward(self, model, mb: MicroBatch) -> Tensor:
         """The last stage's output for a micro-batch: logits [b, L, V_pad/tp], or hidden states with
-        trainer.logprob_chunk_tokens (megatron_head.run_model)."""
-        return run_model(model, mb, hidden=self.head.chunk_tokens > 0, bf16=self.bf16)
+        trainer.logprob_chunk_tokens (megatron_head.run_model). The training model routes with the engine's
+        routing in view; agreement is counted in its training forward only (once per micro-batch)."""
+        if self.routing is None or model is not self.train_model:
+            return run_model(model, mb, hidden=self.head.chunk_tokens > 0, bf16=self.bf16)
+        self.routing.set_batch(sequence_major(mb.routed), counting=torch.is_grad_enabled())
+        try:
+            return run_model(model, mb, hidden=self.head.chunk_tokens > 0, bf16=self.bf16)
+        finally:
+            self.routing.end_forward()
 
     def logits(self, model, input_ids: Tensor) -> Tensor:
         """Whole logits [b, L, V_pad/tp] of right-padded token ids, whatever the head (tests, tools)."""
@@ -93,8 +113,11 @@ class MegatronTrainStep:
         """This DP rank's share of a mini-batch, as micro-batches (TP/PP peers get the same)."""
         mine = split_even(samples, self.layout.dp)
         share = mine[self.layout.dp_rank] if self.layout.dp_rank < len(mine) else []
-        return micro_batches(share, self.tc.micro_batch_size, self.tc.max_tokens_per_micro_batch,
-                             self.layout.device, self.pad_id)
+        micro = micro_batches(share, self.tc.micro_batch_size, self.tc.max_tokens_per_micro_batch,
+                              self.layout.device, self.pad_id)
+        if self.routing is not None:
+            attach_routing(micro, share, self.tc.micro_batch_size, self.tc.max_tokens_per_micro_batch, self.routing)
+        return micro
 
     def prepare(self, minibatch: list[Sample], with_old_logp: bool) -> tuple[list[Sample], list[MicroBatch]]:
         micro = self.micro_batches(minibatch)

@@ -1,16 +1,19 @@
-"""Routing replay (R3) and routing agreement in the torch trainer's forward.
+"""Routing replay (R3) and routing agreement in the training forward, for both trainers.
 
-A forward hook on every MoE router of the trained model (transformers' `layers.N.mlp.gate`,
-returning (router logits, top-k weights, top-k expert ids)) sees, for every token position of
-the micro-batch, the experts the trainer's own router picked, and compares them with the ones
-the engine recorded (`Sample.routed_experts`, laid out like the micro-batch by `routed_tensor`).
+`RoutingReplay` is the trainer-neutral part: each MoE router of the trained model hands it, for
+every token position of the micro-batch, the experts the trainer's own router picked (`route`),
+and it compares them with the ones the engine recorded (`Sample.routed_experts`, laid out like
+the micro-batch by `routed_tensor`). With trainer.moe.routing_replay it answers with the
+engine's experts wherever there is a record; positions without one (the last token, padding, a
+plug-in that did not ask) keep the router's own top-k. The router then takes its gates at the
+experts it is given: its softmax over all experts at those experts (renormalised when the
+model's norm_topk_prob is set), so the gradient still reaches the router. This is what slime and
+verl do (they overwrite the top-k indices inside the router and gather the scores at them).
 
-With trainer.moe.routing_replay the hook replaces the router's choice by the engine's wherever
-there is a record: the experts are the engine's, the gates are the router's softmax over all
-experts taken at those experts (renormalised when the model's norm_topk_prob is set), so the
-gradient still reaches the router. This is what slime and verl do (they overwrite the top-k
-indices inside the router and gather the scores at them); positions without a record (the last
-token, padding, a plug-in that did not ask) keep the router's own top-k.
+How each trainer's routers consult it: `hf_routing_replay` hooks transformers' routers
+(`layers.N.mlp.gate`, returning (router logits, top-k weights, top-k expert ids)) in the torch
+trainer; the Megatron trainer's routers ask through megatron-core's own replay seam
+(`tandem.trainer.megatron_routing`).
 
 Routing agreement counts, in the training forward, the (position, MoE layer) pairs with a record
 whose recomputed top-k set equals the engine's, and the positions where every MoE layer agrees.
@@ -25,6 +28,7 @@ from torch import Tensor
 
 from tandem.moe import moe_routers, unpack_routing
 from tandem.sample import Sample
+from tandem.trainer.batching import MicroBatch, micro_batch_groups, token_offsets
 
 NO_RECORD = -1
 
@@ -47,48 +51,48 @@ def routed_tensor(samples: list[Sample], rows: int, columns: int, offsets: list[
     return out
 
 
-class RoutingReplay:
-    """Hooks on `model`'s MoE routers: routing agreement always, replay when `replay` is set."""
+def attach_routing(micro: list[MicroBatch], samples: list[Sample], micro_batch_size: int, max_tokens: int,
+                   routing: RoutingReplay) -> None:
+    """Give each micro-batch of `samples` (made by `batching.micro_batches` with the same sizes) its samples'
+    engine routing, laid out like its tokens (`MicroBatch.routed`; None when none of them has any)."""
+    for mb, group in zip(micro, micro_batch_groups(samples, micro_batch_size, max_tokens)):
+        routed = routed_tensor(group, *mb.input_ids.shape, token_offsets(group, mb.packed), routing.num_layers,
+                               routing.top_k)
+        mb.routed = routed.to(mb.input_ids.device) if routed is not None else None
 
-    def __init__(self, model: torch.nn.Module, replay: bool):
-        self.routers = moe_routers(model)
-        if not self.routers:
-            raise ValueError("config key 'trainer.moe': the model has no mixture-of-experts layers to route "
-                             "(no layers.N.mlp.gate router); turn trainer.moe.routing_replay and record_routing off")
-        first = next(iter(self.routers.values()))
-        self.num_layers = model.config.get_text_config().num_hidden_layers
-        self.top_k = int(first.top_k)
-        self.replay = replay
+
+class RoutingReplay:
+    """Routing agreement always, the engine's experts when `replay` is set, for routers of `layers` (their
+    decoder layer indices; the record holds all `num_layers` of the model, dense layers' entries unused)."""
+
+    def __init__(self, layers: list[int], num_layers: int, top_k: int, replay: bool):
+        if not layers:
+            raise ValueError("config key 'trainer.moe': the model has no mixture-of-experts layers to route; "
+                             "turn trainer.moe.routing_replay and record_routing off")
+        self.layers, self.num_layers, self.top_k, self.replay = sorted(layers), num_layers, top_k, replay
         self.routed: Tensor | None = None
-        """The current micro-batch's engine routing ([b, T, num_layers, top_k], NO_RECORD where none)."""
+        """The current micro-batch's engine routing ([rows, columns, num_layers, top_k], NO_RECORD where none);
+        its positions flattened in row-major order are the router's tokens."""
         self.counting = False
         """Count agreement in this forward (the training forward, once per micro-batch)."""
         self._sums = dict.fromkeys(("pairs", "agree", "positions", "positions_agree"), 0)
         self._position_agree: Tensor | None = None
-        for layer, module in self.routers.items():
-            module.register_forward_hook(self._hook(layer))
 
     def set_batch(self, routed: Tensor | None, counting: bool) -> None:
         self.routed, self.counting = routed, counting
         self._position_agree = None
 
-    def _hook(self, layer: int):
-        def route(module: Any, _args: Any, output: Any) -> Any:
-            if self.routed is None:
-                return None
-            logits, weights, own = output
-            record = self.routed[:, :, layer, :].reshape(-1, self.top_k).to(own.dtype)
-            has = record[:, 0] != NO_RECORD
-            if self.counting:
-                self._count(own, record, has)
-            if not self.replay:
-                return None
-            chosen = torch.where(has[:, None], record, own)
-            gates = torch.softmax(logits, dim=-1, dtype=torch.float32).gather(1, chosen)
-            if getattr(module, "norm_topk_prob", False):
-                gates = gates / gates.sum(dim=-1, keepdim=True)
-            return logits, gates.to(weights.dtype), chosen
-        return route
+    def route(self, layer: int, own: Tensor) -> Tensor | None:
+        """The experts [tokens, top_k] layer `layer`'s router is to use, given its own choice `own`: the engine's
+        where recorded (with replay), `own` elsewhere; None when this forward has no record at all (nothing to
+        change). Counts agreement in a counted forward."""
+        if self.routed is None:
+            return None
+        record = self.routed[:, :, layer, :].reshape(-1, self.top_k).to(device=own.device, dtype=own.dtype)
+        has = record[:, 0] != NO_RECORD
+        if self.counting:
+            self._count(own, record, has)
+        return torch.where(has[:, None], record, own) if self.replay else own
 
     @torch.no_grad()
     def _count(self, own: Tensor, record: Tensor, has: Tensor) -> None:
@@ -101,17 +105,52 @@ class RoutingReplay:
     def end_forward(self) -> None:
         """After a forward: close a counted forward's per-position tally and forget the micro-batch."""
         if self.counting and self._position_agree is not None and self.routed is not None:
-            has = (self.routed[:, :, next(iter(self.routers)), 0].reshape(-1) != NO_RECORD)
+            has = (self.routed[:, :, self.layers[0], 0].reshape(-1) != NO_RECORD)
             has = has.to(self._position_agree.device)
             self._sums["positions"] += int(has.sum())
             self._sums["positions_agree"] += int((self._position_agree & has).sum())
         self.set_batch(None, False)
 
+    def take_sums(self) -> dict[str, int]:
+        """The step's tallies so far (pairs, agree, positions, positions_agree); they start again."""
+        s, self._sums = self._sums, dict.fromkeys(self._sums, 0)
+        return s
+
     def take_metrics(self) -> dict[str, float]:
         """The step's routing metrics (none when no sample had the engine's routing); the tallies start again."""
-        s, self._sums = self._sums, dict.fromkeys(self._sums, 0)
-        if not s["pairs"]:
-            return {"routing_recorded_tokens": 0.0}
-        return {"routing_agreement": s["agree"] / s["pairs"],
-                "routing_agreement_tokens": s["positions_agree"] / s["positions"],
-                "routing_recorded_tokens": float(s["positions"])}
+        return routing_metrics(self.take_sums())
+
+
+def routing_metrics(s: dict[str, int]) -> dict[str, float]:
+    """routing_agreement (pairs), routing_agreement_tokens (positions; left out without a position tally) and
+    routing_recorded_tokens from summed tallies."""
+    if not s["pairs"]:
+        return {"routing_recorded_tokens": 0.0}
+    out = {"routing_agreement": s["agree"] / s["pairs"], "routing_recorded_tokens": float(s["positions"])}
+    if s["positions"]:
+        out["routing_agreement_tokens"] = s["positions_agree"] / s["positions"]
+    return out
+
+
+def hf_routing_replay(model: torch.nn.Module, replay: bool) -> RoutingReplay:
+    """A `RoutingReplay` consulted by forward hooks on every MoE router of a transformers model (torch trainer)."""
+    routers = moe_routers(model)
+    first = next(iter(routers.values()), None)
+    routing = RoutingReplay(list(routers), model.config.get_text_config().num_hidden_layers,
+                            int(first.top_k) if first is not None else 0, replay)
+    for layer, module in routers.items():
+        module.register_forward_hook(_hf_hook(routing, layer))
+    return routing
+
+
+def _hf_hook(routing: RoutingReplay, layer: int):
+    def route(module: Any, _args: Any, output: Any) -> Any:
+        logits, weights, own = output
+        chosen = routing.route(layer, own)
+        if chosen is None or chosen is own:
+            return None
+        gates = torch.softmax(logits, dim=-1, dtype=torch.float32).gather(1, chosen)
+        if getattr(module, "norm_topk_prob", False):
+            gates = gates / gates.sum(dim=-1, keepdim=True)
+        return logits, gates.to(weights.dtype), chosen
+    return route

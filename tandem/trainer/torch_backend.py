@@ -26,10 +26,9 @@ from tandem.sample import Sample
 from tandem.trainer.backend import (TrainerBackend, check_lora_settings, configure_threads, lora_settings,
                                     run_minibatches)
 # collate and validate_samples are re-exported: callers import them from this module.
-from tandem.trainer.batching import (MicroBatch, collate, micro_batch_groups, micro_batches, token_offsets,
-                                     validate_samples)
+from tandem.trainer.batching import MicroBatch, collate, micro_batches, validate_samples
 from tandem.trainer.offload import HostOffload
-from tandem.trainer.routing_replay import RoutingReplay, routed_tensor
+from tandem.trainer.routing_replay import attach_routing, hf_routing_replay
 
 __all__ = ["TorchTrainer", "MicroBatch", "collate", "configure_threads", "validate_samples"]
 
@@ -53,7 +52,7 @@ class TorchTrainer(TrainerBackend):
             raise ValueError("config key 'trainer.logprob_chunk_tokens': this model soft-caps its logits after the LM "
                              "head, which the chunked head does not apply; set it to 0")
         moe = tc.moe
-        self.routing = RoutingReplay(self.model, moe.routing_replay) if moe.wants_routing else None
+        self.routing = hf_routing_replay(self.model, moe.routing_replay) if moe.wants_routing else None
         """trainer.moe: the engine's routing, compared with the router's (and replayed) in every forward."""
         self.lora_dropouts = [m for n, m in self.model.named_modules()
                               if ".lora_dropout." in n and isinstance(m, torch.nn.Dropout)]
@@ -136,11 +135,7 @@ class TorchTrainer(TrainerBackend):
         tc = self.cfg.trainer
         micro = micro_batches(samples, tc.micro_batch_size, tc.max_tokens_per_micro_batch, self.device, self.pad_id)
         if self.routing is not None:
-            groups = micro_batch_groups(samples, tc.micro_batch_size, tc.max_tokens_per_micro_batch)
-            for mb, group in zip(micro, groups):
-                routed = routed_tensor(group, *mb.input_ids.shape, token_offsets(group, mb.packed),
-                                       self.routing.num_layers, self.routing.top_k)
-                mb.routed = routed.to(self.device) if routed is not None else None
+            attach_routing(micro, samples, tc.micro_batch_size, tc.max_tokens_per_micro_batch, self.routing)
         for mb in micro:
             if with_old_logp:
                 mb.old_logp = self._score(self.model, mb)
