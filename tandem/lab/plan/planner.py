@@ -22,8 +22,14 @@ precision_aware_optimizer, main_grads_dtype}) enter through tandem.lab.plan.memo
 micro-batch holds max(budget, longest sample) tokens. Context parallelism is not a knob: this
 stack cannot run it (megatron-core 0.16.1 implements it only with Transformer Engine).
 
+Mixture-of-experts models on Megatron (trainer.megatron.expert_parallel = EP, TP 1, expert TP 1):
+each rank holds E / EP experts of every MoE layer of its stage; the distributed optimizer shards the
+experts' state over expert-DP = trainer.gpus / (EP x PP) and the dense parameters' (the routers
+among them) over DP. EP must divide DP and the experts; TP > 1 is refused (megatron-core needs
+sequence parallelism for it, which tandem does not use). LoRA on an MoE model is refused.
+
 Smallest change: the knobs are, in this order, the chunked loss head (off -> 4096 -> 1024
-positions), TP up (within trainer.gpus), recompute on, the micro-batch (samples halved down to 1,
+positions), TP up (within trainer.gpus; for an MoE model EP up instead), recompute on, the micro-batch (samples halved down to 1,
 or the packing budget halved down to the longest sample) and the optimizer offload to the CPU
 (megatron: fraction 0.5 -> 1.0, with the precision-aware optimizer this stack requires with it).
 Single changes first in that order, then pairs, and so on; within a group smaller steps first.
@@ -66,10 +72,18 @@ class TrainerSetting:
     """Of the optimizer, the fraction on the CPU (0: not offloaded)."""
     precision_aware: bool = False
     grad_bytes: int = 4
+    ep: int = 1
+    """trainer.megatron.expert_parallel: each rank holds num_experts / ep experts of every MoE layer."""
 
     @property
     def dp(self) -> int:
         return self.gpus // (self.tp * self.pp) if self.backend == "megatron" else 1
+
+    @property
+    def expert_dp(self) -> int:
+        """The expert-data-parallel size (expert TP 1): the ranks that hold the same experts, over which
+        the distributed optimizer shards their state."""
+        return self.gpus // (self.ep * self.pp) if self.backend == "megatron" else 1
 
     @property
     def tokens(self) -> int:
@@ -84,8 +98,17 @@ class RankMemory:
     stage: int
     params: int
     state: mem.TrainingState
+    """Of every parameter the rank holds: the dense and the expert ones together."""
     reference: int
     activations: mem.Activations
+    expert_params: int = 0
+    """Of `params`: the experts' (E / EP per MoE layer of the stage)."""
+    expert_state: mem.TrainingState | None = None
+    """Of `state`: the experts' weights, grads and optimizer state (sharded over expert-DP)."""
+    router_params: int = 0
+    """Of the dense parameters: the MoE layers' routers."""
+    router_state: mem.TrainingState | None = None
+    """Of `state`: the routers' weights, grads and optimizer state (Megatron; dense: sharded over DP)."""
 
     @property
     def total(self) -> int:
@@ -152,10 +175,42 @@ def check_layout(shape: ModelShape, s: TrainerSetting) -> None:
     if s.backend == "megatron" and s.gpus % (s.tp * s.pp):
         raise PlanError(f"trainer.gpus ({s.gpus}) is not a multiple of tensor_parallel x pipeline_parallel "
                         f"({s.tp} x {s.pp})")
+    if shape.experts and s.lora_rank:
+        raise PlanError(f"trainer.lora.rank = {s.lora_rank} with a mixture-of-experts model: tandem trains no "
+                        "adapters on experts; set trainer.lora.rank = 0")
+    if s.backend == "megatron":
+        check_expert_layout(shape, s)
 
 
-def _state(shape: ModelShape, s: TrainerSetting, params: int) -> tuple[mem.TrainingState, int]:
-    """(weights, grads and optimizer state; the KL reference's weights) of a rank holding `params`."""
+def check_expert_layout(shape: ModelShape, s: TrainerSetting) -> None:
+    """Refuse an expert-parallel layout tandem's Megatron trainer cannot build (module docstring)."""
+    if not shape.experts:
+        if s.ep > 1:
+            raise PlanError(f"trainer.megatron.expert_parallel = {s.ep} with a dense model (no experts): set it to 1")
+        return
+    if s.tp > 1:
+        raise PlanError(f"trainer.megatron.tensor_parallel = {s.tp} with a mixture-of-experts model: megatron-core "
+                        "0.16.1 trains MoE layers at TP > 1 only with sequence parallelism, which tandem does not "
+                        "use; set tensor_parallel = 1 and split the experts with trainer.megatron.expert_parallel")
+    if shape.experts % s.ep:
+        raise PlanError(f"trainer.megatron.expert_parallel = {s.ep} does not divide the model's num_experts "
+                        f"({shape.experts})")
+    if s.dp % s.ep:
+        raise PlanError(f"trainer.megatron.expert_parallel = {s.ep} does not divide the data-parallel size "
+                        f"(trainer.gpus / pipeline_parallel = {s.dp})")
+
+
+def megatron_state(s: TrainerSetting, params: int, trainable: int, shards: int) -> mem.TrainingState:
+    """Megatron's weights, grads and optimizer state of `params` parameters sharded over `shards` ranks."""
+    return mem.training_state(params, trainable, shards, bf16=s.bf16, distributed=s.distributed_optimizer,
+                              grad_bytes=s.grad_bytes, offload_fraction=s.offload_fraction,
+                              precision_aware=s.precision_aware)
+
+
+def _state(shape: ModelShape, s: TrainerSetting, params: int, experts: int = 0
+           ) -> tuple[mem.TrainingState, mem.TrainingState | None, int]:
+    """(weights, grads and optimizer state; the experts' part of it; the KL reference's weights) of a rank
+    holding `params` parameters, `experts` of them expert parameters."""
     trainable = params
     if s.lora_rank:  # adapters train; the base is frozen (no grads, no optimizer state)
         trainable = shape.lora_params(s.lora_rank, list(s.lora_targets)) // (s.tp * s.pp)
@@ -163,22 +218,30 @@ def _state(shape: ModelShape, s: TrainerSetting, params: int) -> tuple[mem.Train
     if s.backend == "torch":  # fp32 master weights, grads and AdamW; bf16 autocast copies
         state = mem.TrainingState(weights=(params + adapters) * 4 + (params * 2 if s.bf16 else 0),
                                   grads=trainable * 4, optimizer=trainable * 8)
-        return state, (params * 4 if s.reference_model else 0)
-    state = mem.training_state(params, trainable, s.dp, bf16=s.bf16, distributed=s.distributed_optimizer,
-                               grad_bytes=s.grad_bytes, offload_fraction=s.offload_fraction,
-                               precision_aware=s.precision_aware)
+        return state, None, (params * 4 if s.reference_model else 0)
     param_bytes = 2 if s.bf16 else 4
+    # Dense parameters are sharded over DP, the experts' over expert-DP (their own gradient buckets).
+    dense = megatron_state(s, params - experts, trainable - experts, s.dp)
+    expert = megatron_state(s, experts, experts, s.expert_dp) if experts else None
+    state = dense if expert is None else mem.TrainingState(
+        weights=dense.weights + expert.weights, grads=dense.grads + expert.grads,
+        optimizer=dense.optimizer + expert.optimizer, host=dense.host + expert.host)
     state = replace(state, weights=state.weights + adapters * param_bytes)
-    return state, (params * param_bytes if s.reference_model else 0)
+    return state, expert, (params * param_bytes if s.reference_model else 0)
 
 
 def _stage_memory(shape: ModelShape, s: TrainerSetting, stage: int) -> RankMemory:
-    params = shape.rank_params(s.tp, s.pp, stage)
-    state, reference = _state(shape, s, params)
+    params = shape.rank_params(s.tp, s.pp, stage, s.ep)
+    experts = shape.rank_expert_params(s.pp, stage, s.ep) if s.backend == "megatron" else 0
+    state, expert_state, reference = _state(shape, s, params, experts)
     kernels = mem.TANDEM_MEGATRON if s.bf16 else replace(mem.TANDEM_MEGATRON, act_bytes=4)
     acts = mem.stage_activations(shape, kernels, tokens=s.tokens, tp=s.tp, pp=s.pp, stage=stage,
                                  recompute=s.recompute, logit_chunk=s.logit_chunk)
-    return RankMemory(stage=stage, params=params, state=state, reference=reference, activations=acts)
+    routers = shape.stage_moe_layers(s.pp, stage) * shape.router_params
+    router_state = megatron_state(s, routers, routers, s.dp) if routers and s.backend == "megatron" else None
+    return RankMemory(stage=stage, params=params, state=state, reference=reference, activations=acts,
+                      expert_params=experts, expert_state=expert_state, router_params=routers,
+                      router_state=router_state)
 
 
 def trainer_memory(shape: ModelShape, s: TrainerSetting) -> RankMemory:
@@ -204,7 +267,7 @@ def trainer_setting(cfg: TandemConfig, shape: ModelShape, seq_len: int) -> Train
         logit_chunk=tc.logprob_chunk_tokens, max_tokens=tc.max_tokens_per_micro_batch,
         offload_fraction=m.optimizer_offload_fraction if m.optimizer_cpu_offload else 0.0,
         precision_aware=m.precision_aware_optimizer,
-        grad_bytes=2 if m.main_grads_dtype == "bfloat16" else 4)
+        grad_bytes=2 if m.main_grads_dtype == "bfloat16" else 4, ep=m.expert_parallel)
 
 
 CHUNK_STEPS = (4096, 1024)
@@ -216,14 +279,18 @@ OFFLOAD_STEPS = (0.5, 1.0)
 def knob_options(shape: ModelShape, s: TrainerSetting) -> list[list[dict]]:
     """The values each knob may take, the current one first, as `replace` arguments, in the search's
     order: the chunked loss head, TP up (dividing trainer.gpus / PP and the model's heads, KV heads and
-    MLP width), recompute on, the micro-batch down (samples halved to 1, or the packing budget halved
-    to the longest sample), the optimizer offloaded (Megatron's distributed optimizer only)."""
+    MLP width; a mixture-of-experts model stays at TP 1), EP up (MoE only: dividing DP and the experts),
+    recompute on, the micro-batch down (samples halved to 1, or the packing budget halved to the longest
+    sample), the optimizer offloaded (Megatron's distributed optimizer only)."""
     chunks = [s.logit_chunk] + [c for c in CHUNK_STEPS if 0 < c < (s.logit_chunk or s.tokens + 1)]
-    tps, recomputes, offloads = [s.tp], [s.recompute], [s.offload_fraction]
+    tps, eps, recomputes, offloads = [s.tp], [s.ep], [s.recompute], [s.offload_fraction]
     if s.backend == "megatron":
         room = s.gpus // s.pp
-        tps = [t for t in range(s.tp, room + 1) if room % t == 0 and shape.heads % t == 0
-               and shape.kv_heads % t == 0 and shape.ffn % t == 0]
+        if shape.experts:
+            eps = [e for e in range(s.ep, room + 1) if room % e == 0 and shape.experts % e == 0]
+        else:
+            tps = [t for t in range(s.tp, room + 1) if room % t == 0 and shape.heads % t == 0
+                   and shape.kv_heads % t == 0 and shape.ffn % t == 0]
         recomputes = [s.recompute] if s.recompute else [False, True]
         if s.distributed_optimizer and not s.lora_rank:
             offloads += [f for f in OFFLOAD_STEPS if f > s.offload_fraction]
@@ -235,7 +302,7 @@ def knob_options(shape: ModelShape, s: TrainerSetting) -> list[list[dict]]:
         sizes, key = [s.micro_batch], "micro_batch"
         while sizes[-1] > 1:
             sizes.append(sizes[-1] // 2)
-    return [[{"logit_chunk": c} for c in chunks], [{"tp": t} for t in tps],
+    return [[{"logit_chunk": c} for c in chunks], [{"tp": t} for t in tps], [{"ep": e} for e in eps],
             [{"recompute": r} for r in recomputes], [{key: n} for n in sizes],
             [{"offload_fraction": f, "precision_aware": s.precision_aware or f > s.offload_fraction}
              for f in offloads]]
@@ -255,8 +322,8 @@ def candidate_changes(shape: ModelShape, s: TrainerSetting) -> list[TrainerSetti
 
 
 def most_frugal(shape: ModelShape, s: TrainerSetting) -> TrainerSetting:
-    """Every knob at its end: the smallest chunk, the most TP, recompute on, the smallest micro-batch,
-    the whole optimizer offloaded."""
+    """Every knob at its end: the smallest chunk, the most TP (or EP), recompute on, the smallest
+    micro-batch, the whole optimizer offloaded."""
     changes = {k: v for o in knob_options(shape, s) for k, v in o[-1].items()}
     return replace(s, **changes)
 
