@@ -8,6 +8,9 @@
 2. tandem's Megatron stack on CPU (fp32, TP = 1, one process over gloo, as tests/test_megatron_cpu.py):
    - the activations one layer keeps, summed over the unique storages autograd saves during a
      forward (torch.autograd.graph.saved_tensors_hooks), against memory.layer_bytes_per_token;
+   - the same for one megatron-core MoE layer against one dense layer of the same attention (the
+     difference: the experts' MLPs, the dispatched tokens and the router in place of the MLP), against
+     memory.moe_layer_bytes_per_token;
    - the loss head's peak per logit element, whole (tandem.losses at TP = 1, megatron_head's
      vocab-parallel log-probs at TP > 1, each with the no-grad entropy metric and the backward) and
      chunked (losses.chunked_scores, per element of one chunk's logits), read as the peak resident
@@ -71,7 +74,7 @@ def cpu_config(cache_dir: str):
         "run": {"cache_dir": cache_dir}, "model": {"tiny": CPU_MODEL},
         "trainer": {"backend": "megatron", "device": "cpu", "micro_batch_size": CPU_BATCH, "minibatches": 1,
                     "megatron": {"tensor_parallel": 1}},
-        "rollout": {"temperature": 1.0}})
+        "rollout": {"sampling": {"temperature": 1.0}}})
 
 
 def measure_layers(trainer) -> dict:
@@ -147,12 +150,80 @@ def measure_head(kind: str) -> dict:
     return {"bytes_per_chunk_logit": (peak_above_now(chunked_forward_backward) - grads) / (CHUNK * LOSS_VOCAB)}
 
 
+MOE = {"experts": 16, "top_k": 4, "expert_ffn": 128}
+"""The MoE layer measured: CPU_MODEL's attention with 16 experts of width 128, top-4."""
+
+
+def moe_cuda_stand_ins() -> None:
+    """What megatron-core 0.16.1's MoE layer needs beyond tandem's CPU shim, for this measurement only: its alltoall
+    dispatcher makes a CUDA stream at construction (synchronous here), and its router's gating linear names
+    Transformer Engine's GEMM even when Transformer Engine is absent (None selects its torch.mm path)."""
+    import contextlib
+
+    from megatron.core.transformer.moe import moe_utils
+
+    from tandem.trainer import megatron_cpu_shim as shim
+
+    torch.cuda.Stream = lambda *a, **k: shim._SyncStream()  # type: ignore[assignment]
+    torch.cuda.current_stream = lambda *a, **k: shim._SyncStream()  # type: ignore[assignment]
+    torch.cuda.stream = lambda s: contextlib.nullcontext()  # type: ignore[assignment]
+    if not hasattr(moe_utils, "te_general_gemm"):
+        moe_utils.te_general_gemm = None
+
+
+def measure_moe_layer() -> dict:
+    """Bytes per token one megatron-core layer saves for backward, dense and MoE (SequentialMLP experts, the
+    alltoall dispatcher, EP 1, fp32 router), tandem's local spec and SDPA attention, fp32, one process."""
+    from megatron.core.models.common.embeddings.rotary_pos_embedding import RotaryEmbedding
+    from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
+    from megatron.core.transformer.spec_utils import build_module
+    from megatron.core.transformer.transformer_config import TransformerConfig
+
+    from tandem.config import MegatronSettings
+    from tandem.trainer.megatron_dist import init_parallel
+    from tandem.trainer.megatron_model import _sdpa_core_attention_cls
+
+    init_parallel(MegatronSettings(tensor_parallel=1), 0)
+    moe_cuda_stand_ins()
+    m, tokens = CPU_MODEL, CPU_SEQ
+    out = {}
+    for kind, extra in (("dense", {}), ("moe", {
+            "num_moe_experts": MOE["experts"], "moe_router_topk": MOE["top_k"], "moe_ffn_hidden_size": MOE["expert_ffn"],
+            "moe_grouped_gemm": False, "moe_router_dtype": "fp32"})):
+        cfg = TransformerConfig(
+            num_layers=1, hidden_size=m["hidden_size"], num_attention_heads=m["num_heads"],
+            num_query_groups=m["num_kv_heads"], kv_channels=m["head_dim"], ffn_hidden_size=m["intermediate_size"],
+            gated_linear_unit=True, activation_func=torch.nn.functional.silu, normalization="RMSNorm",
+            add_bias_linear=False, qk_layernorm=True, hidden_dropout=0.0, attention_dropout=0.0,
+            bias_dropout_fusion=False, apply_rope_fusion=False, masked_softmax_fusion=False, persist_layer_norm=False,
+            gradient_accumulation_fusion=False, use_cpu_initialization=True, variable_seq_lengths=True,
+            moe_token_dispatcher_type="alltoall", **extra)
+        spec = get_gpt_layer_local_spec(num_experts=extra.get("num_moe_experts"), moe_grouped_gemm=False,
+                                        qk_layernorm=True, normalization="RMSNorm")
+        spec.submodules.self_attention.submodules.core_attention = _sdpa_core_attention_cls()
+        layer = build_module(spec, config=cfg, layer_number=1)
+        rope = RotaryEmbedding(kv_channels=m["head_dim"], rotary_percent=1.0, rotary_base=10000)(tokens)
+        x = torch.randn(tokens, 1, m["hidden_size"], requires_grad=True)
+        skip = {p.untyped_storage().data_ptr() for p in layer.parameters()} | {x.untyped_storage().data_ptr()}
+        sizes: dict[int, int] = {}
+
+        def pack(t):
+            if t.untyped_storage().data_ptr() not in skip:
+                sizes.setdefault(t.untyped_storage().data_ptr(), t.untyped_storage().nbytes())
+            return t
+
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            layer(x, attention_mask=None, rotary_pos_emb=rope)
+        out[kind] = sum(sizes.values()) / tokens
+    return out
+
+
 def child(kind: str) -> None:
     torch.set_num_threads(2)
     import warnings
 
     warnings.filterwarnings("ignore")
-    result = measure_step() if kind == "step" else measure_head(kind)
+    result = measure_step() if kind == "step" else measure_moe_layer() if kind == "moe" else measure_head(kind)
     print("RESULT " + json.dumps(result))
 
 
@@ -170,6 +241,8 @@ def cpu_checks() -> list[dict]:
     fp32 = replace(mem.TANDEM_MEGATRON, act_bytes=4)
     step, tp1, vp = run_child("step"), run_child("loss_tp1"), run_child("loss_vp")
     chunk_tp1, chunk_vp = run_child("chunk_tp1"), run_child("chunk_vp")
+    moe = run_child("moe")
+    moe_shape = replace(shape, experts=MOE["experts"], experts_per_token=MOE["top_k"], expert_ffn=MOE["expert_ffn"])
     acts = mem.stage_activations(shape, fp32, tokens=CPU_BATCH * CPU_SEQ, tp=1, pp=1, stage=0, recompute=False)
     return [
         {"what": "activation bytes per token per layer (saved tensors)", "measured": step["saved_bytes_per_token_per_layer"],
@@ -182,6 +255,10 @@ def cpu_checks() -> list[dict]:
          "measured": chunk_tp1["bytes_per_chunk_logit"], "planner": fp32.chunk_logit_bytes_tp1},
         {"what": f"chunked head peak, bytes per element of one {CHUNK}-token chunk's logits, TP > 1",
          "measured": chunk_vp["bytes_per_chunk_logit"], "planner": fp32.chunk_logit_bytes_tp},
+        {"what": (f"an MoE layer's activation bytes per token less a dense layer's (saved tensors; {MOE['experts']} "
+                  f"experts of width {MOE['expert_ffn']}, top-{MOE['top_k']}, alltoall, fp32 router; dense MLP "
+                  f"{CPU_MODEL['intermediate_size']})"), "measured": moe["moe"] - moe["dense"],
+         "planner": mem.moe_layer_bytes_per_token(moe_shape, fp32) - mem.layer_bytes_per_token(moe_shape, fp32, 1)},
         {"what": f"train step peak above the step before, bytes (includes up to {step['grad_bytes']:,} of grads)",
          "measured": step["step_peak_bytes"], "planner": acts.total},
     ]

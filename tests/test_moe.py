@@ -402,14 +402,16 @@ QWEN3_30B_A3B = {"architectures": ["Qwen3MoeForCausalLM"], "hidden_size": 2048, 
 
 
 def test_planner_counts_total_and_active_parameters_of_moe_models():
+    from tandem.lab.plan.planner import TrainerSetting, trainer_memory
     from tandem.lab.plan.shape import PlanError, load_shape, shape_from_hf
 
     shape = shape_from_hf(QWEN3_30B_A3B, "Qwen/Qwen3-30B-A3B")
     assert shape.total_params() == pytest.approx(30.5e9, rel=0.01)
     assert shape.total_params(active=True) == pytest.approx(3.3e9, rel=0.02)
     assert shape.rank_params(1, 1, 0) >= shape.total_params()  # the torch trainer holds every expert
-    with pytest.raises(PlanError, match="torch trainer only"):
-        shape.rank_params(2, 1, 0)
+    with pytest.raises(PlanError, match="needs sequence parallelism|only with sequence parallelism"):
+        trainer_memory(shape, TrainerSetting(backend="megatron", gpus=2, tp=2, pp=1, micro_batch=1, recompute=False,
+                                             seq_len=16))  # Megatron at TP > 1: refused (tests/test_plan_moe.py)
     # Exactly the tiny model transformers builds, with decoder_sparse_step 2 (one dense layer, one MoE).
     cfg = build_config({"run": {"cache_dir": CACHE}, "model": {"tiny": {**TINY, "decoder_sparse_step": 2}}})
     model = load_causal_lm(resolve_model_path(cfg))

@@ -5,12 +5,12 @@ grads and optimizer state (TP, PP, DP, dtype, distributed optimizer, the optimiz
 the CPU, LoRA), its activations (micro-batch padded or packed, sequence length, recompute, the
 loss head whole or chunked) and each engine's weights and KV-cache budget at
 engine.sglang.mem_fraction_static, then says fit or no fit against the GPU memory and the smallest
-change that fits (loss-head chunks, TP, recompute, micro-batch, optimizer offload). Exit status
+change that fits (loss-head chunks, TP or EP, recompute, micro-batch, optimizer offload). Exit status
 0 fits, 1 does not, 2 bad input.
 
 The modules: shape (the model's shape and parameter counts), memory (the byte formulas),
-planner (config -> plan, verdict, smallest change), report (text and JSON), published (the
-published figures the formulas are checked against). docs/plan.md derives every formula and
+layout (the trainer's setting and the layouts refused), planner (config -> plan, verdict, smallest
+change), report (text and JSON), published (the published figures the formulas are checked against). docs/plan.md derives every formula and
 bench/results/plan_validation.md compares them with the published numbers.
 """
 

@@ -27,6 +27,20 @@ norm regions are whole on every TP rank ("10sbh" in the paper). Counted per save
                        input); kv' = q when K and V are expanded to every query head
     MLP                a.(copies.f) / t: SwiGLU 5f = gated_mlp_copies (fc1's [gate; up] output
                        2f, silu, the up half plus glu_linear_offset, their product); GeLU 2f
+An MoE layer (megatron-core's MoE layer with SequentialMLP experts and the alltoall dispatcher, TP 1,
+no auxiliary loss: megatron-core's default coefficient 0) keeps, in place of the MLP, per token
+(k experts per token, fe their width, E experts, r the router dtype's bytes):
+    dispatched tokens  a.k.h: the permuted [tokens x k, h] buffer the experts' fc1 saves (once: the
+                       combine's all-to-all, unsort and unpermute save nothing of that size)
+    experts            a.k.(copies + 1).fe: each expert a gated MLP over its tokens, plus the
+                       probability-weighted product (the experts apply the gates: one copy more)
+    router             8k + 8k (the top-k indices and the dispatcher's sorted indices, int64) + 4k (the
+                       fp32 softmax over the top-k) + r.(E + k) (the [tokens, E] probabilities and
+                       the permuted ones) + E (the boolean routing map)
+With expert parallelism the dispatched tokens a rank's experts see average tokens x k when the
+router balances the experts (the planner's count; an unbalanced step holds more). Measured on CPU
+with saved-tensor hooks (bench/plan_validation.py's method), exact in fp32 and bf16. The torch
+trainer's MoE layers are approximated by the same count.
 Full recompute (Megatron "full"/"uniform", one layer per checkpoint) keeps a.h per layer (the
 layer's input, whole without sequence parallelism) plus one layer's full set while it is
 recomputed, which never coincides with the loss's logits (freed before the backward reaches the
@@ -88,6 +102,8 @@ class ActivationKernels:
     """Bytes per element of one chunk's logits at the chunked head's peak, TP = 1 (losses.chunked_scores)."""
     chunk_logit_bytes_tp: int = 22
     """... with TP > 1 (megatron_head: vocab_parallel_logprobs and vocab_parallel_entropy per chunk)."""
+    router_bytes: int = 4
+    """Bytes of the router's probabilities (fp32: moe_router_dtype = 'fp32', as the peers train MoE)."""
 
 
 TANDEM_MEGATRON = ActivationKernels()
@@ -132,14 +148,37 @@ def training_state(params: int, trainable: int, dp: int, *, bf16: bool = True, d
     return TrainingState(weights=params * (2 if bf16 else 4), grads=trainable * grad_bytes, optimizer=gpu, host=host)
 
 
+def mlp_bytes_per_token(shape: ModelShape, k: ActivationKernels) -> int:
+    """A dense MLP's activation bytes per token, before TP splits them."""
+    return k.act_bytes * shape.ffn * (k.gated_mlp_copies if shape.gated else 2)
+
+
 def layer_bytes_per_token(shape: ModelShape, k: ActivationKernels, tp: int) -> int:
-    """Activation bytes one layer keeps per token on one TP rank (module docstring)."""
-    a, h, q, kv, f = k.act_bytes, shape.hidden, shape.q_dim, shape.kv_dim, shape.ffn
+    """Activation bytes one dense layer keeps per token on one TP rank (module docstring)."""
+    a, h, q, kv = k.act_bytes, shape.hidden, shape.q_dim, shape.kv_dim
     whole = 2 * k.norm_copies * a * h + (2 * h if k.dropout else 0)
     qk_norm = a * (3 * q + 3 * kv) if shape.qk_norm else 0
     attention = a * (2 * q + 2 * (q if k.repeat_kv else kv))
-    mlp = a * f * (k.gated_mlp_copies if shape.gated else 2)
-    return whole + (qk_norm + attention + mlp) // tp
+    return whole + (qk_norm + attention + mlp_bytes_per_token(shape, k)) // tp
+
+
+def dispatch_bytes_per_token(shape: ModelShape, k: ActivationKernels) -> int:
+    """The alltoall dispatcher's permuted tokens one MoE layer keeps per token (module docstring)."""
+    return k.act_bytes * shape.experts_per_token * shape.hidden
+
+
+def router_bytes_per_token(shape: ModelShape, k: ActivationKernels) -> int:
+    """The router's indices, probabilities and routing map one MoE layer keeps per token (module docstring)."""
+    top = shape.experts_per_token
+    return 20 * top + k.router_bytes * (shape.experts + top) + shape.experts
+
+
+def moe_layer_bytes_per_token(shape: ModelShape, k: ActivationKernels) -> int:
+    """Activation bytes one MoE layer keeps per token (TP 1): a dense layer's without its MLP, plus the
+    dispatched tokens, the k experts' MLPs and the router (module docstring)."""
+    experts = k.act_bytes * shape.experts_per_token * (k.gated_mlp_copies + 1) * shape.expert_ffn
+    return (layer_bytes_per_token(shape, k, 1) - mlp_bytes_per_token(shape, k) + experts
+            + dispatch_bytes_per_token(shape, k) + router_bytes_per_token(shape, k))
 
 
 def logit_bytes_per_token(shape: ModelShape, k: ActivationKernels, tp: int) -> int:
@@ -165,6 +204,10 @@ class Activations:
     embedding: int
     head: int
     """Final norm and logits at the loss (last pipeline stage only)."""
+    router: int = 0
+    """Of `layers` (with recompute: of `recompute_working_set`): the MoE layers' router tensors."""
+    dispatched: int = 0
+    """Of the same: the MoE layers' dispatched (permuted) tokens."""
 
     @property
     def total(self) -> int:
@@ -177,15 +220,24 @@ def stage_activations(shape: ModelShape, k: ActivationKernels, *, tokens: int, t
     """Activation bytes of one rank of pipeline stage `stage` for micro-batches of `tokens` tokens."""
     in_flight = pp - stage  # 1F1B: the first stage holds PP micro-batches, the last one
     layers = shape.layers // pp
-    full_layer = tokens * layer_bytes_per_token(shape, k, tp)
+    moe = shape.stage_moe_layers(pp, stage)
+    per_layer = [layer_bytes_per_token(shape, k, tp)] * (layers - moe)
+    per_layer += [moe_layer_bytes_per_token(shape, k)] * moe
+    # The MoE layers' router and dispatched tokens among them: every one in flight, or with recompute the
+    # one layer being recomputed when that (the largest) is an MoE layer.
+    routed = in_flight * moe
     if recompute:
         kept = in_flight * layers * tokens * k.act_bytes * shape.hidden
-        working = full_layer
+        working = tokens * max(per_layer, default=0)
+        routed = 1 if moe and per_layer[-1] == max(per_layer) else 0
     else:
-        kept, working = in_flight * layers * full_layer, 0
+        kept, working = in_flight * tokens * sum(per_layer), 0
+    router = routed * tokens * router_bytes_per_token(shape, k)
+    dispatched = routed * tokens * dispatch_bytes_per_token(shape, k)
     embedding = in_flight * tokens * shape.hidden if (stage == 0 and k.dropout) else 0  # dropout mask
     head = head_bytes(shape, k, tokens=tokens, tp=tp, chunk=logit_chunk) if stage == pp - 1 else 0
-    return Activations(layers=kept, recompute_working_set=working, embedding=embedding, head=head)
+    return Activations(layers=kept, recompute_working_set=working, embedding=embedding, head=head,
+                       router=router, dispatched=dispatched)
 
 
 # --------------------------------------------------------------------------- engines

@@ -22,8 +22,14 @@ precision_aware_optimizer, main_grads_dtype}) enter through tandem.lab.plan.memo
 micro-batch holds max(budget, longest sample) tokens. Context parallelism is not a knob: this
 stack cannot run it (megatron-core 0.16.1 implements it only with Transformer Engine).
 
+Mixture-of-experts models on Megatron (trainer.megatron.expert_parallel = EP, TP 1, expert TP 1):
+each rank holds E / EP experts of every MoE layer of its stage; the distributed optimizer shards the
+experts' state over expert-DP = trainer.gpus / (EP x PP) and the dense parameters' (the routers
+among them) over DP. EP must divide DP and the experts; TP > 1 is refused (megatron-core needs
+sequence parallelism for it, which tandem does not use). LoRA on an MoE model is refused.
+
 Smallest change: the knobs are, in this order, the chunked loss head (off -> 4096 -> 1024
-positions), TP up (within trainer.gpus), recompute on, the micro-batch (samples halved down to 1,
+positions), TP up (within trainer.gpus; for an MoE model EP up instead), recompute on, the micro-batch (samples halved down to 1,
 or the packing budget halved down to the longest sample) and the optimizer offload to the CPU
 (megatron: fraction 0.5 -> 1.0, with the precision-aware optimizer this stack requires with it).
 Single changes first in that order, then pairs, and so on; within a group smaller steps first.
@@ -39,42 +45,10 @@ from dataclasses import dataclass, field, replace
 from tandem.config import TandemConfig
 from tandem.lab.plan import memory as mem
 from tandem.lab.plan.colocated import PhasePeaks, phase_peaks
+from tandem.lab.plan.layout import TrainerSetting, check_layout
 from tandem.lab.plan.shape import ModelShape, PlanError, load_shape
 
 DTYPE_BYTES = mem.DTYPE_BYTES
-
-
-@dataclass(frozen=True)
-class TrainerSetting:
-    backend: str
-    gpus: int
-    tp: int
-    pp: int
-    micro_batch: int
-    recompute: bool
-    seq_len: int
-    bf16: bool = True
-    distributed_optimizer: bool = True
-    lora_rank: int = 0
-    lora_targets: tuple[str, ...] = ()
-    reference_model: bool = False
-    logit_chunk: int = 0
-    """trainer.logprob_chunk_tokens (0: the whole micro-batch's logits at once)."""
-    max_tokens: int = 0
-    """trainer.max_tokens_per_micro_batch (0: padded micro-batches of micro_batch samples)."""
-    offload_fraction: float = 0.0
-    """Of the optimizer, the fraction on the CPU (0: not offloaded)."""
-    precision_aware: bool = False
-    grad_bytes: int = 4
-
-    @property
-    def dp(self) -> int:
-        return self.gpus // (self.tp * self.pp) if self.backend == "megatron" else 1
-
-    @property
-    def tokens(self) -> int:
-        """Tokens of the largest micro-batch: a packed one holds up to its budget, or one longer sample."""
-        return max(self.max_tokens, self.seq_len) if self.max_tokens else self.micro_batch * self.seq_len
 
 
 @dataclass(frozen=True)
@@ -84,8 +58,17 @@ class RankMemory:
     stage: int
     params: int
     state: mem.TrainingState
+    """Of every parameter the rank holds: the dense and the expert ones together."""
     reference: int
     activations: mem.Activations
+    expert_params: int = 0
+    """Of `params`: the experts' (E / EP per MoE layer of the stage)."""
+    expert_state: mem.TrainingState | None = None
+    """Of `state`: the experts' weights, grads and optimizer state (sharded over expert-DP)."""
+    router_params: int = 0
+    """Of the dense parameters: the MoE layers' routers."""
+    router_state: mem.TrainingState | None = None
+    """Of `state`: the routers' weights, grads and optimizer state (Megatron; dense: sharded over DP)."""
 
     @property
     def total(self) -> int:
@@ -140,22 +123,17 @@ class NodePlan:
 
 
 # --------------------------------------------------------------------------- trainer
-def check_layout(shape: ModelShape, s: TrainerSetting) -> None:
-    """Refuse a layout tandem's Megatron trainer would refuse (tandem.trainer.megatron_convert)."""
-    for what, n in (("num_attention_heads", shape.heads), ("num_key_value_heads", shape.kv_heads),
-                    ("intermediate_size", shape.ffn)):
-        if n % s.tp:
-            raise PlanError(f"trainer.megatron.tensor_parallel = {s.tp} does not divide the model's {what} ({n})")
-    if shape.layers % s.pp:
-        raise PlanError(f"trainer.megatron.pipeline_parallel = {s.pp} does not divide the model's "
-                        f"num_hidden_layers ({shape.layers})")
-    if s.backend == "megatron" and s.gpus % (s.tp * s.pp):
-        raise PlanError(f"trainer.gpus ({s.gpus}) is not a multiple of tensor_parallel x pipeline_parallel "
-                        f"({s.tp} x {s.pp})")
+def megatron_state(s: TrainerSetting, params: int, trainable: int, shards: int) -> mem.TrainingState:
+    """Megatron's weights, grads and optimizer state of `params` parameters sharded over `shards` ranks."""
+    return mem.training_state(params, trainable, shards, bf16=s.bf16, distributed=s.distributed_optimizer,
+                              grad_bytes=s.grad_bytes, offload_fraction=s.offload_fraction,
+                              precision_aware=s.precision_aware)
 
 
-def _state(shape: ModelShape, s: TrainerSetting, params: int) -> tuple[mem.TrainingState, int]:
-    """(weights, grads and optimizer state; the KL reference's weights) of a rank holding `params`."""
+def _state(shape: ModelShape, s: TrainerSetting, params: int, experts: int = 0
+           ) -> tuple[mem.TrainingState, mem.TrainingState | None, int]:
+    """(weights, grads and optimizer state; the experts' part of it; the KL reference's weights) of a rank
+    holding `params` parameters, `experts` of them expert parameters."""
     trainable = params
     if s.lora_rank:  # adapters train; the base is frozen (no grads, no optimizer state)
         trainable = shape.lora_params(s.lora_rank, list(s.lora_targets)) // (s.tp * s.pp)
@@ -163,22 +141,30 @@ def _state(shape: ModelShape, s: TrainerSetting, params: int) -> tuple[mem.Train
     if s.backend == "torch":  # fp32 master weights, grads and AdamW; bf16 autocast copies
         state = mem.TrainingState(weights=(params + adapters) * 4 + (params * 2 if s.bf16 else 0),
                                   grads=trainable * 4, optimizer=trainable * 8)
-        return state, (params * 4 if s.reference_model else 0)
-    state = mem.training_state(params, trainable, s.dp, bf16=s.bf16, distributed=s.distributed_optimizer,
-                               grad_bytes=s.grad_bytes, offload_fraction=s.offload_fraction,
-                               precision_aware=s.precision_aware)
+        return state, None, (params * 4 if s.reference_model else 0)
     param_bytes = 2 if s.bf16 else 4
+    # Dense parameters are sharded over DP, the experts' over expert-DP (their own gradient buckets).
+    dense = megatron_state(s, params - experts, trainable - experts, s.dp)
+    expert = megatron_state(s, experts, experts, s.expert_dp) if experts else None
+    state = dense if expert is None else mem.TrainingState(
+        weights=dense.weights + expert.weights, grads=dense.grads + expert.grads,
+        optimizer=dense.optimizer + expert.optimizer, host=dense.host + expert.host)
     state = replace(state, weights=state.weights + adapters * param_bytes)
-    return state, (params * param_bytes if s.reference_model else 0)
+    return state, expert, (params * param_bytes if s.reference_model else 0)
 
 
 def _stage_memory(shape: ModelShape, s: TrainerSetting, stage: int) -> RankMemory:
-    params = shape.rank_params(s.tp, s.pp, stage)
-    state, reference = _state(shape, s, params)
+    params = shape.rank_params(s.tp, s.pp, stage, s.ep)
+    experts = shape.rank_expert_params(s.pp, stage, s.ep) if s.backend == "megatron" else 0
+    state, expert_state, reference = _state(shape, s, params, experts)
     kernels = mem.TANDEM_MEGATRON if s.bf16 else replace(mem.TANDEM_MEGATRON, act_bytes=4)
     acts = mem.stage_activations(shape, kernels, tokens=s.tokens, tp=s.tp, pp=s.pp, stage=stage,
                                  recompute=s.recompute, logit_chunk=s.logit_chunk)
-    return RankMemory(stage=stage, params=params, state=state, reference=reference, activations=acts)
+    routers = shape.stage_moe_layers(s.pp, stage) * shape.router_params
+    router_state = megatron_state(s, routers, routers, s.dp) if routers and s.backend == "megatron" else None
+    return RankMemory(stage=stage, params=params, state=state, reference=reference, activations=acts,
+                      expert_params=experts, expert_state=expert_state, router_params=routers,
+                      router_state=router_state)
 
 
 def trainer_memory(shape: ModelShape, s: TrainerSetting) -> RankMemory:
@@ -204,7 +190,7 @@ def trainer_setting(cfg: TandemConfig, shape: ModelShape, seq_len: int) -> Train
         logit_chunk=tc.logprob_chunk_tokens, max_tokens=tc.max_tokens_per_micro_batch,
         offload_fraction=m.optimizer_offload_fraction if m.optimizer_cpu_offload else 0.0,
         precision_aware=m.precision_aware_optimizer,
-        grad_bytes=2 if m.main_grads_dtype == "bfloat16" else 4)
+        grad_bytes=2 if m.main_grads_dtype == "bfloat16" else 4, ep=m.expert_parallel)
 
 
 CHUNK_STEPS = (4096, 1024)
@@ -216,14 +202,18 @@ OFFLOAD_STEPS = (0.5, 1.0)
 def knob_options(shape: ModelShape, s: TrainerSetting) -> list[list[dict]]:
     """The values each knob may take, the current one first, as `replace` arguments, in the search's
     order: the chunked loss head, TP up (dividing trainer.gpus / PP and the model's heads, KV heads and
-    MLP width), recompute on, the micro-batch down (samples halved to 1, or the packing budget halved
-    to the longest sample), the optimizer offloaded (Megatron's distributed optimizer only)."""
+    MLP width; a mixture-of-experts model stays at TP 1), EP up (MoE only: dividing DP and the experts),
+    recompute on, the micro-batch down (samples halved to 1, or the packing budget halved to the longest
+    sample), the optimizer offloaded (Megatron's distributed optimizer only)."""
     chunks = [s.logit_chunk] + [c for c in CHUNK_STEPS if 0 < c < (s.logit_chunk or s.tokens + 1)]
-    tps, recomputes, offloads = [s.tp], [s.recompute], [s.offload_fraction]
+    tps, eps, recomputes, offloads = [s.tp], [s.ep], [s.recompute], [s.offload_fraction]
     if s.backend == "megatron":
         room = s.gpus // s.pp
-        tps = [t for t in range(s.tp, room + 1) if room % t == 0 and shape.heads % t == 0
-               and shape.kv_heads % t == 0 and shape.ffn % t == 0]
+        if shape.experts:
+            eps = [e for e in range(s.ep, room + 1) if room % e == 0 and shape.experts % e == 0]
+        else:
+            tps = [t for t in range(s.tp, room + 1) if room % t == 0 and shape.heads % t == 0
+                   and shape.kv_heads % t == 0 and shape.ffn % t == 0]
         recomputes = [s.recompute] if s.recompute else [False, True]
         if s.distributed_optimizer and not s.lora_rank:
             offloads += [f for f in OFFLOAD_STEPS if f > s.offload_fraction]
@@ -235,7 +225,7 @@ def knob_options(shape: ModelShape, s: TrainerSetting) -> list[list[dict]]:
         sizes, key = [s.micro_batch], "micro_batch"
         while sizes[-1] > 1:
             sizes.append(sizes[-1] // 2)
-    return [[{"logit_chunk": c} for c in chunks], [{"tp": t} for t in tps],
+    return [[{"logit_chunk": c} for c in chunks], [{"tp": t} for t in tps], [{"ep": e} for e in eps],
             [{"recompute": r} for r in recomputes], [{key: n} for n in sizes],
             [{"offload_fraction": f, "precision_aware": s.precision_aware or f > s.offload_fraction}
              for f in offloads]]
@@ -255,8 +245,8 @@ def candidate_changes(shape: ModelShape, s: TrainerSetting) -> list[TrainerSetti
 
 
 def most_frugal(shape: ModelShape, s: TrainerSetting) -> TrainerSetting:
-    """Every knob at its end: the smallest chunk, the most TP, recompute on, the smallest micro-batch,
-    the whole optimizer offloaded."""
+    """Every knob at its end: the smallest chunk, the most TP (or EP), recompute on, the smallest
+    micro-batch, the whole optimizer offloaded."""
     changes = {k: v for o in knob_options(shape, s) for k, v in o[-1].items()}
     return replace(s, **changes)
 

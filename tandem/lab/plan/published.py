@@ -112,9 +112,8 @@ def torch_whole_peak_mib() -> float:
 
 
 # --------------------------------------------------------------------------- the optimizer offload
-QWEN3_30B_A3B = {"layers": 48, "hidden": 2048, "heads": 32, "kv_heads": 4, "head_dim": 128, "experts": 128,
-                 "expert_ffn": 768, "vocab": 151936}
-"""Qwen/Qwen3-30B-A3B config.json (untied, q/k norms, every layer MoE, no shared expert)."""
+QWEN3_30B_A3B = "Qwen/Qwen3-30B-A3B"
+"""Its config.json is bundled (model_configs/): untied, q/k norms, every layer MoE, no shared expert."""
 BRIDGE_TP, BRIDGE_PP, BRIDGE_EP, BRIDGE_GPUS = 2, 2, 4, 16
 BRIDGE_SOURCE = ("NVIDIA-NeMo/Megatron-Bridge docs/training/cpu-offloading.md @ 6608201d77 (PR #3062), 'Impacted "
                  "Training Dimensions': 15.3 GB saved at 100% optimizer offload (3.8 GB per 25%), Qwen3-30B-A3B "
@@ -122,16 +121,14 @@ BRIDGE_SOURCE = ("NVIDIA-NeMo/Megatron-Bridge docs/training/cpu-offloading.md @ 
 
 
 def qwen3_30b_optimizer_params() -> tuple[int, int]:
-    """(dense, expert) parameters with optimizer state on one rank of the last pipeline stage. Dense ones are
-    split by TP and sharded over DP = 16 / (TP 2 x PP 2) = 4; experts (ETP 1) over expert-DP = 16 / (EP 4 x PP 2) = 2."""
-    c = QWEN3_30B_A3B
-    h, q, kv = c["hidden"], c["heads"] * c["head_dim"], c["kv_heads"] * c["head_dim"]
-    per_layer = (h * q + 2 * h * kv + q * h) // BRIDGE_TP + 2 * h + 2 * c["head_dim"] + h * c["experts"]  # + router
-    vocab_shard = -(-c["vocab"] // (128 * BRIDGE_TP)) * 128 * BRIDGE_TP * h // BRIDGE_TP
-    layers = c["layers"] // BRIDGE_PP
-    dense = layers * per_layer + vocab_shard + h  # output layer and final norm on the last stage
-    experts = layers * (c["experts"] // BRIDGE_EP) * 3 * h * c["expert_ffn"]
-    return dense, experts
+    """(dense, expert) parameters with optimizer state on one rank of the last pipeline stage, as the planner
+    splits them (ModelShape.rank_dense_params, rank_expert_params). Dense ones are split by TP and sharded over
+    DP = 16 / (TP 2 x PP 2) = 4; experts (ETP 1) over expert-DP = 16 / (EP 4 x PP 2) = 2. (Megatron-Bridge
+    runs TP 2 with sequence parallelism; tandem's trainer runs MoE at TP 1, but the count is the same.)"""
+    shape = shape_from_hf(bundled_config(QWEN3_30B_A3B) or {}, QWEN3_30B_A3B)
+    last = BRIDGE_PP - 1
+    return (shape.rank_dense_params(BRIDGE_TP, BRIDGE_PP, last),
+            shape.rank_expert_params(BRIDGE_PP, last, BRIDGE_EP))
 
 
 def bridge_offload_saving_gb() -> float:

@@ -8,6 +8,7 @@ from typing import Any
 from tandem.lab.plan import colocated
 from tandem.lab.plan import memory as mem
 from tandem.lab.plan.planner import EnginePlan, NodePlan, RankMemory, TrainerSetting
+from tandem.lab.plan.shape import ModelShape
 
 
 def gib(n: int) -> str:
@@ -33,6 +34,8 @@ def offload(s: TrainerSetting) -> str:
 
 def describe(s: TrainerSetting) -> str:
     layout = f"TP {s.tp} x PP {s.pp} x DP {s.dp}" if s.backend == "megatron" else "one GPU"
+    if s.backend == "megatron" and s.ep > 1:
+        layout += f" (EP {s.ep}, expert-DP {s.expert_dp})"
     extras = ["recompute " + ("on" if s.recompute else "off"), "bf16" if s.bf16 else "fp32", loss_head(s)]
     if s.backend == "megatron":
         extras += ["distributed optimizer" if s.distributed_optimizer else "replicated optimizer", offload(s)]
@@ -47,7 +50,8 @@ def count(n: int) -> str:
 
 def knobs(s: TrainerSetting) -> str:
     size = f"packing budget {s.max_tokens:,} tokens" if s.max_tokens else f"micro-batch {s.micro_batch}"
-    parts = [loss_head(s), f"TP {s.tp}", f"recompute {'on' if s.recompute else 'off'}", size]
+    parallel = f"TP {s.tp}" + (f", EP {s.ep}" if s.ep > 1 else "")
+    parts = [loss_head(s), parallel, f"recompute {'on' if s.recompute else 'off'}", size]
     if s.backend == "megatron":
         parts.append(offload(s))
     return ", ".join(parts)
@@ -57,9 +61,11 @@ def row(label: str, n: int) -> str:
     return f"      {label:<52}{gib(n)} GiB"
 
 
-def rank_lines(rank: RankMemory, s: TrainerSetting) -> list[str]:
+def rank_lines(rank: RankMemory, s: TrainerSetting, shape: ModelShape) -> list[str]:
     st, a = rank.state, rank.activations
     shard = f", / DP {s.dp}" if s.backend == "megatron" and s.distributed_optimizer else ""
+    if shard and rank.expert_state is not None:
+        shard = ", sharded"
     where = f", {s.offload_fraction:.0%} offloaded" if s.offload_fraction else ""
     head = (f"final norm + one {s.logit_chunk:,}-token chunk of logits" if s.logit_chunk
             else "final norm + logits at the loss")
@@ -71,12 +77,31 @@ def rank_lines(rank: RankMemory, s: TrainerSetting) -> list[str]:
                 ("one layer recomputed in backward", a.recompute_working_set),
                 (head, a.head), ("embedding dropout masks", a.embedding)]
     lines += [row(label, n) for label, n in optional if n or label.startswith("activations")]
+    lines[4:4] = moe_lines(rank, s, shape)  # after the optimizer row: what of the state is experts, dense, routers
     lines.append(row("total (peak: the larger of the two above)" if a.recompute_working_set and a.head
                      else "total", rank.total))
     if st.host:
         lines.append(f"      pinned host memory of the offloaded optimizer: {gib(st.host).strip()} GiB per rank, "
                      f"{gib(st.host * s.gpus).strip()} GiB for the {s.gpus} ranks")
     return lines
+
+
+def moe_lines(rank: RankMemory, s: TrainerSetting, shape: ModelShape) -> list[str]:
+    """A mixture-of-experts rank's state split into experts, dense parameters and routers, and the routers'
+    and dispatcher's activations ([] for a dense model or the torch trainer)."""
+    experts, routers, a = rank.expert_state, rank.router_state, rank.activations
+    if experts is None or routers is None:
+        return []
+    held = shape.stage_moe_layers(s.pp, rank.stage)
+    where = "of the layer recomputed" if s.recompute else "of the layers' activations"
+    return [f"    experts: {shape.experts // s.ep} of {shape.experts} per MoE layer on each of EP {s.ep} ranks, "
+            f"{held} MoE layers: {count(rank.expert_params)} expert and {count(rank.params - rank.expert_params)} "
+            "dense parameters on this rank",
+            row(f"experts' state (optimizer / expert-DP {s.expert_dp})", experts.total),
+            row(f"dense state (optimizer / DP {s.dp})", rank.state.total - experts.total),
+            row(f"routers' state ({held} x [{shape.experts}, {shape.hidden}], in the dense)", routers.total),
+            row(f"routers' activations ({where})", a.router),
+            row(f"dispatched tokens ({where})", a.dispatched)]
 
 
 def trainer_lines(plan: NodePlan) -> list[str]:
@@ -86,7 +111,7 @@ def trainer_lines(plan: NodePlan) -> list[str]:
     budget = plan.trainer_budget
     head = f"  trainer ({s.backend}, {s.gpus} GPU{'s' if s.gpus > 1 else ''}): {describe(s)}"
     verdict = "fits" if plan.trainer_fits else "DOES NOT FIT"
-    return [head, *rank_lines(rank, s),
+    return [head, *rank_lines(rank, s, plan.model),
             (f"    budget per GPU {gib(budget).strip()} GiB ({plan.gpu_bytes / mem.GIB:g} GiB less "
              f"{mem.DEVICE_RESERVE / mem.GIB:g} device and {mem.TRAINER_RUNTIME_RESERVE / mem.GIB:g} runtime "
              f"reserve): {verdict}, headroom {(budget - rank.total) / mem.GIB:.2f} GiB")]
@@ -114,8 +139,9 @@ def change_lines(plan: NodePlan) -> list[str]:
     if plan.change is not None and plan.change_rank is not None:
         return [f"  smallest change that fits: {knobs(plan.change)} -> {gib(plan.change_rank.total).strip()} GiB per rank"]
     frugal = plan.frugal or plan.trainer
-    return ["  smallest change that fits: none; no setting of the loss head, TP (within trainer.gpus), recompute, "
-            "micro-batch or optimizer offload fits.",
+    parallel = "EP" if plan.model.experts and plan.trainer.backend == "megatron" else "TP"
+    return [f"  smallest change that fits: none; no setting of the loss head, {parallel} (within trainer.gpus), "
+            "recompute, micro-batch or optimizer offload fits.",
             (f"    At {knobs(frugal)} the longest micro-batch sequence that fits is "
              f"{plan.longest_fitting_seq:,} tokens (configured: {plan.trainer.seq_len:,})"),
             "    (context parallelism would split a sequence over GPUs, but this stack cannot run it: "
@@ -139,6 +165,8 @@ def as_json(plan: NodePlan) -> dict[str, Any]:
     out["model"]["total_params"] = plan.model.total_params()
     out["model"]["active_params"] = plan.model.total_params(active=True)
     out["trainer_budget"] = plan.trainer_budget
+    if plan.trainer is not None:
+        out["trainer"]["expert_dp"] = plan.trainer.expert_dp
     out["trainer_fits"] = plan.trainer_fits
     out["fits"] = plan.fits
     for key in ("rank", "change_rank"):

@@ -19,6 +19,11 @@ plus the embedding V.h, the output layer V.h unless tied, the final norm and, fo
 models, learned position embeddings P.h. A Megatron rank holds the column- and row-parallel
 matrices (and column-parallel biases) / TP; norms, row-parallel biases and position
 embeddings whole; the embedding and output layer / TP over a vocab padded to 128.TP rows.
+Mixture of experts (megatron-core's MoE layer, expert tensor parallel 1): a rank of expert-parallel
+size EP holds E / EP whole experts of each MoE layer of its pipeline stage (its expert parameters,
+`rank_expert_params`), and the rest - attention, norms, the router [E, h], the embedding and
+output layer - like a dense model (`rank_dense_params`). Layer i (from 0) is an MoE layer when
+(i + 1) is a multiple of decoder_sparse_step (transformers' Qwen3-MoE).
 """
 
 from __future__ import annotations
@@ -72,13 +77,31 @@ class ModelShape:
     def moe_layers(self) -> int:
         return self.layers // self.moe_step if self.experts else 0
 
+    def stage_moe_layers(self, pp: int, stage: int) -> int:
+        """MoE layers among pipeline stage `stage`'s layers (of `pp` equal stages)."""
+        if not self.experts:
+            return 0
+        per_stage = self.layers // pp
+        first = stage * per_stage
+        return sum(1 for i in range(first, first + per_stage) if (i + 1) % self.moe_step == 0)
+
+    @property
+    def expert_params(self) -> int:
+        """One expert's parameters: a SwiGLU MLP of width expert_ffn (gate, up, down)."""
+        return 3 * self.hidden * self.expert_ffn
+
+    @property
+    def router_params(self) -> int:
+        """One MoE layer's router: a linear map from the hidden size to the E experts' logits."""
+        return self.experts * self.hidden
+
     def moe_mlp_delta(self, active: bool = False) -> int:
         """What one MoE layer holds beyond a dense layer's: its experts (k of them when `active`) and its
         router, in place of the dense MLP."""
         if not self.experts:
             return 0
         experts = self.experts_per_token if active else self.experts
-        return experts * 3 * self.hidden * self.expert_ffn + self.experts * self.hidden - 3 * self.hidden * self.ffn
+        return experts * self.expert_params + self.router_params - 3 * self.hidden * self.ffn
 
     @property
     def q_dim(self) -> int:
@@ -124,13 +147,13 @@ class ModelShape:
         step = VOCAB_MULTIPLE * tp
         return math.ceil(self.vocab / step) * step
 
-    def rank_params(self, tp: int, pp: int, stage: int) -> int:
-        """Parameters one Megatron rank of pipeline stage `stage` holds (module docstring)."""
-        if self.experts and (tp > 1 or pp > 1):
-            raise PlanError("a mixture-of-experts model is planned for the torch trainer only (TP = PP = 1): "
-                            "tandem's Megatron trainer builds dense models")
+    def rank_dense_params(self, tp: int, pp: int, stage: int) -> int:
+        """Parameters other than the experts' on one Megatron rank of pipeline stage `stage` (module
+        docstring): what TP splits and data parallelism replicates."""
         per_layer = self.sharded_layer_params() // tp + self.replicated_layer_params()
-        params = (self.layers // pp) * per_layer + self.moe_layers * self.moe_mlp_delta()
+        # An MoE layer has the router (whole on every TP rank) where a dense layer has its MLP.
+        moe_delta = self.router_params - 3 * self.hidden * self.ffn // tp if self.experts else 0
+        params = (self.layers // pp) * per_layer + self.stage_moe_layers(pp, stage) * moe_delta
         vocab_shard = self.embedding_params(self.padded_vocab(tp)) // tp
         last = stage == pp - 1
         if stage == 0:
@@ -141,6 +164,14 @@ class ModelShape:
             # the embedding as the output layer (Megatron syncs the two); tied, PP = 1: shared.
             params += vocab_shard if (not self.tied or pp > 1) else 0
         return params
+
+    def rank_expert_params(self, pp: int, stage: int, ep: int = 1) -> int:
+        """Expert parameters on one rank of pipeline stage `stage`: E / EP whole experts per MoE layer."""
+        return self.stage_moe_layers(pp, stage) * (self.experts // ep) * self.expert_params
+
+    def rank_params(self, tp: int, pp: int, stage: int, ep: int = 1) -> int:
+        """Parameters one Megatron rank of pipeline stage `stage` holds (module docstring)."""
+        return self.rank_dense_params(tp, pp, stage) + self.rank_expert_params(pp, stage, ep)
 
     def lora_params(self, rank: int, targets: list[str]) -> int:
         """Adapter parameters: rank x (in + out) per targeted projection and layer (lm_head once)."""
