@@ -1,8 +1,9 @@
 """Mixture-of-experts policies: routing replay against no replay, and a tiny MoE policy learning the echo task.
 
-    python bench/moe.py                          # both parts
+    python bench/moe.py                          # both parts, torch trainer
     python bench/moe.py --part replay --rounds 3
     python bench/moe.py --part learn
+    python bench/moe.py --trainer megatron       # the Megatron trainer (one rank; --expert-parallel 2: two)
 
 The provoking configuration: a tiny Qwen3-MoE (8 experts, top-2, router weights of std 0.002, so
 the router's logits are near-tied) served by embedded engines in bfloat16 and trained by the torch
@@ -18,7 +19,9 @@ learn: `python train.py` as shipped (async, 2 engines, echo) in the provoking co
 routing replay, 100 steps: the mean reward of steps 1-20 and 81-100, and the run's mean routing
 agreement and log-prob mismatch.
 
-Results: bench/results/moe.json.
+--trainer megatron runs both parts with the Megatron trainer (tensor parallel 1; the learning run on
+--expert-parallel ranks, each holding 8 / EP experts). Results: bench/results/moe.json, under
+"replay" and "learn" (torch) or "replay_megatron" and "learn_megatron_ep{EP}".
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from tandem.engine.embedded import EmbeddedCore
 from tandem.engine.http.native import generate_result
 from tandem.model_source import load_tokenizer, resolve_model_path
 from tandem.rollout.single_turn import encode_prompt, sample_from_output
+from tandem.trainer.megatron_backend import MegatronTrainer
 from tandem.trainer.torch_backend import TorchTrainer
 
 REPO = Path(__file__).resolve().parents[1]
@@ -77,21 +81,37 @@ async def _engine_samples(path: str, seed: int, n: int = 32) -> list:
     return samples
 
 
-def replay_round(seed: int) -> dict:
+def _one_step(trainer: str, moe: dict, path: str, samples: list) -> dict:
+    """One training step (lr 1e-9: the scores are the point) of a fresh trainer on `samples`."""
+    if trainer == "torch":
+        cfg = build_config({**TREE, "trainer": {"device": "cpu", "lr": 1e-9, "moe": moe}})
+        return TorchTrainer(cfg, path).train_step(copy.deepcopy(samples))
+    cfg = build_config({**TREE, "trainer": {"backend": "megatron", "device": "cpu", "gpus": 1, "lr": 1e-9, "moe": moe,
+                                            "megatron": {"tensor_parallel": 1}}})
+    mg = MegatronTrainer(cfg, path)  # a process group of one, in this process
+    try:
+        return mg.train_step(copy.deepcopy(samples))
+    finally:
+        mg.close()
+
+
+def replay_round(seed: int, trainer: str) -> dict:
     path = resolve_model_path(build_config(TREE))
     samples = asyncio.run(_engine_samples(path, seed))
     out = {"round": seed, "samples": len(samples), "tokens": sum(s.num_model_tokens for s in samples)}
     for name, moe in (("no_replay", {"record_routing": True}), ("replay", {"routing_replay": True})):
-        cfg = build_config({**TREE, "trainer": {"device": "cpu", "lr": 1e-9, "moe": moe}})
-        m = TorchTrainer(cfg, path).train_step(copy.deepcopy(samples))
+        m = _one_step(trainer, moe, path, samples)
         out[name] = {k: m[k] for k in ("routing_agreement", "routing_agreement_tokens", "logprob_mismatch")}
     out["mismatch_ratio"] = out["replay"]["logprob_mismatch"] / out["no_replay"]["logprob_mismatch"]
     print(json.dumps(out), flush=True)
     return out
 
 
-def learn(run_dir: Path) -> dict:
-    cmd = [sys.executable, "train.py", *PROVOKING, "--trainer.moe.routing_replay", "true", "--steps", str(STEPS),
+def learn(run_dir: Path, trainer: str, expert_parallel: int) -> dict:
+    backend = [] if trainer == "torch" else [
+        "--trainer.backend", "megatron", "--trainer.gpus", str(expert_parallel), "--trainer.megatron.tensor_parallel",
+        "1", "--trainer.megatron.expert_parallel", str(expert_parallel)]
+    cmd = [sys.executable, "train.py", *PROVOKING, *backend, "--trainer.moe.routing_replay", "true", "--steps", str(STEPS),
            "--run-dir", str(run_dir), "--overwrite", "--run.cache_dir", str(REPO / ".cache/tandem"),
            "--logging.live", "off", "--logging.tensorboard", "false"]
     started = time.perf_counter()
@@ -100,7 +120,8 @@ def learn(run_dir: Path) -> dict:
         raise SystemExit(f"the run failed:\n{done.stderr[-3000:]}")
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     rewards = [r["reward_mean"] for r in rows]
-    out = {"steps": len(rows), "wall_s": round(time.perf_counter() - started, 1),
+    out = {"trainer": trainer, "expert_parallel": expert_parallel, "steps": len(rows),
+           "wall_s": round(time.perf_counter() - started, 1),
            f"reward_steps_1_{WINDOW}": statistics.fmean(rewards[:WINDOW]),
            f"reward_steps_{STEPS - WINDOW + 1}_{STEPS}": statistics.fmean(rewards[-WINDOW:]),
            "routing_agreement_mean": statistics.fmean(r["routing_agreement"] for r in rows),
@@ -114,13 +135,17 @@ def main() -> None:
     ap.add_argument("--part", choices=["replay", "learn", "both"], default="both")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--run-dir", default=str(REPO / "runs/bench-moe"))
+    ap.add_argument("--trainer", choices=["torch", "megatron"], default="torch")
+    ap.add_argument("--expert-parallel", type=int, default=1, help="Megatron learning run: trainer ranks = EP")
     args = ap.parse_args()
     results_path = REPO / "bench/results/moe.json"
     results = json.loads(results_path.read_text()) if results_path.exists() else {}
+    suffix = "" if args.trainer == "torch" else "_megatron"
     if args.part in ("replay", "both"):
-        results["replay"] = [replay_round(seed) for seed in range(args.rounds)]
+        results["replay" + suffix] = [replay_round(seed, args.trainer) for seed in range(args.rounds)]
     if args.part in ("learn", "both"):
-        results["learn"] = learn(Path(args.run_dir))
+        key = "learn" + (suffix and f"{suffix}_ep{args.expert_parallel}")
+        results[key] = learn(Path(args.run_dir), args.trainer, args.expert_parallel)
     results_path.write_text(json.dumps(results, indent=2) + "\n")
 
 

@@ -47,7 +47,7 @@ def make_cfg(cache_dir: str, backend: str, ep: int = 1, routing_replay: bool = T
     trainer = json.loads(json.dumps(TRAINER)) | {"backend": backend, "device": "cpu",
                                                   "moe": {"routing_replay": routing_replay}}
     if backend == "megatron":
-        trainer["megatron"] = {"tensor_parallel": 1, "expert_parallel": ep}
+        trainer |= {"gpus": ep, "megatron": {"tensor_parallel": 1, "expert_parallel": ep}}
     return build_config({"run": {"cache_dir": cache_dir, "seed": 0}, "model": {"tiny": TINY_MOE},
                          "trainer": trainer, "rollout": {"sampling": {"temperature": 0.9}}})
 
@@ -110,6 +110,7 @@ def _worker(rank: int, world: int, port: int, cache_dir: str, ep: int, out_dir: 
     res["first_step"] = first_step
     res["logits_after"] = trainer.full_logits(PROBE)
     res["export"] = trainer.export_hf_state_dict()
+    res["small_step"] = trainer.train_step(routed_batch()[:2])  # one sample per mini-batch: ranks left idle
     res["resume_bitwise"] = resumes_bitwise(trainer, trainer.state_dict_for_checkpoint(), trainer.export_hf_state_dict)
     if rank == 0:
         torch.save(res, Path(out_dir) / "result.pt")
@@ -136,8 +137,9 @@ def torch_reference(cache_dir):
     grads = lambda: to_checkpoint_names({n: p.grad.detach().clone() for n, p in trainer.model.named_parameters()})
     with first_step_recorded(trainer.optimizer, grads) as first_step:
         metrics = trainer.train_step(routed_batch())
+    after = trainer.export_hf_state_dict()
     return {"logits_before": before_logits, "before": before, "first_step": first_step, "metrics": metrics,
-            "after": trainer.export_hf_state_dict()}
+            "after": after, "small_step": trainer.train_step(routed_batch()[:2])}
 
 
 @pytest.mark.timeout(420)
@@ -175,6 +177,11 @@ def test_megatron_moe_matches_the_torch_trainer(tmp_path, cache_dir, torch_refer
         assert m[key] == r[key], (key, m[key], r[key])
     assert 0.0 < m["routing_agreement"] < 0.5 and m["routing_recorded_tokens"] > 0
     assert m["grad_norm"] == pytest.approx(r["grad_norm"], rel=1e-4)
+    # a step with fewer samples per mini-batch than ranks: the idle ranks still join every all-to-all
+    small, small_ref = res["small_step"], ref["small_step"]
+    assert small["samples"] == small_ref["samples"] == 2
+    for key in ("loss", "pg_loss", "kl", "entropy", "logprob_mismatch", "routing_agreement"):
+        assert small[key] == pytest.approx(small_ref[key], abs=1e-5), (key, small[key], small_ref[key])
 
     # 4. the weights moved the same way, every expert of every rank in the export
     export = res["export"]

@@ -175,10 +175,6 @@ class TandemConfig(DerivedSettings, Section):
         if self.trainer.backend not in ("torch", "megatron"):
             raise rule_broken(f"{key} = true with trainer.backend = {self.trainer.backend!r}: routing replay and "
                               f"agreement are built into the torch and megatron trainers; set trainer.backend")
-        if self.trainer.backend == "megatron" and self.trainer.megatron.recompute:
-            raise rule_broken(f"{key} = true with trainer.megatron.recompute = true: recomputation runs each layer's "
-                              "forward again inside the backward, after the micro-batch's routing record is gone; "
-                              "turn one of them off")
         if self.model.path == "tiny" and not tiny_moe:
             raise rule_broken(f"{key} = true with a dense model: set model.tiny.num_experts > 0 (a Qwen3-MoE "
                               f"tiny model) or model.path to a mixture-of-experts model")

@@ -58,6 +58,9 @@ class MegatronTrainer(TrainerBackend):
         reader = HFReader(self.model_path)
         self.model = build_and_load(self.shape, self.tconfig, self.layout, reader)  # unwrapped: names, export
         self.lora = cfg.trainer.lora if cfg.trainer.lora.enabled else None
+        if self.lora is not None and self.shape.moe_layers:
+            raise ValueError("config key 'trainer.lora.rank': LoRA on a mixture-of-experts model is not built (the "
+                             "engines' LoRA layers do not wrap experts); set trainer.lora.rank = 0")
         self.adapters = [] if self.lora is None else \
             megatron_lora.attach(self.model, self.shape, self.layout, self.lora, cfg.run.seed)
         ref_model, ref_context = None, contextlib.nullcontext
@@ -70,8 +73,7 @@ class MegatronTrainer(TrainerBackend):
             # The KL reference is the base under the same weights, every adapter off: no second copy.
             ref_model, ref_context = self.train_model, lambda: megatron_lora.disabled(self.adapters)
         moe = cfg.trainer.moe
-        routing = megatron_routing_replay(self.model, self.shape.num_layers, moe.routing_replay) \
-            if moe.wants_routing else None
+        routing = megatron_routing_replay(self.model, self.shape, moe.routing_replay) if moe.wants_routing else None
         t = cfg.rollout.sampling.temperature
         pad = hf_config.get("pad_token_id")
         self.step = MegatronTrainStep(

@@ -24,7 +24,7 @@ What megatron-core 0.16 hard-codes to CUDA, and what stands in for it here:
    place of the AdamW above, built with the arguments `get_megatron_optimizer` gives it
    (optimizer/__init__.py). It moves "GPU" parameters to the host and back on CUDA streams, so
    while it runs (`device_stand_ins`) the model's parameters play the GPU tensors (is_cuda),
-   streams and events are synchronous no-ops (the CPU runs every copy at once; `install` sets them), pinning is a
+   streams and events are synchronous no-ops (the CPU runs every copy at once), pinning is a
    no-op and .to("cuda") stays on the CPU. Its own logic - which parameters it offloads, the
    host copies of grads and fp32 weights, one CPU AdamW per parameter with overlap, the copy
    back - runs as it is. One bug of megatron-core 0.16.1 is stepped around when loading a
@@ -146,7 +146,9 @@ def device_stand_ins(device_params: Iterable[Tensor]) -> Iterator[None]:
         return torch_empty(*args, **kwargs)
 
     patches = [(torch.Tensor, "is_cuda", property(lambda t: t.untyped_storage().data_ptr() in storages)),
-               (torch.Tensor, "pin_memory", lambda t, *a, **k: t), (torch.Tensor, "to", to), (torch, "empty", empty)]
+               (torch.Tensor, "pin_memory", lambda t, *a, **k: t), (torch.Tensor, "to", to), (torch, "empty", empty),
+               (torch.cuda, "current_stream", _current_stream), (torch.cuda, "Stream", _SyncStream),
+               (torch.cuda, "stream", _on_stream)]  # as `install` sets them: this runs without it too (tests)
     saved = [(owner, name, owner.__dict__.get(name, _MISSING)) for owner, name, _ in patches]
     try:
         for owner, name, value in patches:

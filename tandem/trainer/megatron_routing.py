@@ -26,7 +26,8 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
-from tandem.trainer.routing_replay import RoutingReplay, routing_metrics
+from tandem.trainer.megatron_convert import ModelShape
+from tandem.trainer.routing_replay import NO_MOE_LAYERS, RoutingReplay, routing_metrics
 
 
 class _ConsultedRouter:
@@ -51,11 +52,12 @@ def megatron_routers(model: Any) -> dict[int, Any]:
             if getattr(layer.mlp, "router", None) is not None}
 
 
-def megatron_routing_replay(model: Any, num_layers: int, replay: bool) -> RoutingReplay:
-    """A `RoutingReplay` every MoE router of `model` (this stage's layers) consults."""
+def megatron_routing_replay(model: Any, shape: ModelShape, replay: bool) -> RoutingReplay:
+    """A `RoutingReplay` every MoE router of `model` (this stage's layers: maybe none) consults."""
+    if not shape.moe_layers:
+        raise ValueError(NO_MOE_LAYERS)
     routers = megatron_routers(model)
-    top_k = next(iter(routers.values())).topk if routers else 0
-    routing = RoutingReplay(list(routers), num_layers, top_k, replay)
+    routing = RoutingReplay(list(routers), shape.num_layers, shape.moe_top_k, replay)
     for layer, router in routers.items():
         router.router_replay = _ConsultedRouter(routing, layer)
     return routing

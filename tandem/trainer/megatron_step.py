@@ -28,7 +28,7 @@ from tandem import losses
 from tandem.config import TrainerConfig
 from tandem.sample import Sample
 from tandem.trainer.backend import run_minibatches
-from tandem.trainer.batching import MicroBatch, micro_batches, split_even
+from tandem.trainer.batching import MicroBatch, collate, micro_batches, split_even
 from tandem.trainer.megatron_dist import ParallelLayout
 # vocab_parallel_logprobs is re-exported: tests and tools import it from this module.
 from tandem.trainer.megatron_head import LossHead, run_model, vocab_parallel_logprobs  # noqa: F401
@@ -117,7 +117,22 @@ class MegatronTrainStep:
                               self.layout.device, self.pad_id)
         if self.routing is not None:
             attach_routing(micro, share, self.tc.micro_batch_size, self.tc.max_tokens_per_micro_batch, self.routing)
+        if self.layout.ep > 1:
+            micro += self._idle_micro_batches(len(micro))
         return micro
+
+    def _idle_micro_batches(self, have: int) -> list[MicroBatch]:
+        """Empty micro-batches that give this rank as many as the busiest data-parallel rank. With expert
+        parallelism every rank takes part in each MoE layer's all-to-all, forward and backward, so a rank with
+        fewer micro-batches (none, when a mini-batch has fewer samples than ranks) would leave the others
+        waiting; it runs empty ones, one padding token without a trained token, which add nothing to the
+        gradient or the metrics (Megatron-LM's data loader gives every DP rank the same count for this too)."""
+        from megatron.core import parallel_state as ps
+
+        busiest = torch.tensor([have], device=self.layout.device)
+        dist.all_reduce(busiest, op=dist.ReduceOp.MAX, group=ps.get_data_parallel_group())
+        idle = Sample(prompt_ids=[self.pad_id], response_ids=[self.pad_id], loss_mask=[0], rollout_logprobs=[0.0])
+        return [collate([idle], self.layout.device, self.pad_id) for _ in range(int(busiest) - have)]
 
     def prepare(self, minibatch: list[Sample], with_old_logp: bool) -> tuple[list[Sample], list[MicroBatch]]:
         micro = self.micro_batches(minibatch)
@@ -191,6 +206,8 @@ class MegatronTrainStep:
             loss, sums = loss_fn(mb, self.forward(self.train_model, mb), self.train_model)
             if loss.requires_grad:
                 loss.backward()
+            elif self.routing is not None:
+                self.routing.forget_recomputed()  # no backward will recompute this forward's layers
             stats.append(sums)
         # What Megatron's schedule calls after the last backward: DP reduction, and the sum
         # over TP of the q/k-layernorm grads (each TP rank only normalizes its own heads).

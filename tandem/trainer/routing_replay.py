@@ -21,6 +21,7 @@ whose recomputed top-k set equals the engine's, and the positions where every Mo
 
 from __future__ import annotations
 
+from collections import deque
 from typing import Any
 
 import torch
@@ -31,6 +32,8 @@ from tandem.sample import Sample
 from tandem.trainer.batching import MicroBatch, micro_batch_groups, token_offsets
 
 NO_RECORD = -1
+NO_MOE_LAYERS = ("config key 'trainer.moe': the model has no mixture-of-experts layers to route; turn "
+                 "trainer.moe.routing_replay and record_routing off")
 
 
 def routed_tensor(samples: list[Sample], rows: int, columns: int, offsets: list[tuple[int, int]], num_layers: int,
@@ -63,12 +66,10 @@ def attach_routing(micro: list[MicroBatch], samples: list[Sample], micro_batch_s
 
 class RoutingReplay:
     """Routing agreement always, the engine's experts when `replay` is set, for routers of `layers` (their
-    decoder layer indices; the record holds all `num_layers` of the model, dense layers' entries unused)."""
+    decoder layer indices, none on a pipeline stage of dense layers; the record holds all `num_layers` of the
+    model, dense layers' entries unused)."""
 
     def __init__(self, layers: list[int], num_layers: int, top_k: int, replay: bool):
-        if not layers:
-            raise ValueError("config key 'trainer.moe': the model has no mixture-of-experts layers to route; "
-                             "turn trainer.moe.routing_replay and record_routing off")
         self.layers, self.num_layers, self.top_k, self.replay = sorted(layers), num_layers, top_k, replay
         self.routed: Tensor | None = None
         """The current micro-batch's engine routing ([rows, columns, num_layers, top_k], NO_RECORD where none);
@@ -77,6 +78,8 @@ class RoutingReplay:
         """Count agreement in this forward (the training forward, once per micro-batch)."""
         self._sums = dict.fromkeys(("pairs", "agree", "positions", "positions_agree"), 0)
         self._position_agree: Tensor | None = None
+        self._recomputed: dict[int, deque[Tensor]] = {layer: deque() for layer in self.layers}
+        """Per layer, the experts each training forward of a recomputed layer used, oldest first (below)."""
 
     def set_batch(self, routed: Tensor | None, counting: bool) -> None:
         self.routed, self.counting = routed, counting
@@ -84,15 +87,37 @@ class RoutingReplay:
 
     def route(self, layer: int, own: Tensor) -> Tensor | None:
         """The experts [tokens, top_k] layer `layer`'s router is to use, given its own choice `own`: the engine's
-        where recorded (with replay), `own` elsewhere; None when this forward has no record at all (nothing to
-        change). Counts agreement in a counted forward."""
-        if self.routed is None:
-            return None
+        where recorded (with replay), `own` elsewhere; in a recomputation, what the first pass used; None when
+        there is nothing to change. Counts agreement in a counted (training) forward."""
+        if self.routed is None and not self.counting:
+            return self._recomputing(layer)
+        chosen = own if self.routed is None else self._engines_where_recorded(layer, own)
+        if self.counting and not torch.is_grad_enabled():
+            # A training forward without autograd inside the layer: activation recomputation's first pass
+            # (megatron's checkpoint, like torch's reentrant one, runs it under no_grad and the layer's forward
+            # again in the backward, after this micro-batch's record is gone). Keep what it used for that.
+            self._recomputed[layer].append(chosen)
+        return chosen
+
+    def _engines_where_recorded(self, layer: int, own: Tensor) -> Tensor:
         record = self.routed[:, :, layer, :].reshape(-1, self.top_k).to(device=own.device, dtype=own.dtype)
         has = record[:, 0] != NO_RECORD
         if self.counting:
             self._count(own, record, has)
         return torch.where(has[:, None], record, own) if self.replay else own
+
+    def _recomputing(self, layer: int) -> Tensor | None:
+        """In a backward's recomputation, the experts the layer's first pass used (backwards come in the order
+        of their forwards, in megatron's schedules too: oldest first, as megatron-core's REPLAY_BACKWARD)."""
+        queue = self._recomputed.get(layer)
+        if not queue or not torch.is_grad_enabled():
+            return None
+        return queue.popleft()
+
+    def forget_recomputed(self) -> None:
+        """Drop the kept routing of forwards that get no backward (a micro-batch with nothing to learn)."""
+        for queue in self._recomputed.values():
+            queue.clear()
 
     @torch.no_grad()
     def _count(self, own: Tensor, record: Tensor, has: Tensor) -> None:
@@ -114,6 +139,7 @@ class RoutingReplay:
     def take_sums(self) -> dict[str, int]:
         """The step's tallies so far (pairs, agree, positions, positions_agree); they start again."""
         s, self._sums = self._sums, dict.fromkeys(self._sums, 0)
+        self.forget_recomputed()
         return s
 
     def take_metrics(self) -> dict[str, float]:
@@ -135,9 +161,11 @@ def routing_metrics(s: dict[str, int]) -> dict[str, float]:
 def hf_routing_replay(model: torch.nn.Module, replay: bool) -> RoutingReplay:
     """A `RoutingReplay` consulted by forward hooks on every MoE router of a transformers model (torch trainer)."""
     routers = moe_routers(model)
-    first = next(iter(routers.values()), None)
-    routing = RoutingReplay(list(routers), model.config.get_text_config().num_hidden_layers,
-                            int(first.top_k) if first is not None else 0, replay)
+    if not routers:
+        raise ValueError(NO_MOE_LAYERS)
+    first = next(iter(routers.values()))
+    routing = RoutingReplay(list(routers), model.config.get_text_config().num_hidden_layers, int(first.top_k),
+                            replay)
     for layer, module in routers.items():
         module.register_forward_hook(_hf_hook(routing, layer))
     return routing
