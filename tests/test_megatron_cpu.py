@@ -254,8 +254,8 @@ def test_megatron_backend_matches_torch_backend(tmp_path, cache_dir, torch_refer
 
 # --------------------------------------------------------------------------- the real launch path
 @pytest.mark.timeout(240)
-def run_trainer_process(cfg, tmp_path: Path) -> tuple[subprocess.CompletedProcess, dict]:
-    """torchrun with 2 ranks -> `python -m tandem.trainer` for one step on make_batch(); (the
+def run_trainer_process(cfg, tmp_path: Path, batch: list | None = None) -> tuple[subprocess.CompletedProcess, dict]:
+    """torchrun with 2 ranks -> `python -m tandem.trainer` for one step on `batch` (make_batch()); (the
     process, the trainer's answer for step 0)."""
     from tandem import handoff
     from tandem.trainer.megatron_backend import trainer_launch_command
@@ -263,7 +263,7 @@ def run_trainer_process(cfg, tmp_path: Path) -> tuple[subprocess.CompletedProces
     cfg.run.steps = 1
     cfg.run.run_dir = str(tmp_path / "run")
     cfg_path = write_views(cfg, tmp_path)["trainer"]  # the trainer's view, as the launcher writes it
-    handoff.write_batch(cfg.run.run_dir, 0, make_batch())
+    handoff.write_batch(cfg.run.run_dir, 0, make_batch() if batch is None else batch)
     cmd = trainer_launch_command(cfg, cfg_path, nproc=2)
     assert cmd[1:3] == ["-m", "torch.distributed.run"] and "--master-addr" in cmd
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TANDEM_TORCH_THREADS": "1", "OMP_NUM_THREADS": "1",

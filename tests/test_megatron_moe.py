@@ -31,7 +31,8 @@ from tandem.moe import pack_routing, to_checkpoint_names
 
 pytest.importorskip("megatron.core")
 from test_megatron_cpu import (PROBE, TRAINER, _free_port, assert_same_first_gradient,  # noqa: E402
-                               assert_same_first_step, first_step_recorded, make_batch, resumes_bitwise)
+                               assert_same_first_step, first_step_recorded, make_batch, resumes_bitwise,
+                               run_trainer_process)
 
 TINY_MOE = {"num_layers": 4, "num_experts": 8, "num_experts_per_tok": 2, "decoder_sparse_step": 2,
             "router_init_std": 0.3}
@@ -207,3 +208,22 @@ def test_megatron_moe_matches_the_torch_trainer(tmp_path, cache_dir, torch_refer
     print(f"\n[{world=} {ep=}] logits err {(res['logits_before'] - ref['logits_before']).abs().max().item():.1e}, "
           f"grad err {grad_err:.1e}, update diff max {worst:.2e} rel-L2 {rel:.1e}, loss {m['loss']:.6f} vs "
           f"{r['loss']:.6f}, agreement {m['routing_agreement']:.4f}, {time.perf_counter() - t0:.1f}s")
+
+
+def test_the_launched_trainer_trains_an_moe_policy_across_expert_parallel_ranks(tmp_path, cache_dir, torch_reference):
+    """The real launch path (the trainer's view, torchrun, `python -m tandem.trainer` on 2 ranks, EP 2, routing
+    replay): one step on the routed batch, the same metrics as the torch trainer's, and rank 0 publishes every
+    rank's experts in HF checkpoint names, moved as the torch trainer moved them."""
+    from safetensors.torch import load_file
+
+    proc, result = run_trainer_process(make_cfg(cache_dir, "megatron", ep=2), tmp_path, routed_batch())
+    ref = torch_reference
+    for key in ("loss", "kl", "entropy", "logprob_mismatch", "routing_agreement", "routing_agreement_tokens"):
+        assert result[key] == pytest.approx(ref["metrics"][key], abs=1e-5), key
+    published = load_file(str(Path(result["weights_path"]) / "model.safetensors"))
+    assert set(published) == set(ref["after"])
+    for k, after in ref["after"].items():
+        delta_mg, delta_torch = published[k] - ref["before"][k], after - ref["before"][k]
+        assert ((delta_mg - delta_torch).norm() / delta_torch.norm()).item() < 1e-3, k
+    assert sorted(p.name for p in Path(result["checkpoint_tmp"]).glob("trainer_rank*.pt")) == \
+        ["trainer_rank000.pt", "trainer_rank001.pt"]
