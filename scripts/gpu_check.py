@@ -9,6 +9,10 @@
 4. Generate from the engine with logprobs and score the same tokens with the Megatron model:
    logprob agreement (mean / max |diff|), next to the disagreement with the base model,
    which shows the engine really serves the new weights.
+5. `--moe`: the same on a tiny Qwen3-MoE (megatron-core's MoE layers on CUDA, bf16, the engine
+   started with routed experts: SGLang's --enable-return-routed-experts), then one training step
+   on the engine's samples with their routing: routing agreement of the bf16 trainer against the
+   engine, and the mismatch with routing replay against without.
 Prints every figure and PASS/FAIL. `--allow-cpu` rehearses the same flow on a CPU box (CPU
 shim + embedded engine on CPU) - it checks the script, not the GPU path.
 """
@@ -30,7 +34,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 
 from tandem import losses
-from tandem.config import build_config
+from tandem.config import build_config, write_views
 from tandem.model_source import resolve_model_path
 from tandem.sample import Sample
 
@@ -81,21 +85,27 @@ def parse_args() -> argparse.Namespace:
                     help="with SGLang: also run the engine API conformance tests against it (TANDEM_SGLANG_URL)")
     ap.add_argument("--max-mean-diff", type=float, default=0.05,
                     help="pass threshold on mean |logp_trainer - logp_engine| (bf16 on both sides)")
+    ap.add_argument("--moe", action="store_true", help="a tiny Qwen3-MoE (8 experts, top-2) and the routing check")
     return ap.parse_args()
 
 
-def check_config(work: Path, steps: int, cuda: bool):
+def check_config(work: Path, steps: int, cuda: bool, sglang: bool, moe: bool):
+    # head_dim 64: the tiny default (16) is below what SGLang's GPU attention kernels support.
+    tiny = {"hidden_size": 256, "num_heads": 4, "num_kv_heads": 2, "head_dim": 64, "intermediate_size": 512,
+            "num_layers": 2}
+    if moe:
+        tiny |= {"num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 256}
+    engine = {"backend": "sglang", "count": 1,
+              "sglang": {"mem_fraction_static": 0.4, "args": {"skip_server_warmup": True}}} if sglang else \
+        {"backend": "embedded", "count": 1, "embedded": {"device": "cuda" if cuda else "cpu"}}
     return build_config({
         "run": {"run_dir": str(work / "run"), "cache_dir": str(work / "cache"), "steps": steps, "seed": 0},
-        # head_dim 64: the tiny default (16) is below what SGLang's GPU attention kernels support.
-        "model": {"dtype": "bfloat16" if cuda else "float32",
-                  "tiny": {"hidden_size": 256, "num_heads": 4, "num_kv_heads": 2, "head_dim": 64,
-                           "intermediate_size": 512, "num_layers": 2}},
+        "model": {"dtype": "bfloat16" if cuda else "float32", "tiny": tiny},
         "trainer": {"backend": "megatron", "gpus": 1, "lr": 1e-3, "micro_batch_size": 8,
-                    "megatron": {"tensor_parallel": 1, "pipeline_parallel": 1, "bf16": True}},
-        "engine": {"backend": "embedded", "device": "cuda" if cuda else "cpu", "count": 1,
-                   "mem_fraction_static": 0.4, "sglang_args": {"skip_server_warmup": True}},
-        "rollout": {"temperature": 1.0},
+                    "megatron": {"tensor_parallel": 1, "pipeline_parallel": 1, "bf16": True},
+                    **({"moe": {"record_routing": True}} if moe else {})},
+        "engine": engine,
+        "rollout": {"sampling": {"temperature": 1.0}},
     })
 
 
@@ -126,19 +136,17 @@ def train_and_publish(cfg, steps: int, base_dir: str, cuda: bool):
 def start_engine(cfg, work: Path, base_dir: str, cuda: bool):
     """3. an engine (SGLang on a GPU when installed, else the embedded one) on the base model.
     -> (process, url, env, uses SGLang)"""
-    from tandem.engine.sglang_launch import sglang_command, sglang_python
+    from tandem.engine.sglang_launch import sglang_command
     from tandem.ports import free_port
 
     port = free_port()
-    use_sglang = cuda and sglang_available(sglang_python())
-    run_cfg = work / "config.json"
+    use_sglang = cfg.engine.backend == "sglang"
+    run_cfg = write_views(cfg, work)["engine"]  # the engine's view of the config, as the launcher writes it
     if use_sglang:
-        cfg.engine.backend = "sglang"
         cmd = sglang_command(cfg, port=port, model_path=base_dir, weight_version=0)
     else:
         cmd = [sys.executable, "-m", "tandem.engine", "--run-config", str(run_cfg), "--port", str(port),
                "--name", "engine0"]
-    run_cfg.write_text(cfg.model_dump_json())
     env = dict(os.environ)
     if cuda:
         env["CUDA_VISIBLE_DEVICES"] = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0]
@@ -187,6 +195,28 @@ def logprob_agreement(trainer, url: str, version: int, base_dir: str, cuda: bool
     return d.mean().item() < max_mean_diff and d.mean().item() < bd.mean().item()
 
 
+def routing_agreement(trainer, url: str, min_agreement: float = 0.9) -> bool:
+    """5. (--moe) The engine's samples with their routed experts, one training step on them (lr 1e-9, the scores
+    are the point): how often the bf16 Megatron trainer's routers pick the engine's experts."""
+    prompts = [s.prompt_ids for s in synthetic_batch(98)]
+    samples = []
+    for p in prompts:
+        o = httpx.post(f"{url}/generate", timeout=120, json={
+            "input_ids": p, "return_logprob": True, "return_routed_experts": True,
+            "sampling_params": {"temperature": 1.0, "max_new_tokens": 32, "ignore_eos": True}}).json()
+        s = Sample(prompt_ids=p, response_ids=o["output_ids"], loss_mask=[1] * len(o["output_ids"]),
+                   rollout_logprobs=[lp[0] for lp in o["meta_info"]["output_token_logprobs"]], advantage=1.0)
+        s.record_routing(o["meta_info"], 0)
+        samples.append(s)
+    recorded = sum(s.routed_rows for s in samples)
+    for group in trainer.optimizer.param_groups:
+        group["lr"] = 1e-9
+    m = trainer.train_step(samples)
+    say(f"routing: {recorded} positions recorded by the engine; agreement {m.get('routing_agreement', 0):.4f} "
+        f"(pairs), {m.get('routing_agreement_tokens', 0):.4f} (tokens); logprob_mismatch {m['logprob_mismatch']:.5f}")
+    return recorded > 0 and m.get("routing_agreement", 0.0) >= min_agreement
+
+
 def sglang_conformance(url: str, env: dict, path: Path) -> bool:
     t = time.perf_counter()
     rc = subprocess.run([sys.executable, "-m", "pytest", "tests/test_engine_api.py", "-k", "sglang", "-q",
@@ -203,8 +233,10 @@ def main() -> int:
     if not cuda and not args.allow_cpu:
         print("gpu_check: no CUDA device visible (use --allow-cpu for a CPU rehearsal)", file=sys.stderr)
         return 2
+    from tandem.engine.sglang_launch import sglang_python
+
     work = Path(tempfile.mkdtemp(prefix="tandem_gpu_check_"))
-    cfg = check_config(work, args.steps, cuda)
+    cfg = check_config(work, args.steps, cuda, cuda and sglang_available(sglang_python()), args.moe)
     base_dir = resolve_model_path(cfg)
     say(f"torch {torch.__version__}, cuda={cuda}"
         + (f" ({torch.cuda.get_device_name(0)})" if cuda else "") + f", tiny model at {base_dir}")
@@ -213,6 +245,8 @@ def main() -> int:
     try:
         reload_engine(url, proc, path, args.steps)
         ok = logprob_agreement(trainer, url, args.steps, base_dir, cuda, args.max_mean_diff)
+        if args.moe:
+            ok = routing_agreement(trainer, url) and ok
         if args.conformance and use_sglang:
             ok = sglang_conformance(url, env, path) and ok
     finally:

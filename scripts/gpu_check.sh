@@ -8,6 +8,7 @@
 #   TANDEM_SGLANG_PYTHON=.venv-sglang/bin/python bash scripts/gpu_check.sh   # SGLang in its own venv
 #   bash scripts/gpu_check.sh --conformance   # + the engine API conformance tests against that SGLang
 #   bash scripts/gpu_check.sh --allow-cpu     # rehearsal of the same flow on a CPU box
+#   bash scripts/gpu_check.sh --moe           # a tiny Qwen3-MoE: megatron-core's MoE layers, + routing agreement
 #   bash scripts/gpu_check.sh --memory [--out DIR]   # instead: peak memory of the Megatron trainer per memory
 #                                             # feature against tandem.lab.plan (scripts/gpu_memory.py; --allow-cpu too)
 set -euo pipefail

@@ -93,7 +93,7 @@ def trainer_config(model_dir: Path, variant: dict, cuda: bool):
         "trainer": {"backend": "megatron", "gpus": 1, "device": "cuda" if cuda else "cpu", "lr": 1e-5,
                     "micro_batch_size": SAMPLES, "minibatches": 1, "grad_clip": 1.0, **trainer,
                     "megatron": megatron},
-        "rollout": {"temperature": 1.0}})
+        "rollout": {"sampling": {"temperature": 1.0}}})
 
 
 def batch(tokens: int, seed: int):
