@@ -151,7 +151,8 @@ def test_megatron_moe_matches_the_torch_trainer(tmp_path, cache_dir, torch_refer
 
     resolve_model_path(make_cfg(cache_dir, "torch"))  # build the tiny model once, before the ranks race
     t0 = time.perf_counter()
-    mp.spawn(_worker, args=(world, _free_port(), cache_dir, ep, str(tmp_path)), nprocs=world, join=True)
+    # daemon: should the ranks ever hang in a collective, the timeout fails the test and exiting ends them
+    mp.spawn(_worker, args=(world, _free_port(), cache_dir, ep, str(tmp_path)), nprocs=world, join=True, daemon=True)
     res, ref = torch.load(tmp_path / "result.pt", weights_only=False), torch_reference
     assert res["layout"] == (ep, world) and res["local_experts"] == TINY_MOE["num_experts"] // ep
     assert res["resume_bitwise"], "restoring state_dict_for_checkpoint() did not reproduce the next step"
