@@ -63,6 +63,10 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.xdist_group(group))
         if item.get_closest_marker("gpu") and not _cuda():
             item.add_marker(pytest.mark.skip(reason="needs a CUDA GPU"))
+    # End-to-end tests first (a stable sort: each file's tests keep their order): the workers hand out
+    # tests in this order, so the many short unit tests come last and fill in while the other worker
+    # finishes its last long test, instead of one worker idling behind an end-to-end run started last.
+    items.sort(key=lambda item: item.get_closest_marker("e2e") is None)
 
 
 def _cuda() -> bool:
