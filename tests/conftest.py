@@ -9,7 +9,9 @@ A test file is e2e or unit as a whole by E2E_FILES below; a test marked otherwis
 mark. A unit test that starts a process fails, naming the process, so a test cannot sit in the
 fast tier while doing an end-to-end test's work. CI runs every tier (the README's command), on two
 pytest-xdist workers: end-to-end tests leave a core idle about half of the time (measured: 1.13
-cores busy on average over tests/test_launcher.py).
+cores busy on average over tests/test_launcher.py). Under --dist loadgroup a test that uses one of its
+file's module fixtures runs on the same worker as the file's other such tests (the fixture is built
+once), and end-to-end tests are handed out before unit tests.
 """
 
 from __future__ import annotations
@@ -19,6 +21,15 @@ import subprocess
 from pathlib import Path
 
 import pytest
+
+# The suite's two pytest-xdist workers share the machine's cores, and so do the engines and trainers
+# each test starts; a CPU child's torch threads are OpenMP threads that, by default, spin while they
+# wait for each other, as if the cores were theirs alone. With another process on a core, a step
+# then waits for a thread that is not running: measured on this 2-core box with one other busy
+# process, the colocated learning run's train steps took 1-11 s each instead of 0.1-0.3 s (median
+# 6.7 s vs 0.65 s a step). Waiting threads that sleep cost nothing when the cores are free. Set
+# before torch is imported (OpenMP reads it once), here and in every child the tests start.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 E2E_FILES = {
     "test_agent_e2e.py", "test_agent_loop.py", "test_agent_tokens.py", "test_deploy_skypilot.py",
@@ -41,7 +52,9 @@ SANDBOX_FILES = {
 under `-n 2` (pytest-xdist, --dist loadgroup) they run one after another on one worker."""
 ORDERED_FILES = {"test_external_engines.py", "test_run_views.py"}
 """Files whose tests share a module fixture that carries state from one test to the next: each runs
-whole, in order, on one worker. Every other test is scheduled on its own (the best balance)."""
+whole, in order, on one worker. So do the tests of a file that use one of its module fixtures (built
+once, then); every other test is scheduled on its own (the best balance)."""
+TESTS = Path(__file__).resolve().parent
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group marks (--dist loadgroup)
@@ -50,11 +63,27 @@ def pytest_collection_modifyitems(config, items):
         name = Path(item.fspath).name
         if not any(item.get_closest_marker(t) for t in TIERS):
             item.add_marker(pytest.mark.e2e if name in E2E_FILES else pytest.mark.unit)
-        group = "sandbox" if name in SANDBOX_FILES else name if name in ORDERED_FILES else None
+        group = "sandbox" if name in SANDBOX_FILES else name if name in ORDERED_FILES or _uses_a_module_fixture(item) \
+            else None
         if group:
             item.add_marker(pytest.mark.xdist_group(group))
         if item.get_closest_marker("gpu") and not _cuda():
             item.add_marker(pytest.mark.skip(reason="needs a CUDA GPU"))
+    # End-to-end tests first (a stable sort: each file's tests keep their order): the workers hand out
+    # tests in this order, so the many short unit tests come last and fill in while the other worker
+    # finishes its last long test, instead of one worker idling behind an end-to-end run started last.
+    items.sort(key=lambda item: item.get_closest_marker("e2e") is None)
+
+
+def _uses_a_module_fixture(item) -> bool:
+    """The test uses a module-scoped fixture of the suite's own (engines, a router, a tiny model's build):
+    the file's tests that do run on one worker, so that it is built once, not once on each worker."""
+    info = getattr(item, "_fixtureinfo", None)
+    for name in item.fixturenames if info else ():
+        defs = info.name2fixturedefs.get(name) or ()
+        if defs and defs[-1].scope == "module" and Path(defs[-1].func.__code__.co_filename).parent == TESTS:
+            return True
+    return False
 
 
 def _cuda() -> bool:

@@ -276,7 +276,7 @@ def test_the_fleet_grows_and_shrinks_through_the_real_router(tmp_path):
     Nothing is lost or counted twice, every sample is within the staleness bound, and every
     sample's logprobs are those of the version it claims: no engine in the router ever served an
     older one (the joining engine loaded the current version first)."""
-    steps = 60  # a new engine takes seconds to load; these steps take ~0.25 s
+    steps = 20  # the fleet changes at about steps 2 and 8; the trainer is held through each change (below)
     run = tmp_path / "run"
     # drain: no sample spans a weight update, so each has exactly one version to be checked against
     launch = Launch(run, ["--engines", "1", "--steps", str(steps), "--mode", "async", "--sync.keep_last", "64",
@@ -284,17 +284,34 @@ def test_the_fleet_grows_and_shrinks_through_the_real_router(tmp_path):
                           "--rollout.sampling.max_new_tokens", "48", *SMALL, "--engine.autoscale.enabled", "true",
                           "--engine.autoscale.max", "2",
                           "--engine.autoscale.policy", str(REPO / "tests/fixtures/autoscale_policy.py") + ":Scripted"])
-    # Hold the trainer from the decision to grow until the new engine has joined, so that steps are
-    # left for it to serve and leave whatever its start-up costs on a loaded machine (in CI it once
-    # joined so late that the run ended before the policy's five steps on two engines).
-    decisions = run / "autoscale.jsonl"
-    launch.wait_until(lambda: decisions.exists() and '"decision": 2' in decisions.read_text(), 240, "the decision to grow")
-    trainer = launch.child("tandem.trainer")
-    trainer.suspend()
-    try:
-        launch.wait_stderr("tandem: autoscale: engine1", 240)
-    finally:
-        trainer.resume()
+    # Hold the trainer from each decision until the fleet has changed: the engine's start-up (seconds,
+    # more on a loaded machine) and its drain and stop then cost no steps, so steps are left to serve on
+    # two engines, then on one, however long either takes (in CI an engine once joined so late that the
+    # run ended before the policy's five steps on two engines).
+    scale_log = run / "autoscale.jsonl"
+
+    def decided(engines: int, after: str | None = None) -> bool:
+        """The policy asked for `engines` engines (after the event `after`, when given)."""
+        entries = [json.loads(x) for x in scale_log.read_text().splitlines()] if scale_log.exists() else []
+        since = next((i for i, e in enumerate(entries) if e.get("event") == after), None) if after else -1
+        return since is not None and any(e.get("decision") == engines for e in entries[since + 1:])
+
+    def change_line(start: int) -> str:
+        """engine1's next autoscale line at or after `start` in the launcher's stderr, once whole."""
+        at = launch.stderr.find("tandem: autoscale: engine1 (", start)
+        return launch.stderr[at:].partition("\n")[0] + "\n" if at >= 0 and "\n" in launch.stderr[at:] else ""
+
+    pos = 0
+    for engines, after, change in ((2, None, "joined"), (1, "joined", "left")):
+        launch.wait_until(lambda: decided(engines, after), 240, f"the decision to go to {engines} engine(s)")
+        trainer = launch.child("tandem.trainer")
+        trainer.suspend()
+        try:
+            line = launch.wait_until(lambda: change_line(pos), 240, f"engine1 {change}")
+        finally:
+            trainer.resume()
+        assert line.rstrip().endswith(f") {change}"), line
+        pos = launch.stderr.find(line, pos) + len(line)
     assert finished(launch) == 0, launch.describe()
     rows = metrics(run)
     assert check_batches(run, steps) == []  # every step: its groups complete, none lost, none twice
