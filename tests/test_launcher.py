@@ -321,7 +321,9 @@ def test_the_fleet_grows_and_shrinks_through_the_real_router(tmp_path):
     events = [e for e in log if e.get("event") in ("joined", "left")]
     assert [(e["event"], e["engine"]) for e in events] == [("joined", "engine1"), ("left", "engine1")]
     assert log[-1]["event"] == "closed" and log[-1]["engine_seconds"] >= rows[-1]["engine_seconds"]
-    assert events[0]["serves_version"] == events[0]["fleet_version"]  # loaded before the router had it
+    # It joined after the first sync (the policy grows past the warm-up step), so it had a version to
+    # load, and loaded it before the router had it.
+    assert events[0]["serves_version"] == events[0]["fleet_version"] >= 1, events[0]
     decisions = [e for e in log if "decision" in e]
     assert [d["step"] for d in decisions] == list(range(1, steps + 1)) and all(d["reason"] for d in decisions)
     engines = [r["engines"] for r in rows]
