@@ -66,10 +66,14 @@ def test_qkv_fusion_is_megatrons_per_group_layout():
     assert torch.equal(fc1[48:], sd["model.layers.0.mlp.up_proj.weight"][48:])
 
 
+DENSE_QWEN3 = {"architectures": ["Qwen3ForCausalLM"], "num_attention_heads": 4, "num_key_value_heads": 2,
+               "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2, "vocab_size": 259,
+               "rope_theta": 10000.0}
+"""A small dense Qwen3 config.json (the keys the converter reads)."""
+
+
 def test_converter_refuses_what_it_does_not_map():
-    base = {"architectures": ["Qwen3ForCausalLM"], "num_attention_heads": 4, "num_key_value_heads": 2,
-            "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2, "vocab_size": 259,
-            "rope_theta": 10000.0}
+    base = DENSE_QWEN3
     with pytest.raises(conv.ConversionError, match="does not divide num_key_value_heads"):
         conv.shape_from_hf_config(base, tp=4)
     with pytest.raises(conv.ConversionError, match="architecture"):
@@ -145,10 +149,7 @@ def test_the_converter_reads_both_spellings_of_the_expert_count_and_refuses_what
         conv.shape_from_hf_config(hub, ep=3)
     with pytest.raises(conv.ConversionError, match="tensor_parallel = 2 with a mixture-of-experts model"):
         conv.shape_from_hf_config(hub, tp=2)
-    dense = {"architectures": ["Qwen3ForCausalLM"], "num_attention_heads": 4, "num_key_value_heads": 2,
-             "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2, "vocab_size": 259,
-             "rope_theta": 10000.0}
     with pytest.raises(conv.ConversionError, match="expert_parallel = 2 with a dense model"):
-        conv.shape_from_hf_config(dense, ep=2)
+        conv.shape_from_hf_config(DENSE_QWEN3, ep=2)
     with pytest.raises(conv.ConversionError, match="shared experts"):
         conv.shape_from_hf_config(hub | {"shared_expert_intermediate_size": 64})

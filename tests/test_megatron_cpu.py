@@ -159,21 +159,27 @@ def cache_dir(tmp_path_factory):
     return str(tmp_path_factory.mktemp("cache"))
 
 
-@pytest.fixture(scope="module")
-def torch_reference(cache_dir):
-    """The torch backend on the same config and batch: logits, metrics, weights before/after."""
+def torch_reference_step(cfg, batch: list[Sample], named=lambda grads: grads) -> tuple[dict, object]:
+    """The torch backend on `cfg`, one train step on `batch`: (logits of PROBE, metrics, the first step's
+    record with its gradients passed through `named`, weights before/after; the trainer, to step on)."""
     from tandem.trainer.torch_backend import TorchTrainer
 
     os.environ["TANDEM_TORCH_THREADS"] = "1"
-    trainer = TorchTrainer(make_cfg(cache_dir, "torch"))
+    trainer = TorchTrainer(cfg)
     with torch.no_grad():
         before_logits = trainer.model(input_ids=PROBE).logits
     before = trainer.export_hf_state_dict()
-    with first_step_recorded(trainer.optimizer, lambda: {n: p.grad.detach().clone()
-                                                         for n, p in trainer.model.named_parameters()}) as first_step:
-        metrics = trainer.train_step(make_batch())
-    return {"logits_before": before_logits, "before": before, "first_step": first_step, "metrics": metrics,
-            "after": trainer.export_hf_state_dict()}
+    with first_step_recorded(trainer.optimizer, lambda: named({n: p.grad.detach().clone()
+                                                               for n, p in trainer.model.named_parameters()})) as first:
+        metrics = trainer.train_step(batch)
+    return {"logits_before": before_logits, "before": before, "first_step": first, "metrics": metrics,
+            "after": trainer.export_hf_state_dict()}, trainer
+
+
+@pytest.fixture(scope="module")
+def torch_reference(cache_dir):
+    """The torch backend on the same config and batch: logits, metrics, weights before/after."""
+    return torch_reference_step(make_cfg(cache_dir, "torch"), make_batch())[0]
 
 
 def assert_same_first_step(mine: dict, theirs: dict) -> float:

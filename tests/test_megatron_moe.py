@@ -32,7 +32,7 @@ from tandem.moe import pack_routing, to_checkpoint_names
 pytest.importorskip("megatron.core")
 from test_megatron_cpu import (PROBE, TRAINER, _free_port, assert_same_first_gradient,  # noqa: E402
                                assert_same_first_step, first_step_recorded, make_batch, resumes_bitwise,
-                               run_trainer_process)
+                               run_trainer_process, torch_reference_step)
 
 TINY_MOE = {"num_layers": 4, "num_experts": 8, "num_experts_per_tok": 2, "decoder_sparse_step": 2,
             "router_init_std": 0.3}
@@ -129,19 +129,8 @@ def cache_dir(tmp_path_factory):
 @pytest.fixture(scope="module")
 def torch_reference(cache_dir):
     """The torch trainer on the same model and batch; gradients in HF checkpoint names (one tensor per expert)."""
-    from tandem.trainer.torch_backend import TorchTrainer
-
-    os.environ["TANDEM_TORCH_THREADS"] = "1"
-    trainer = TorchTrainer(make_cfg(cache_dir, "torch"))
-    with torch.no_grad():
-        before_logits = trainer.model(input_ids=PROBE).logits
-    before = trainer.export_hf_state_dict()
-    grads = lambda: to_checkpoint_names({n: p.grad.detach().clone() for n, p in trainer.model.named_parameters()})
-    with first_step_recorded(trainer.optimizer, grads) as first_step:
-        metrics = trainer.train_step(routed_batch())
-    after = trainer.export_hf_state_dict()
-    return {"logits_before": before_logits, "before": before, "first_step": first_step, "metrics": metrics,
-            "after": after, "small_step": trainer.train_step(routed_batch()[:2])}
+    ref, trainer = torch_reference_step(make_cfg(cache_dir, "torch"), routed_batch(), to_checkpoint_names)
+    return ref | {"small_step": trainer.train_step(routed_batch()[:2])}
 
 
 @pytest.mark.timeout(420)
