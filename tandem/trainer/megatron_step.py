@@ -86,13 +86,10 @@ class MegatronTrainStep:
         """The last stage's output for a micro-batch: logits [b, L, V_pad/tp], or hidden states with
         trainer.logprob_chunk_tokens (megatron_head.run_model). The training model routes with the engine's
         routing in view; agreement is counted in its training forward only (once per micro-batch)."""
-        if self.routing is None or model is not self.train_model:
+        routed = self.routing is not None and model is self.train_model
+        with self.routing.micro_batch(sequence_major(mb.routed), torch.is_grad_enabled()) if routed \
+                else contextlib.nullcontext():
             return run_model(model, mb, hidden=self.head.chunk_tokens > 0, bf16=self.bf16)
-        self.routing.set_batch(sequence_major(mb.routed), counting=torch.is_grad_enabled())
-        try:
-            return run_model(model, mb, hidden=self.head.chunk_tokens > 0, bf16=self.bf16)
-        finally:
-            self.routing.end_forward()
 
     def logits(self, model, input_ids: Tensor) -> Tensor:
         """Whole logits [b, L, V_pad/tp] of right-padded token ids, whatever the head (tests, tools)."""

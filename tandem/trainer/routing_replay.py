@@ -21,8 +21,9 @@ whose recomputed top-k set equals the engine's, and the positions where every Mo
 
 from __future__ import annotations
 
+import contextlib
 from collections import deque
-from typing import Any
+from typing import Any, Iterator
 
 import torch
 from torch import Tensor
@@ -84,6 +85,15 @@ class RoutingReplay:
     def set_batch(self, routed: Tensor | None, counting: bool) -> None:
         self.routed, self.counting = routed, counting
         self._position_agree = None
+
+    @contextlib.contextmanager
+    def micro_batch(self, routed: Tensor | None, counting: bool) -> Iterator[None]:
+        """A forward of one micro-batch with its engine routing in view (`set_batch`, then `end_forward`)."""
+        self.set_batch(routed, counting)
+        try:
+            yield
+        finally:
+            self.end_forward()
 
     def route(self, layer: int, own: Tensor) -> Tensor | None:
         """The experts [tokens, top_k] layer `layer`'s router is to use, given its own choice `own`: the engine's

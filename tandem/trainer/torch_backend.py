@@ -98,11 +98,8 @@ class TorchTrainer(TrainerBackend):
         if self.routing is None or model is not self.model:
             return self._scores_of(model, mb, with_entropy)
         # Agreement is counted in the training forward only (once per micro-batch and step).
-        self.routing.set_batch(mb.routed, counting=torch.is_grad_enabled())
-        try:
+        with self.routing.micro_batch(mb.routed, counting=torch.is_grad_enabled()):
             return self._scores_of(model, mb, with_entropy)
-        finally:
-            self.routing.end_forward()
 
     def _scores_of(self, model: torch.nn.Module, mb: MicroBatch,
                    with_entropy: bool) -> tuple[Tensor, Callable[[], Tensor]]:
