@@ -218,24 +218,33 @@ def test_a_forger_that_reads_the_issue_scores_zero(tmp_path, backend):
     assert told_forged.reward == 0.0, told_forged.info()
 
 
-# A check record for a real site whose value is a set of 60,000 integers that all hash to 0: building it is
-# quadratic (about a minute of CPU, GIL held, issue 34 round 2); the host must not be the one to build it.
+# A check record for a real site whose value is a set of integers that all hash to 0: building it is
+# quadratic (minutes of CPU, GIL held, issue 34 round 2); the host must not be the one to build it.
+FLOOD_INTS = 120_000
+"""Integers that all hash to 0 (multiples of 2**61 - 1, the modulus of CPython's int hash): building their set
+probes n**2 / 2 = 7.2e9 colliding slots, at least 3.6 s of CPU even at an implausible 0.5 ns a probe, so it
+outruns a 1 s CPU limit on any machine (the flood's JSON, about 3 MB, fits the 4 MB report pipe)."""
 HASH_FLOOD = """
 import json, os, re
 _fd = int(os.environ["TANDEM_REPORT_FD"])
 _k = int(re.search(r"__tandem_check__\\((\\d+)", open("/testbed/tests/test_romanum_parse.py").read()).group(1))
 _p = (1 << 61) - 1
-_v = {"s": [i * _p for i in range(60000)]}
+_v = {"s": [i * _p for i in range(FLOOD_INTS)]}
 os.write(_fd, (json.dumps({"ev": "check", "id": "tests/test_romanum_parse.py::test_simple", "k": _k, "v": _v},
                           separators=(",", ":")) + "\\n").encode())
-"""
+""".replace("FLOOD_INTS", str(FLOOD_INTS))
 
 
-def test_a_hash_flood_costs_the_grading_thread_nothing(tmp_path, backend):
+def test_a_hash_flood_costs_the_grading_thread_nothing(tmp_path, backend, monkeypatch):
     """The flood is judged by a limited child process: it runs out (tampering, reward 0) while the grading
-    thread spends next to no CPU, so other gradings' timeouts and plans on the host never stall behind it."""
+    thread spends next to no CPU, so other gradings' timeouts and plans on the host never stall behind it.
+    The child's CPU limit is 1 s here, which the flood outruns by construction (FLOOD_INTS), however fast
+    the machine: with the default 20 s a fast CPU judges 60,000 colliding integers within the limit."""
     import time
 
+    from tandem.envs.coding import judging
+
+    monkeypatch.setattr(judging, "JUDGE_CPU_S", 1)
     runtime = runtime_for(tmp_path, backend)
     try:
         task = runtime.grader.task(row_named("romanum"))

@@ -36,9 +36,11 @@ JUDGE_MEMORY_BYTES = 3 << 30
 
 
 def judge_isolated(expected: list[str], side: bytes, returncode: int, stdout: str, sites: dict[int, Site],
-                   required: dict[str, set[int]], cpu_s: int = JUDGE_CPU_S,
+                   required: dict[str, set[int]], cpu_s: int | None = None,
                    wall_s: float = JUDGE_WALL_S) -> Verdict:
-    """tandem.envs.coding.verdict.judge of a graded run's stream, computed by a limited child process."""
+    """tandem.envs.coding.verdict.judge of a graded run's stream, computed by a limited child process
+    (`cpu_s` CPU seconds, JUDGE_CPU_S as it stands when called unless given)."""
+    cpu_s = JUDGE_CPU_S if cpu_s is None else cpu_s
     payload = pickle.dumps((expected, side, returncode, stdout, sites, required, cpu_s, JUDGE_MEMORY_BYTES))
     try:
         # only tandem's own tree on the path (no site-packages of the user, no environment of the caller)
