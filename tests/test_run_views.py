@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -32,9 +34,15 @@ SIZES = {"small": (80, 24), "large": (120, 40)}
 READY = "document.body && document.body.dataset.ready === '1'"
 
 
-def wait(predicate, timeout_s: float, what: str):
+def wait(predicate, timeout_s: float, what: str, ended=None):
+    """predicate()'s first true value; fails at once, with what `ended()` returns (the child's last screen),
+    when the child has exited before that, instead of waiting out the timeout."""
     deadline = time.monotonic() + timeout_s
     while not (value := predicate()):
+        if ended is not None and (why := ended()):
+            if value := predicate():  # it came true as the child exited
+                return value
+            raise RuntimeError(f"the run ended before {what}:\n{why}")
         if time.monotonic() > deadline:
             raise TimeoutError(f"gave up waiting for {what}")
         time.sleep(0.2)
@@ -61,7 +69,8 @@ def summary_shown(session: str) -> list[str] | None:
 
 
 def run_command(run_dir: Path, rc_file: Path) -> str:
-    return (f"cd {REPO} && python train.py --run-dir {run_dir} --steps {STEPS} --engines 2 "
+    # this interpreter, not whichever `python` the shell's PATH finds first (a venv's need not be on PATH)
+    return (f"cd {REPO} && {shlex.quote(sys.executable)} train.py --run-dir {run_dir} --steps {STEPS} --engines 2 "
             f"--rollout.prompts_per_step 2 --rollout.samples_per_prompt 4 --rollout.reward tests/_views.py:gated_reward "
             f"--rollout.reward_timeout_s 600 --logging.tensorboard true --logging.wandb.mode offline "
             f"--checkpoint.interval 2 --run.keep_rollouts all; echo $? > {rc_file}")
@@ -94,7 +103,9 @@ def runs(tmp_path_factory):
     try:
         held = {}
         for size, (session, run_dir, gate) in sessions.items():
-            held[size] = wait(lambda: held_frame(session, run_dir), 600, f"{size}: the frame held after the first step")
+            rc_file = root / f"{size}.rc"
+            held[size] = wait(lambda: held_frame(session, run_dir), 600, f"{size}: the frame held after the first step",
+                              ended=lambda: rc_file.exists() and "\n".join(tmux_screen(session, history=True)))
             assert len(metrics(run_dir)) < STEPS
             gate.unlink()
         out = {}
