@@ -327,6 +327,9 @@ MEMORY = [  # the flagship's memory features: what makes them equal to the plain
  ("a rehearsal that does not fit exits 0", "tandem/lab/rehearse.py",
   "    if rehearsal.plan_fits is False:  # the run here worked", "    if False:  # the run here worked",
   "tests/test_rehearse.py::test_rehearsal_of_the_example_node_configs[4b-async-does-not-fit]"),
+ ("LoRA TP: a column adapter's dh not all-reduced", "tandem/trainer/megatron_lora.py",
+  "            return copy_to_tensor_model_parallel_region(h)", "            return h",
+  "tests/test_megatron_lora.py::test_megatron_lora_matches_torch_peft[tp2]"),
 ]
 SETS = {"defences": DEFENCES, "suite": SUITE, "core": CORE, "memory": MEMORY, "moe": MOE}
 OUTCOME = {0: "MISSED", 1: "CAUGHT"}

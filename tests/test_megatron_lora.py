@@ -7,7 +7,8 @@ linear_fc2 (A sharded, B replicated) and the vocab-parallel output layer (B padd
 logits, the loss of every micro-batch, the first mini-batch's adapter gradient as the optimizer
 receives it (finalized and clipped), one train step of two AdamW steps with the KL penalty
 against the base (adapters off on both sides), the exported peft adapter, and a checkpoint
-round trip. Tolerances are tests/test_megatron_cpu.py's, for the same reasons.
+round trip. Tolerances are tests/test_megatron_cpu.py's, for the same reasons, but for the TP 2
+gradient and update (GRAD_BOUND_TP2, UPDATE_BOUND_TP2: this test's gradient is ill-conditioned in fp32).
 """
 
 from __future__ import annotations
@@ -28,6 +29,19 @@ pytest.importorskip("megatron.core")
 from test_megatron_cpu import (PROBE, TRAINER, _free_port, first_step_recorded, make_batch,  # noqa: E402
                                resumes_bitwise, run_trainer_process)
 
+GRAD_BOUND_TP2 = 3e-4
+"""max |diff| / max |grad| per adapter tensor at TP 2. This gradient is ill-conditioned in fp32 (random adapters
+far from zero, the KL against the base): torch + peft's OWN gradient moves by up to 9.8e-5 on this measure when
+MKL computes the same math with another kernel (MKL_CBWR=COMPATIBLE against the default AVX2 path; 6.6e-5 with
+ATEN_CPU_CAPABILITY=default), so a bound under 1e-4 judges the CPU's kernel choice, not the adapter. Measured at
+TP 2 (2 cores, AMD EPYC, AVX2): 4.4e-6 on the default path, 2.4e-5 with MKL_CBWR=COMPATIBLE (the 2.4e-5 seen on
+a fresh venv elsewhere), 2.2e-5 with ATEN_CPU_CAPABILITY=default. 3e-4 is three times the reference's own spread;
+the column adapter's dh all-reduce dropped (copy_to_tensor_model_parallel_region skipped) gives 3.3, 10^4 above.
+At TP 1 both sides run the same kernels on the same shapes (bitwise logits), and 1e-5 holds."""
+UPDATE_BOUND_TP2 = 3e-3
+"""rel-L2 of the adapter's update after two AdamW steps at TP 2, for the same reason: torch + peft's own update moves
+by up to 8.8e-4 under another kernel (ATEN_CPU_CAPABILITY=default; 2.8e-4 with MKL_CBWR=COMPATIBLE); TP 2 measured
+4.9e-5 (default path) and 5.2e-4 (COMPATIBLE). TP 1 keeps 1e-3."""
 TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "lm_head"]
 
 
@@ -131,7 +145,7 @@ def test_megatron_lora_matches_torch_peft(tmp_path, cache_dir, reference, world,
     assert mine["losses"] == pytest.approx(theirs["losses"], abs=1e-5)
     assert set(mine["grads"]) == set(theirs["grads"]) == set(ref["start"])
     grad_err = max(((mine["grads"][k] - g).abs().max() / g.abs().max()).item() for k, g in theirs["grads"].items())
-    assert grad_err < 1e-5, grad_err
+    assert grad_err < (1e-5 if tp == 1 else GRAD_BOUND_TP2), grad_err
     m, r = res["metrics"], ref["metrics"]
     for key in ("loss", "pg_loss", "kl", "entropy", "clip_frac", "ppo_kl", "logprob_mismatch"):
         assert m[key] == pytest.approx(r[key], abs=1e-5), (key, m[key], r[key])
@@ -143,7 +157,7 @@ def test_megatron_lora_matches_torch_peft(tmp_path, cache_dir, reference, world,
         delta_mg, delta_torch = res["export"][k] - ref["start"][k], ref["after"][k] - ref["start"][k]
         worst = max(worst, (delta_mg - delta_torch).abs().max().item())
         rel = max(rel, ((delta_mg - delta_torch).norm() / delta_torch.norm()).item())
-    assert rel < 1e-3 and worst < 0.05 * TRAINER["lr"], (rel, worst)
+    assert rel < (1e-3 if tp == 1 else UPDATE_BOUND_TP2) and worst < 0.05 * TRAINER["lr"], (rel, worst)
     # 4. only the adapter trained, and a checkpoint holds only it and resumes bitwise
     src = resolve_model_path(lora_cfg(cache_dir, "torch"))
     from safetensors.torch import load_file
