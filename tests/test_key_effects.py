@@ -9,6 +9,7 @@ checks the effect; scripts/mutants_tests3.py breaks each reading once.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import socket
 from types import SimpleNamespace
@@ -75,15 +76,14 @@ def test_eps_clip_is_the_lower_trust_region_bound():
 
 
 # --------------------------------------------------------------------------- the model, the engine, the router
-def test_the_tiny_models_shape_keys_reach_its_config():
-    from tandem.model_source import _tiny_hf_config, build_byte_tokenizer
+def test_the_tiny_models_shape_keys_reach_the_model_it_writes(tmp_path):
+    from tandem.model_source import build_byte_tokenizer, build_tiny_model
 
     cfg = build_config({"model": {"tiny": {"max_position_embeddings": 512, "tie_word_embeddings": False,
                                            "tool_tokens": 3}}})
-    tok = build_byte_tokenizer(cfg.model.tiny.tool_tokens)
-    hf = _tiny_hf_config(cfg.model, tok)
-    assert hf.max_position_embeddings == 512 and hf.tie_word_embeddings is False
-    assert hf.vocab_size == len(build_byte_tokenizer(0)) + 3
+    written = json.loads((build_tiny_model(cfg.model, tmp_path / "tiny", seed=0) / "config.json").read_text())
+    assert written["max_position_embeddings"] == 512 and written["tie_word_embeddings"] is False
+    assert written["vocab_size"] == len(build_byte_tokenizer(0)) + 3
 
 
 def test_the_embedded_engine_takes_its_limits_from_the_config(tmp_path):
