@@ -184,7 +184,7 @@ def test_a_plain_prompt_goes_through_the_chat_template_when_asked(tmp_path):
 
 # --------------------------------------------------------------------------- the coding environment's sandbox
 def test_the_sandboxs_resource_keys_become_its_limits():
-    from tandem.envs.coding.grading import coding_args
+    from tandem.envs.coding.settings import coding_args
     from tandem.envs.coding.sandbox.isolation import Limits
     from tandem.envs.coding.sandbox.storage import DiskCap
 
@@ -269,3 +269,30 @@ def test_wandb_gets_the_configured_project_entity_and_trajectory_count(tmp_path,
     assert fake.started["project"] == "mine" and fake.started["entity"] == "team"
     log.log({"step": 1, "loss": 0.5}, group(0, [1.0, 0.0, 1.0]))
     assert len(fake.logged[0][wandb_log.TABLE_KEY].data) == 2
+
+
+# --------------------------------------------------------------------------- the coding environment's agent
+def test_the_bash_agents_reply_format_and_prompts_are_the_configured_ones(tmp_path):
+    from tandem.env.parsers import ParsedReply
+    from tandem.envs.coding.bash_env import BashAgentEnv
+    from tandem.envs.coding.coding_env import _prompts
+    from tandem.envs.coding.sandbox.runner import ExecResult
+    from tandem.envs.coding.settings import coding_args
+
+    (tmp_path / "prompts.toml").write_text('system_template = "Submit with {{ sentinel }}, our way."\n')
+    cfg = build_config({"environment": {"name": "tandem.envs.coding:CodingEnv", "args": {"agent": {
+        "action_regex": "<cmd>(.*?)</cmd>", "submit_sentinel": "ALL_DONE", "prompt_file": str(tmp_path / "prompts.toml")}}}})
+    agent = coding_args(cfg).agent
+    ran = []
+
+    async def execute(command: str, timeout_s: float) -> ExecResult:  # the sandbox, at the edge
+        ran.append(command)
+        return ExecResult(output="ALL_DONE\n", returncode=0, timed_out=False, duration_s=0.0, output_bytes=9)
+
+    env = BashAgentEnv(execute=execute, agent=agent, prompts=_prompts(agent.prompt_file))
+    system, _ = env.reset({"problem_statement": "fix it"})
+    assert system["content"] == "Submit with ALL_DONE, our way."
+    assert asyncio.run(env.respond(ParsedReply(text="```bash\nls\n```"), 5.0, 1))  # the default format: an error
+    assert ran == [] and env.format_errors == 1
+    assert asyncio.run(env.respond(ParsedReply(text="<cmd>echo ALL_DONE</cmd>"), 5.0, 1)) == []
+    assert ran == ["echo ALL_DONE"] and env.done and env.end_reason == "submitted"
