@@ -234,8 +234,9 @@ def test_the_failure_bound_and_its_window_are_the_configured_ones(tmp_path):
 def test_verbose_leaves_the_libraries_environment_alone(monkeypatch):
     from tandem.quiet import QUIET_ENV, quiet_libraries
 
-    for name in QUIET_ENV:
-        monkeypatch.delenv(name, raising=False)
+    for name in QUIET_ENV:  # absent for the test, and as they were after it
+        monkeypatch.setenv(name, "")
+        monkeypatch.delenv(name)
     quiet_libraries(build_config({"logging": {"verbose": True}}).logging.verbose)
     assert not any(name in os.environ for name in QUIET_ENV)
     quiet_libraries(build_config({}).logging.verbose)
