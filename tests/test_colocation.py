@@ -175,6 +175,8 @@ def test_engines_hand_their_memory_to_the_train_step_and_take_it_back(tmp_path):
         assert row["engine_memory_released_mb"] * 2**20 >= 2 * each
         assert row["engine_memory_restored_mb"] * 2**20 >= 2 * each
         assert row["handover_time"] >= row["handover_release_time"] > 0
+        # and the trainer handed its state back after each step and took it again before it (a CPU counts the bytes)
+        assert row["trainer_offloaded_mb"] > 0 and row["trainer_onloaded_mb"] > 0, row
     print(f"FIGURE colocation: engines' VmRSS (MiB) at released/loaded: {[round(r / 2**20) for r in rss]}")
 
 

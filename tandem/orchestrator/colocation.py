@@ -150,7 +150,7 @@ class Colocation:
     def metrics(self, trainer_result: dict) -> dict[str, float]:
         """The step's hand-over metrics: the engines' (measured here) and the trainer's (its report)."""
         trainer = {k: float(trainer_result.get(k, 0.0)) for k in
-                   ("trainer_offloaded_mb", "trainer_offload_time", "trainer_onload_time", "trainer_device_memory_mb",
+                   ("trainer_offloaded_mb", "trainer_onloaded_mb", "trainer_offload_time", "trainer_onload_time", "trainer_device_memory_mb",
                     "trainer_train_peak_mb")}
         row = {**self.row, **trainer}
         row["handover_time"] = (row.get("handover_release_time", 0.0) + row.get("handover_resume_time", 0.0)

@@ -74,7 +74,7 @@ class TrainerBackend(ABC):
         return {}
 
     def onload(self) -> dict[str, float]:
-        """Before the next step: bring back what `offload` moved (metrics: trainer_onload_time)."""
+        """Before the next step: bring back what `offload` moved (metrics: trainer_onloaded_mb, trainer_onload_time)."""
         return {}
 
     def state_dict_for_checkpoint(self) -> dict[str, Any]:

@@ -9,8 +9,11 @@ contiguous grad buffers are freed by megatron-core's own offload_grad_buffers).
 
 Moving a module keeps its Parameter objects (`Module.to` swaps their data in place), so the
 optimizer, which holds the Parameters, needs no rebuilding; its state is moved tensor by tensor.
-On a CPU-only trainer the device is the host and there is nothing to move: `HostOffload` does
-nothing unless told to copy anyway (`copy=True`, what the tests use to run the moves on a CPU).
+On a CPU-only trainer the device is the host and there is nothing to move: `HostOffload` walks the
+same tensors without copying them and reports the bytes it handed back (trainer_offloaded_mb, and
+trainer_onloaded_mb on the way back), so a colocated run on a CPU still shows that every step handed
+its state over and took it back. Told to copy anyway (`copy=True`), it runs the real moves on a CPU
+(what the tests use to check that training is the same with them).
 """
 
 from __future__ import annotations
@@ -50,6 +53,8 @@ class HostOffload:
                         yield state, key, value  # a scalar `step` stays where torch keeps it
 
     def _to(self, value: torch.Tensor, to: torch.device) -> torch.Tensor:
+        if not self.active:  # the device is the host: the tensor is already there, only counted
+            return value
         if to.type == "cpu" and value.device.type == "cuda":  # into pinned memory, so the way back is fast
             host = torch.empty(value.shape, dtype=value.dtype, device="cpu", pin_memory=True)
             return host.copy_(value, non_blocking=True)
@@ -77,7 +82,7 @@ class HostOffload:
 
     def offload(self) -> dict[str, float]:
         """After a step: weights and optimizer state to the host. Metrics: what moved and how long it took."""
-        if not self.active or self.offloaded:
+        if self.offloaded:
             return {}
         t0 = time.perf_counter()
         peak = {}
@@ -94,6 +99,6 @@ class HostOffload:
         if not self.offloaded:
             return {}
         t0 = time.perf_counter()
-        self._move(self.device)
+        moved = self._move(self.device)
         self.offloaded = False
-        return {"trainer_onload_time": time.perf_counter() - t0}
+        return {"trainer_onloaded_mb": moved / 2**20, "trainer_onload_time": time.perf_counter() - t0}
