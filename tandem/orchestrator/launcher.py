@@ -17,14 +17,9 @@ from tandem import checkpoint, registry
 from tandem.config import ConfigError, TandemConfig, help_text, load_config
 from tandem.auth import MissingApiKey, api_key_from_env
 from tandem.handoff import HandoffTimeout
-from tandem.model_source import resolve_model_path
 from tandem.orchestrator import preflight, run_state
-from tandem.orchestrator.cluster import start_cluster
 from tandem.placement import resolve_colocation, visible_gpu_count, visible_gpu_memory_bytes
-from tandem.orchestrator.fleet import EngineCrashLoop
 from tandem.orchestrator.hooks import NO_HOOKS, RunHooks
-from tandem.orchestrator.live_view import closing_summary
-from tandem.orchestrator.loop import orchestrate
 from tandem.supervisor import ChildFailed, Supervisor
 from tandem.paths import PROJECT_ROOT, cache_root
 from tandem.quiet import quiet_libraries
@@ -133,6 +128,13 @@ def check_inputs(cfg: TandemConfig) -> tuple:
 
 def run(cfg: TandemConfig, sup: Supervisor, start: run_state.StartPoint, inputs: tuple, hooks: RunHooks) -> None:
     """Start the engines, the router and the trainer under `sup`, then run the loop to the end."""
+    # Imported here, after the checks: the loop and the fleet pull in torch and friends (seconds
+    # under load), and a refused or misconfigured run should say so before paying for them.
+    from tandem.model_source import resolve_model_path
+    from tandem.orchestrator.cluster import start_cluster
+    from tandem.orchestrator.live_view import closing_summary
+    from tandem.orchestrator.loop import orchestrate
+
     dataset, rollout_fn, reward_fn = inputs
     started = time.monotonic()
     run_dir = Path(cfg.run.run_dir)
@@ -179,8 +181,8 @@ def main(argv: list[str] | None = None, hooks: RunHooks = NO_HOOKS) -> int:
     except (ConfigError, DataError, PluginError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    except (ChildFailed, SyncError, PublishError, HandoffTimeout, EngineCrashLoop, checkpoint.CheckpointError,
-            RuntimeError) as err:
+    except (ChildFailed, SyncError, PublishError, HandoffTimeout, checkpoint.CheckpointError,
+            RuntimeError) as err:  # RuntimeError covers the fleet's EngineCrashLoop and the loop's RunStopped
         print(f"error: {err}", file=sys.stderr)
         return 1
     except KeyboardInterrupt as stop:

@@ -1,0 +1,14 @@
+"""The `first_hour` set of scripts/mutate.py: what a new user meets first, one line each."""
+
+NL = "\n"
+
+F = "tests/test_first_hour.py::"
+FIRST_HOUR = [  # the first hour: fast refusals, README lines that run as printed, the Python API
+ ("the launcher loads the loop (and torch) before its checks", "tandem/orchestrator/launcher.py",
+  "from tandem.orchestrator.hooks import NO_HOOKS, RunHooks" + NL,
+  "from tandem.orchestrator.hooks import NO_HOOKS, RunHooks" + NL + "from tandem.orchestrator.loop import orchestrate" + NL,
+  F + "test_a_bad_key_is_named_before_torch_loads"),
+ ("JSONL data read through datasets (pandas, pyarrow)", "tandem/rollout/data.py",
+  "        rows = _fill_missing_keys(rows)", "        import datasets; rows = _fill_missing_keys(rows)",
+  F + "test_a_used_run_dir_is_refused_before_torch_loads"),
+]

@@ -1,0 +1,42 @@
+"""The first hour as a new user meets it: refusals and config errors said before anything heavy loads,
+every Quick-start line runnable as printed, and the Python API's README example run as printed."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+HEAVY = ("torch", "transformers", "datasets", "pandas", "megatron")
+
+
+def _launch_and_list_heavy_modules(args: list[str], cwd: Path) -> tuple[int, str, list[str]]:
+    """Run the launcher's main(args) in a fresh interpreter: (exit status, stderr, heavy modules it imported)."""
+    probe = ("import json, sys\nfrom tandem.orchestrator.launcher import main\n"
+             f"rc = main({args!r})\n"
+             f"print(json.dumps([rc, sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r})]))\n")
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run([sys.executable, "-c", probe], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+    rc, heavy = json.loads(done.stdout.strip().splitlines()[-1])
+    return rc, done.stderr, heavy
+
+
+def test_a_used_run_dir_is_refused_before_torch_loads(tmp_path):
+    used = tmp_path / "used"
+    used.mkdir()
+    (used / "metrics.jsonl").write_text('{"step": 1}\n')
+    rc, err, heavy = _launch_and_list_heavy_modules(["--run-dir", str(used)], REPO)
+    assert rc == 2 and "already holds a run" in err
+    assert heavy == []
+
+
+def test_a_bad_key_is_named_before_torch_loads(tmp_path):
+    rc, err, heavy = _launch_and_list_heavy_modules(["--bogus.key", "1", "--run-dir", str(tmp_path / "r")], REPO)
+    assert rc == 2 and "unknown config key 'bogus.key'" in err
+    assert heavy == []
