@@ -6,7 +6,7 @@ F = "tests/test_first_hour.py::"
 FIRST_HOUR = [  # the first hour: fast refusals, README lines that run as printed, the Python API
  ("the launcher loads the loop (and torch) before its checks", "tandem/orchestrator/launcher.py",
   "from tandem.orchestrator.hooks import NO_HOOKS, RunHooks" + NL,
-  "from tandem.orchestrator.hooks import NO_HOOKS, RunHooks" + NL + "from tandem.orchestrator.loop import orchestrate" + NL,
+  "from tandem.orchestrator.hooks import NO_HOOKS, RunHooks" + NL + "from tandem.orchestrator.session import run" + NL,
   F + "test_a_bad_key_is_named_before_torch_loads"),
  ("JSONL data read through datasets (pandas, pyarrow)", "tandem/rollout/data.py",
   "        rows = _fill_missing_keys(rows)", "        import datasets; rows = _fill_missing_keys(rows)",

@@ -6,11 +6,8 @@ the trainer as supervised children, run the loop (tandem/orchestrator/loop.py), 
 
 from __future__ import annotations
 
-import asyncio
-import json
 import signal
 import sys
-import time
 from pathlib import Path
 
 from tandem import checkpoint, registry
@@ -126,34 +123,6 @@ def check_inputs(cfg: TandemConfig) -> tuple:
     return dataset, rollout_fn, load_reward_fn(cfg.rollout.reward)
 
 
-def run(cfg: TandemConfig, sup: Supervisor, start: run_state.StartPoint, inputs: tuple, hooks: RunHooks) -> None:
-    """Start the engines, the router and the trainer under `sup`, then run the loop to the end."""
-    # Imported here, after the checks: the loop and the fleet pull in torch and friends (seconds
-    # under load), and a refused or misconfigured run should say so before paying for them.
-    from tandem.model_source import resolve_model_path
-    from tandem.orchestrator.cluster import start_cluster
-    from tandem.orchestrator.live_view import closing_summary
-    from tandem.orchestrator.loop import orchestrate
-
-    dataset, rollout_fn, reward_fn = inputs
-    started = time.monotonic()
-    run_dir = Path(cfg.run.run_dir)
-    (run_dir / "data_report.json").write_text(json.dumps(
-        {"rows": len(dataset.rows), "skipped": dataset.skipped, "examples": dataset.skipped_examples}))
-    model_path = resolve_model_path(cfg)
-    print(f"tandem: run dir {run_dir}; {cfg.engine.count} {cfg.engine.backend} engine(s), "
-          f"{cfg.trainer.backend} trainer, mode {cfg.run.mode} (staleness {cfg.effective_staleness})"
-          + (f"; resuming at step {start.step + 1} from {start.checkpoint_dir}" if start.checkpoint_dir else ""),
-          flush=True)
-    trainer_args = (["--start-step", str(start.step), "--resume-from", str(start.checkpoint_dir)]
-                    if start.checkpoint_dir else [])
-    cluster = start_cluster(cfg, sup, run_dir, model_path, trainer_args)
-    print(f"tandem: router {cluster.router_url}; endpoints in {run_dir / 'endpoints.json'}", flush=True)
-    asyncio.run(orchestrate(cfg, run_dir, sup, cluster, model_path, dataset, rollout_fn, reward_fn, start, hooks))
-    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
-    print("\n".join(closing_summary(run_dir, rows, time.monotonic() - started)), flush=True)
-
-
 def main(argv: list[str] | None = None, hooks: RunHooks = NO_HOOKS) -> int:
     """Exit status: 0 done, 2 bad config/data/plug-in (nothing started), 1 a failure or a run that
     stopped itself, 130/143 Ctrl-C/SIGTERM."""
@@ -176,7 +145,7 @@ def main(argv: list[str] | None = None, hooks: RunHooks = NO_HOOKS) -> int:
         start = (run_state.resume(run_dir, cfg) if resumed
                  else run_state.fresh(run_dir, cfg, overwrite, replaceable=rehearsal is not None))
         sup = Supervisor(run_dir, PROJECT_ROOT)
-        run(cfg, sup, start, inputs, hooks)
+        registry.load(registry.RUN_PHASE)(cfg, sup, start, inputs, hooks)
         return 0 if rehearsal is None or rehearse.finish(rehearsal) else 1
     except (ConfigError, DataError, PluginError) as err:
         print(f"error: {err}", file=sys.stderr)
