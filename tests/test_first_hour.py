@@ -40,3 +40,30 @@ def test_a_bad_key_is_named_before_torch_loads(tmp_path):
     rc, err, heavy = _launch_and_list_heavy_modules(["--bogus.key", "1", "--run-dir", str(tmp_path / "r")], REPO)
     assert rc == 2 and "unknown config key 'bogus.key'" in err
     assert heavy == []
+
+
+def readme_block(heading: str) -> list[str]:
+    """The command lines of the first ```bash block under README's `## heading`, comments cut."""
+    text = (REPO / "README.md").read_text()
+    section = text.split(f"## {heading}\n", 1)[1]
+    block = re.search(r"```bash\n(.*?)```", section, re.S).group(1)
+    return [line.split("  #")[0].strip() for line in block.splitlines() if line.strip()]
+
+
+def test_every_quick_start_run_has_its_own_run_dir(monkeypatch):
+    """Run in order after the install line's `python train.py`, no Quick-start line is refused for a
+    run dir an earlier line used (each --resume continues the run it names)."""
+    import shlex
+
+    from tandem.config import load_config
+
+    monkeypatch.chdir(REPO)
+    used = {"runs/default": "python train.py"}  # the install line's default run
+    for line in readme_block("Quick start"):
+        argv = shlex.split(line)
+        if argv[:2] != ["python", "train.py"] or "--help" in argv or "--resume" in argv:
+            continue
+        run_dir = load_config(argv[2:]).run.run_dir
+        assert run_dir not in used, f"{line!r} writes into {run_dir}, which {used.get(run_dir)!r} used"
+        used[run_dir] = line
+    assert len(used) >= 7
