@@ -11,4 +11,7 @@ FIRST_HOUR = [  # the first hour: fast refusals, README lines that run as printe
  ("JSONL data read through datasets (pandas, pyarrow)", "tandem/rollout/data.py",
   "        rows = _fill_missing_keys(rows)", "        import datasets; rows = _fill_missing_keys(rows)",
   F + "test_a_used_run_dir_is_refused_before_torch_loads"),
+ ("the inspector's header shows an environment run's default plug-ins", "tandem/inspect/run_data.py",
+  '    task = {"environment": environment} if environment else', '    task = {"environment": environment} if False else',
+  "tests/test_inspect_page.py::test_the_header_names_an_environment_runs_environment_not_the_default_plug_ins"),
 ]
