@@ -14,4 +14,7 @@ FIRST_HOUR = [  # the first hour: fast refusals, README lines that run as printe
  ("the inspector's header shows an environment run's default plug-ins", "tandem/inspect/run_data.py",
   '    task = {"environment": environment} if environment else', '    task = {"environment": environment} if False else',
   "tests/test_inspect_page.py::test_the_header_names_an_environment_runs_environment_not_the_default_plug_ins"),
+ ("no did-you-mean for another trainer's name", "tandem/config/loading.py",
+  "    name = OTHER_TRAINERS_NAMES.get(name, name)" + NL, "",
+  F + "test_a_name_from_another_trainer_gets_tandems_name"),
 ]

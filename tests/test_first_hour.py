@@ -50,6 +50,7 @@ def readme_block(heading: str) -> list[str]:
     return [line.split("  #")[0].strip() for line in block.splitlines() if line.strip()]
 
 
+@pytest.mark.unit
 def test_every_quick_start_run_has_its_own_run_dir(monkeypatch):
     """Run in order after the install line's `python train.py`, no Quick-start line is refused for a
     run dir an earlier line used (each --resume continues the run it names)."""
@@ -67,3 +68,44 @@ def test_every_quick_start_run_has_its_own_run_dir(monkeypatch):
         assert run_dir not in used, f"{line!r} writes into {run_dir}, which {used.get(run_dir)!r} used"
         used[run_dir] = line
     assert len(used) >= 7
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("typed,meant", [("trainer.learning_rate", "trainer.lr"), ("run.max_steps", "run.steps"),
+                                         ("rollout.num_generations", "rollout.samples_per_prompt")])
+def test_a_name_from_another_trainer_gets_tandems_name(typed, meant):
+    from tandem.config import ConfigError, load_config
+
+    with pytest.raises(ConfigError, match=re.escape(f"unknown config key '{typed}' (did you mean '{meant}'?)")):
+        load_config([f"--{typed}", "1"])
+
+
+@pytest.mark.unit
+def test_the_environments_page_names_what_a_reward_reads():
+    page = (REPO / "docs" / "environments.md").read_text()
+    assert "sample.response_text" in page
+
+
+NO_DEPS_EXTRAS = {"sky", "verifiers", "openenv", "prime_sandboxes", "renderers", "anthropic", "agents", "mcp", "fastmcp"}
+"""Modules of requirements-deploy.txt and requirements-envs.txt, which the README installs with --no-deps."""
+
+
+@pytest.mark.unit
+def test_no_test_file_needs_the_no_deps_extras_to_be_collected():
+    """`pytest -m unit` imports every test file: one that imports an extra at its top fails to collect
+    (and stops the run) where the extras are not installed, instead of skipping (importorskip)."""
+    import ast
+
+    offenders = {}
+    for path in sorted((REPO / "tests").glob("*.py")):
+        skipped = set()  # modules an earlier pytest.importorskip(...) at the top level guards
+        for node in ast.parse(path.read_text()).body:  # the module's own top level, not functions
+            call = getattr(node, "value", None)
+            if isinstance(call, ast.Call) and getattr(call.func, "attr", "") == "importorskip":
+                skipped.add(call.args[0].value.split(".")[0])
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
+            bad = [n for n in names if n.split(".")[0] in NO_DEPS_EXTRAS - skipped]
+            if bad:
+                offenders[path.name] = bad
+    assert offenders == {}

@@ -93,12 +93,21 @@ def _unknown(dotted: str) -> str:
     return f"unknown config key '{dotted}'" + (f" (did you mean '{guess}'?)" if guess else "")
 
 
+OTHER_TRAINERS_NAMES = {"learning_rate": "lr", "max_steps": "steps", "num_generations": "samples_per_prompt",
+                        "n_samples_per_prompt": "samples_per_prompt", "output_dir": "run_dir",
+                        "max_completion_length": "max_new_tokens", "max_tokens": "max_new_tokens", "beta": "kl_coef",
+                        "model_name_or_path": "path", "num_engines": "count"}
+"""A setting's name in other trainers (TRL, slime, prime-rl) -> tandem's, for the did-you-mean."""
+
+
 def suggest(dotted: str) -> str | None:
     """The known key a misspelt one most likely meant: a near name in the same section, else the
-    same name in another section (`run.lr` -> `trainer.lr`)."""
+    same name in another section (`run.lr` -> `trainer.lr`); a name other trainers use is read as
+    tandem's name for it first (`trainer.learning_rate` -> `trainer.lr`)."""
     known = [flag[2:] for flag, *_ in help_rows(TandemConfig)]
     section, _, name = dotted.rpartition(".")
     siblings = [k.rpartition(".")[2] for k in known if k.rpartition(".")[0] == section]
+    name = OTHER_TRAINERS_NAMES.get(name, name)
     close = difflib.get_close_matches(name, siblings, n=1, cutoff=0.75)
     if close:
         return f"{section}.{close[0]}"
