@@ -17,4 +17,12 @@ FIRST_HOUR = [  # the first hour: fast refusals, README lines that run as printe
  ("no did-you-mean for another trainer's name", "tandem/config/loading.py",
   "    name = OTHER_TRAINERS_NAMES.get(name, name)" + NL, "",
   F + "test_a_name_from_another_trainer_gets_tandems_name"),
+ ("tandem.train drops the functions it was given", "tandem/api.py",
+  '    given = {kind: fn for kind, fn in (("reward", reward), ("rollout", rollout)) if callable(fn)}',
+  "    given = {}", F + "test_train_hands_its_functions_and_rows_to_the_launchers_checks"),
+ ("a Python reward skips the reward contract", "tandem/orchestrator/launcher.py",
+  '    reward_fn = check_contract(reward, "reward", cfg.rollout.reward) if reward else',
+  "    reward_fn = reward if reward else", F + "test_train_hands_its_functions_and_rows_to_the_launchers_checks"),
+ ("a failed run without a checkpoint suggests --resume", "tandem/orchestrator/run_state.py",
+  "    if checkpoint.complete_steps(run_dir):", "    if True:", F + "test_after_a_stop_the_message_and_the_next_start_agree"),
 ]

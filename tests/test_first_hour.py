@@ -109,3 +109,83 @@ def test_no_test_file_needs_the_no_deps_extras_to_be_collected():
             if bad:
                 offenders[path.name] = bad
     assert offenders == {}
+
+
+@pytest.mark.unit
+def test_after_a_stop_the_message_and_the_next_start_agree(tmp_path):
+    """What a failed or interrupted run says next is what the next start accepts: --resume only where
+    a complete checkpoint is, else a fresh start that may replace the run (--overwrite)."""
+    from tandem.orchestrator.run_state import next_start, refusal
+
+    run_dir = tmp_path / "run"
+    assert "nothing was kept" in next_start(run_dir, "tandem train")
+    (run_dir / "logs").mkdir(parents=True)
+    (run_dir / "metrics.jsonl").write_text('{"step": 1}\n')
+    said = next_start(run_dir, "tandem train")
+    assert "no complete checkpoint" in said and "--overwrite" in said and "--resume" not in said
+    assert refusal(run_dir, overwrite=True) is None  # the start it suggests is accepted
+    ckpt = run_dir / "checkpoints" / "step_000001"
+    ckpt.mkdir(parents=True)
+    (ckpt / "orchestrator.json").write_text(json.dumps({"step": 1, "weight_version": 1}))
+    assert f"`tandem train --resume {run_dir}`" in next_start(run_dir, "tandem train")
+
+
+def test_the_readmes_python_example_runs_as_printed(tmp_path):
+    """The README's Python block, verbatim, as a script in a fresh directory: it trains, returns the
+    run's summary, and the run dir holds what `tandem train` writes (a config naming the reward)."""
+    text = (REPO / "README.md").read_text()
+    first_screen = text.split("\n## ", 1)[0]
+    example = re.search(r"```python\n(.*?)```", first_screen, re.S).group(1)
+    (tmp_path / "example.py").write_text(example)
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_WAIT_POLICY": "PASSIVE"}
+    done = subprocess.run([sys.executable, "example.py"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    run_dir = tmp_path / "runs" / "python"
+    printed_dir, printed_reward = done.stdout.strip().splitlines()[-1].split()
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert Path(printed_dir) == run_dir.resolve() and float(printed_reward) == rows[-1]["reward_mean"]
+    assert [r["step"] for r in rows] == [1, 2]
+    config = json.loads((run_dir / "config.json").read_text())
+    assert config["rollout"]["reward"] == "__main__:reward" and config["engine"]["count"] == 1
+    prompts = {json.loads(line)["prompt"] for line in Path(config["data"]["path"]).read_text().splitlines()}
+    assert prompts == {f"Say {d}" for d in range(10)}
+
+
+@pytest.mark.unit
+def test_train_hands_its_functions_and_rows_to_the_launchers_checks(tmp_path, monkeypatch):
+    """tandem.train's reward, rollout and rows are what preflight checks and the loop runs: the same
+    contracts as a plug-in named in config (a reward that does not take (sample, row) is refused)."""
+    import tandem
+    from tandem import api
+    from tandem.config import ConfigError
+
+    seen = {}
+
+    def fake_start_run(cfg, overwrite=False, hooks=None, load_inputs=None):
+        seen["inputs"], seen["cfg"] = load_inputs(cfg), cfg
+        Path(cfg.run.run_dir).mkdir(parents=True)
+        (Path(cfg.run.run_dir) / "metrics.jsonl").write_text('{"step": 1, "reward_mean": 0.5}\n')
+
+    async def rollout(ctx, row, group_size):
+        return []
+
+    def reward(sample, row):
+        return 1.0
+
+    monkeypatch.setattr(api, "start_run", fake_start_run)
+    result = tandem.train(dataset=[{"prompt": "a", "answer": "1"}, {"prompt": "b"}], reward=reward, rollout=rollout,
+                          run_dir=str(tmp_path / "r"), trainer={"lr": 2e-6})
+    dataset, rollout_fn, reward_fn = seen["inputs"]
+    assert reward_fn is reward and rollout_fn is rollout
+    assert [(r["prompt"], r["answer"]) for r in dataset.rows] == [("a", "1"), ("b", None)]
+    assert seen["cfg"].trainer.lr == 2e-6 and seen["cfg"].rollout.reward.endswith(":" + reward.__qualname__)
+    assert result.steps == 1 and result.metrics["reward_mean"] == 0.5 and result.run_dir == (tmp_path / "r").resolve()
+
+    def wrong(sample):
+        return 0.0
+
+    with pytest.raises(ValueError, match="must take"):
+        tandem.train(dataset=[{"prompt": "a"}], reward=wrong, run_dir=str(tmp_path / "s"))
+    with pytest.raises(ConfigError, match="trainer.learning_rate"):
+        tandem.train(dataset=[{"prompt": "a"}], reward=reward, trainer={"learning_rate": 1e-6})

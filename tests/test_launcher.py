@@ -213,6 +213,9 @@ def test_sigint_leaves_no_child(tmp_path):
     try:
         launch.wait_until(lambda: rows_done(tmp_path / "run") >= 1, 240, "the first step")
         assert stop_with(launch, signal.SIGINT) == 128 + signal.SIGINT, launch.describe()
+        # It says what it kept and the start that goes on from there (no checkpoint yet at step 1-9).
+        said = launch.stderr.split("tandem: stopped. ", 1)[1]
+        assert said.startswith(f"kept in {tmp_path / 'run'}: ") and "--overwrite" in said, said
     finally:
         launch.kill_all()
 

@@ -23,8 +23,10 @@ from tandem.orchestrator.loop import orchestrate
 from tandem.supervisor import Supervisor
 
 
-def run(cfg: TandemConfig, sup: Supervisor, start: run_state.StartPoint, inputs: tuple, hooks: RunHooks) -> None:
-    """Start the engines, the router and the trainer under `sup`, then run the loop to the end."""
+def run(cfg: TandemConfig, sup: Supervisor, start: run_state.StartPoint, inputs: tuple, hooks: RunHooks,
+        command: str = "python train.py") -> None:
+    """Start the engines, the router and the trainer under `sup`, then run the loop to the end (`command`:
+    how the user started it, for the commands the closing summary suggests)."""
     dataset, rollout_fn, reward_fn = inputs
     started = time.monotonic()
     run_dir = Path(cfg.run.run_dir)
@@ -41,4 +43,5 @@ def run(cfg: TandemConfig, sup: Supervisor, start: run_state.StartPoint, inputs:
     print(f"tandem: router {cluster.router_url}; endpoints in {run_dir / 'endpoints.json'}", flush=True)
     asyncio.run(orchestrate(cfg, run_dir, sup, cluster, model_path, dataset, rollout_fn, reward_fn, start, hooks))
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
-    print("\n".join(closing_summary(run_dir, rows, time.monotonic() - started)), flush=True)
+    print("\n".join(closing_summary(run_dir, rows, time.monotonic() - started, command,
+                                      cfg.logging.wandb.mode)), flush=True)
