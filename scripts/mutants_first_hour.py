@@ -25,4 +25,7 @@ FIRST_HOUR = [  # the first hour: fast refusals, README lines that run as printe
   "    reward_fn = reward if reward else", F + "test_train_hands_its_functions_and_rows_to_the_launchers_checks"),
  ("a failed run without a checkpoint suggests --resume", "tandem/orchestrator/run_state.py",
   "    if checkpoint.complete_steps(run_dir):", "    if True:", F + "test_after_a_stop_the_message_and_the_next_start_agree"),
+ ("preflight forgets the sandbox's pytest", "tandem/envs/coding/coding_env.py",
+  "        return problems + [f\"environment.name = CodingEnv: {p}\" for p in pytest_problems(coding_args(cfg).sandbox.python)]",
+  "        return problems", F + "test_the_coding_agent_without_pytest_in_its_sandbox_python_is_refused_before_anything_starts"),
 ]

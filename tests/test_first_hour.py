@@ -189,3 +189,29 @@ def test_train_hands_its_functions_and_rows_to_the_launchers_checks(tmp_path, mo
         tandem.train(dataset=[{"prompt": "a"}], reward=wrong, run_dir=str(tmp_path / "s"))
     with pytest.raises(ConfigError, match="trainer.learning_rate"):
         tandem.train(dataset=[{"prompt": "a"}], reward=reward, trainer={"learning_rate": 1e-6})
+
+
+def test_the_coding_agent_without_pytest_in_its_sandbox_python_is_refused_before_anything_starts(tmp_path):
+    """The README's coding-agent line on an interpreter without pytest: refused by preflight (exit 2,
+    nothing started), naming pytest and the install, not 60 s in."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    python = venv / "bin" / "python"
+    rc, err, heavy = _launch_and_list_heavy_modules(
+        ["--config", "configs/coding_agent.toml", "--steps", "2", "--engines", "2", "--run-dir", str(tmp_path / "r"),
+         "--environment.args.sandbox.python", str(python)], REPO)
+    assert rc == 2 and f"the sandbox's Python {python} has no pytest" in err and f"{python} -m pip install pytest" in err
+    assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.unit
+def test_without_pytest_beside_tandem_the_coding_agent_names_the_install(monkeypatch):
+    from tandem.envs.coding import settings
+
+    real = settings.importlib.util.find_spec
+    monkeypatch.setattr(settings.importlib.util, "find_spec", lambda name, *a: None if name == "pytest" else real(name, *a))
+    assert settings.pytest_problems("") == [
+        f"the sandbox's Python {sys.executable} has no pytest, which grades every episode (every reward would be 0): "
+        f"`{settings.PYTEST_INSTALL}`, or set environment.args.sandbox.python to an interpreter that has it"]
+    monkeypatch.undo()
+    assert settings.pytest_problems("") == []

@@ -181,7 +181,8 @@ def main(argv: list[str] | None = None, hooks: RunHooks = NO_HOOKS) -> int:
     except (ChildFailed, SyncError, PublishError, HandoffTimeout, checkpoint.CheckpointError,
             RuntimeError) as err:  # RuntimeError covers the fleet's EngineCrashLoop and the loop's RunStopped
         print(f"error: {err}", file=sys.stderr)
-        print(run_state.next_start(run_dir, invoked_as()), file=sys.stderr)
+        if "--resume" not in str(err) and "--overwrite" not in str(err):  # a RunStopped names its way on itself
+            print(f"tandem: {run_state.next_start(run_dir, invoked_as())}", file=sys.stderr)
         return 1
     except KeyboardInterrupt as stop:
         print(f"tandem: stopped. {run_state.next_start(run_dir, invoked_as())}", file=sys.stderr)
