@@ -28,4 +28,6 @@ FIRST_HOUR = [  # the first hour: fast refusals, README lines that run as printe
  ("preflight forgets the sandbox's pytest", "tandem/envs/coding/coding_env.py",
   "        return problems + [f\"environment.name = CodingEnv: {p}\" for p in pytest_problems(coding_args(cfg).sandbox.python)]",
   "        return problems", F + "test_the_coding_agent_without_pytest_in_its_sandbox_python_is_refused_before_anything_starts"),
+ ("preflight does not ask the hub", "tandem/orchestrator/preflight.py",
+  "    problems += model" + NL, "", F + "test_a_hub_model_with_no_hub_is_refused_before_anything_starts"),
 ]

@@ -16,12 +16,12 @@ REPO = Path(__file__).resolve().parents[1]
 HEAVY = ("torch", "transformers", "datasets", "pandas", "megatron")
 
 
-def _launch_and_list_heavy_modules(args: list[str], cwd: Path) -> tuple[int, str, list[str]]:
+def _launch_and_list_heavy_modules(args: list[str], cwd: Path, **env_vars: str) -> tuple[int, str, list[str]]:
     """Run the launcher's main(args) in a fresh interpreter: (exit status, stderr, heavy modules it imported)."""
     probe = ("import json, sys\nfrom tandem.orchestrator.launcher import main\n"
              f"rc = main({args!r})\n"
              f"print(json.dumps([rc, sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r})]))\n")
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env = {**os.environ, "PYTHONPATH": str(REPO), **env_vars}
     done = subprocess.run([sys.executable, "-c", probe], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
     rc, heavy = json.loads(done.stdout.strip().splitlines()[-1])
     return rc, done.stderr, heavy
@@ -215,3 +215,18 @@ def test_without_pytest_beside_tandem_the_coding_agent_names_the_install(monkeyp
         f"`{settings.PYTEST_INSTALL}`, or set environment.args.sandbox.python to an interpreter that has it"]
     monkeypatch.undo()
     assert settings.pytest_problems("") == []
+
+
+@pytest.mark.parametrize("network", ["offline", "unreachable"])
+def test_a_hub_model_with_no_hub_is_refused_before_anything_starts(tmp_path, network):
+    """A hub id that is not cached, with HF_HUB_OFFLINE=1 or a hub that does not answer: one line naming
+    the cause and how to point at a local copy, exit 2, before any child (not a trainer's
+    FileNotFoundError a minute in)."""
+    model = "tandem-first-hour/not-cached-anywhere"
+    env = {"HF_HUB_OFFLINE": "1"} if network == "offline" else {"HF_ENDPOINT": "http://127.0.0.1:9"}
+    env["HF_HOME"] = str(tmp_path / "hf")  # an empty cache
+    rc, err, heavy = _launch_and_list_heavy_modules(["--model", model, "--run-dir", str(tmp_path / "r")], REPO, **env)
+    assert rc == 2, err
+    assert f"model.path '{model}' is not a local directory" in err and "--model DIR" in err
+    assert ("HF_HUB_OFFLINE=1" if network == "offline" else "http://127.0.0.1:9) is unreachable") in err
+    assert heavy == [] and not (tmp_path / "r").exists()
