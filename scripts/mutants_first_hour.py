@@ -30,4 +30,7 @@ FIRST_HOUR = [  # the first hour: fast refusals, README lines that run as printe
   "        return problems", F + "test_the_coding_agent_without_pytest_in_its_sandbox_python_is_refused_before_anything_starts"),
  ("preflight does not ask the hub", "tandem/orchestrator/preflight.py",
   "    problems += model" + NL, "", F + "test_a_hub_model_with_no_hub_is_refused_before_anything_starts"),
+ ("the rehearsal shows the node's unused model.tiny as on the node", "tandem/lab/rehearse.py",
+  "        before = parent[name] if on_node is None else on_node", "        before = parent[name]",
+  "tests/test_rehearse.py::test_the_report_shows_the_real_models_shape_on_the_node"),
 ]
