@@ -33,4 +33,7 @@ FIRST_HOUR = [  # the first hour: fast refusals, README lines that run as printe
  ("the rehearsal shows the node's unused model.tiny as on the node", "tandem/lab/rehearse.py",
   "        before = parent[name] if on_node is None else on_node", "        before = parent[name]",
   "tests/test_rehearse.py::test_the_report_shows_the_real_models_shape_on_the_node"),
+ ("a TOML's plug-in file is looked up from the current directory", "tandem/config/loading.py",
+  "    resolve_plugin_files(tree, base)" + NL, "",
+  F + "test_a_plug_in_file_resolves_like_data_path_from_the_toml_that_names_it"),
 ]

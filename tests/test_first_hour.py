@@ -230,3 +230,25 @@ def test_a_hub_model_with_no_hub_is_refused_before_anything_starts(tmp_path, net
     assert f"model.path '{model}' is not a local directory" in err and "--model DIR" in err
     assert ("HF_HUB_OFFLINE=1" if network == "offline" else "http://127.0.0.1:9) is unreachable") in err
     assert heavy == [] and not (tmp_path / "r").exists()
+
+
+@pytest.mark.unit
+def test_a_plug_in_file_resolves_like_data_path_from_the_toml_that_names_it(tmp_path, monkeypatch):
+    """`reward = "my_reward.py:score"` in a TOML means the file beside that TOML, as data.path does; on the
+    command line (or where the TOML's directory has no such file) it means the current directory."""
+    from tandem.config import load_config
+    from tandem.rollout import load_reward_fn
+
+    task = tmp_path / "task"
+    task.mkdir()
+    (task / "my_reward.py").write_text("def score(sample, row):\n    return 1.0\n")
+    (task / "train.jsonl").write_text('{"prompt": "a"}\n')
+    (task / "task.toml").write_text('[rollout]\nreward = "my_reward.py:score"\n[data]\npath = "train.jsonl"\n')
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    cfg = load_config(["--config", "../task/task.toml"])
+    assert cfg.rollout.reward == f"{task / 'my_reward.py'}:score" and cfg.data.path == str(task / "train.jsonl")
+    assert load_reward_fn(cfg.rollout.reward).__name__ == "score"
+    on_the_command_line = load_config(["--config", "../task/task.toml", "--rollout.reward", "my_reward.py:score"])
+    assert on_the_command_line.rollout.reward == "my_reward.py:score"  # the current directory's, as before

@@ -74,8 +74,7 @@ class Rehearsal:
 HF_NAMES = {"num_heads": "num_attention_heads", "num_kv_heads": "num_key_value_heads", "head_dim": "head_dim",
             "hidden_size": "hidden_size", "intermediate_size": "intermediate_size", "num_layers": "num_hidden_layers",
             "tie_word_embeddings": "tie_word_embeddings", "max_position_embeddings": "max_position_embeddings"}
-"""model.tiny key -> the real model's config.json key: what the report shows "on the node" (the node runs the
-real model; its own model.tiny values are defaults it never uses)."""
+"""model.tiny key -> the real model's config.json key, shown "on the node" (the node never uses model.tiny)."""
 
 
 def _tiny_stand_in(node: TandemConfig) -> tuple[dict, dict]:
