@@ -252,3 +252,12 @@ def test_a_plug_in_file_resolves_like_data_path_from_the_toml_that_names_it(tmp_
     assert load_reward_fn(cfg.rollout.reward).__name__ == "score"
     on_the_command_line = load_config(["--config", "../task/task.toml", "--rollout.reward", "my_reward.py:score"])
     assert on_the_command_line.rollout.reward == "my_reward.py:score"  # the current directory's, as before
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("argv0,command", [("/venv/bin/tandem", "tandem train"), ("train.py", "python train.py")])
+def test_the_commands_suggested_are_in_the_form_the_user_typed(monkeypatch, argv0, command):
+    from tandem.orchestrator import launcher
+
+    monkeypatch.setattr(sys, "argv", [argv0, "train"])
+    assert launcher.invoked_as() == command
