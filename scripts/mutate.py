@@ -7,6 +7,7 @@
     python scripts/mutate.py memory                 # the flagship's memory features (about 8 minutes)
     python scripts/mutate.py moe                    # mixture-of-experts policies and routing replay
     python scripts/mutate.py tests3                 # off-default keys and colocation's hand-over (issue 45)
+    python scripts/mutate.py first_hour             # what a new user meets first: fast refusals, the Python API
 
 Each mutation replaces exact pieces of code (it refuses, STALE, when that code has moved on),
 runs the guarding test(s), and restores the files, whatever happens. CAUGHT means pytest said the
@@ -21,6 +22,7 @@ from pathlib import Path
 
 from mutants_moe import MOE  # scripts/ is on the path of `python scripts/mutate.py`
 from mutants_tests3 import TESTS3
+from mutants_first_hour import FIRST_HOUR
 
 ROOT = Path(__file__).resolve().parents[1]
 NL = "\n"
@@ -333,7 +335,7 @@ MEMORY = [  # the flagship's memory features: what makes them equal to the plain
   "            return copy_to_tensor_model_parallel_region(h)", "            return h",
   "tests/test_megatron_lora.py::test_megatron_lora_matches_torch_peft[tp2]"),
 ]
-SETS = {"defences": DEFENCES, "suite": SUITE, "core": CORE, "memory": MEMORY, "moe": MOE, "tests3": TESTS3}
+SETS = {"defences": DEFENCES, "suite": SUITE, "core": CORE, "memory": MEMORY, "moe": MOE, "tests3": TESTS3, "first_hour": FIRST_HOUR}
 OUTCOME = {0: "MISSED", 1: "CAUGHT"}
 """pytest's exit codes: 0 all passed (the mutant lived), 1 tests failed (caught). Anything else
 (2 interrupted, 3 internal error, 4 usage error such as a test that does not exist, 5 no tests

@@ -56,6 +56,10 @@ LAB = {
 disk preflight), the latency model (the autoscaler's decode step time), the memory plan of a colocated
 run (run.colocate = "auto" on a one-GPU box)."""
 
+RUN_PHASE = "tandem.orchestrator.session:run"
+"""The launcher's run phase (start the children, run the loop), imported once the checks passed: what it
+imports (torch, transformers) costs seconds that a refused run should not wait for."""
+
 COMMANDS = {"train": "tandem.orchestrator.launcher:main", "engine": "tandem.engine.__main__:main",
             "inspect": "tandem.inspect.__main__:main"}
 """`tandem COMMAND` -> its main(argv)."""

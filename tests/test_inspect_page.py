@@ -134,3 +134,14 @@ def test_a_step_shows_its_first_samples_within_the_token_budget():
     assert len(first_samples(batch, 128, 25)) == 2
     assert len(first_samples(batch, 3, 10_000)) == 3
     assert len(first_samples(batch, 128, 5)) == 1  # one trajectory, however long
+
+
+def test_the_header_names_an_environment_runs_environment_not_the_default_plug_ins():
+    from tandem.inspect.run_data import config_summary
+
+    env_run = TandemConfig.model_validate({"environment": {"name": "tandem.envs.lookup:Lookup"}}).model_dump()
+    summary = config_summary(env_run)
+    assert summary["environment"] == "tandem.envs.lookup:Lookup"
+    assert "tandem.rollout:single_turn" not in summary.values() and "reward" not in summary
+    plain = config_summary(TandemConfig().model_dump())
+    assert plain["task"] == "tandem.rollout:single_turn" and plain["reward"].endswith(":echo_reward")

@@ -213,6 +213,9 @@ def test_sigint_leaves_no_child(tmp_path):
     try:
         launch.wait_until(lambda: rows_done(tmp_path / "run") >= 1, 240, "the first step")
         assert stop_with(launch, signal.SIGINT) == 128 + signal.SIGINT, launch.describe()
+        # It says what it kept and the start that goes on from there (no checkpoint yet at step 1-9).
+        said = launch.stderr.split("tandem: stopped. ", 1)[1]
+        assert said.startswith(f"kept in {tmp_path / 'run'}: ") and "--overwrite" in said, said
     finally:
         launch.kill_all()
 
@@ -240,11 +243,13 @@ def test_stall_is_reported_and_sigterm_stops_a_stalled_run(tmp_path):
 
 
 def test_engine_that_cannot_start_stops_everything(tmp_path):
+    (tmp_path / "no-model").mkdir()  # a directory, so preflight lets it by (a missing one is refused there)
     launch = Launch(tmp_path / "run", ["--engines", "2", "--steps", "2", "--model.path", str(tmp_path / "no-model"),
                                        *SMALL])
     assert finished(launch, 180) == 1
-    # names the engine (whichever of the two, started together, died first) and shows its log tail
-    assert re.search(r"engine[01] exited before it was healthy", launch.stderr), launch.describe()
+    # names the child that died first (the engines and the trainer, started together, all fail on an empty
+    # model directory) and shows its log tail
+    assert re.search(r"(engine[01]|trainer) exited before it was (healthy|ready)", launch.stderr), launch.describe()
     assert "no-model" in launch.stderr
 
 

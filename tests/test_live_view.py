@@ -87,3 +87,16 @@ def test_the_closing_summary_names_the_checkpoint_and_the_commands(tmp_path: Pat
     assert lines[3].strip() == f"continue it:     python train.py --resume {tmp_path} --steps 4"
     assert closing_summary(tmp_path, [], 1.0)[0].startswith("tandem: no step finished")
 
+
+
+def test_the_closing_summary_speaks_the_users_command_and_names_failures_and_wandb(tmp_path: Path):
+    ckpt = tmp_path / "checkpoints" / "step_000002"
+    ckpt.mkdir(parents=True)
+    (ckpt / "orchestrator.json").write_text(json.dumps({}))
+    rows = [{"step": 1, "reward_mean": 0.1, "reward_errors": 2}, {"step": 2, "reward_mean": 0.5, "reward_errors": 1,
+                                                                   "rollout_errors": 4}]
+    lines = closing_summary(tmp_path, rows, 5.0, command="tandem train", wandb_mode="offline")
+    assert f"continue it:     tandem train --resume {tmp_path} --steps 4" in [line.strip() for line in lines]
+    assert any(line.strip().startswith("failed:          3 reward(s), 4 rollout sample(s)") for line in lines)
+    assert any(f"wandb sync {tmp_path / 'wandb'}" in line for line in lines)
+    assert not any("W&B" in line for line in closing_summary(tmp_path, rows, 5.0))

@@ -119,3 +119,10 @@ def test_rehearsal_of_the_example_node_configs(tmp_path, config, mode, extra):
     probes = [c for c in cells if c[0].startswith("after the run")]  # every engine, on the last version
     assert len(probes) == 3 and {int(c[1]) for c in probes} == {3}
     assert "Verdict: every sync agreed." in report
+
+
+def test_the_report_shows_the_real_models_shape_on_the_node():
+    """The node runs Qwen3-14B, not its model.tiny defaults: "on the node" says 40 heads, 8 KV heads, 40 layers."""
+    _, swaps = swaps_of("configs/node_qwen3_14b.toml")
+    assert swaps["model.tiny.num_heads"][0] == 40 and swaps["model.tiny.num_kv_heads"][0] == 8
+    assert swaps["model.tiny.num_layers"][0] == 40 and swaps["model.tiny.hidden_size"][0] == 5120

@@ -93,12 +93,21 @@ def _unknown(dotted: str) -> str:
     return f"unknown config key '{dotted}'" + (f" (did you mean '{guess}'?)" if guess else "")
 
 
+OTHER_TRAINERS_NAMES = {"learning_rate": "lr", "max_steps": "steps", "num_generations": "samples_per_prompt",
+                        "n_samples_per_prompt": "samples_per_prompt", "output_dir": "run_dir",
+                        "max_completion_length": "max_new_tokens", "max_tokens": "max_new_tokens", "beta": "kl_coef",
+                        "model_name_or_path": "path", "num_engines": "count"}
+"""A setting's name in other trainers (TRL, slime, prime-rl) -> tandem's, for the did-you-mean."""
+
+
 def suggest(dotted: str) -> str | None:
     """The known key a misspelt one most likely meant: a near name in the same section, else the
-    same name in another section (`run.lr` -> `trainer.lr`)."""
+    same name in another section (`run.lr` -> `trainer.lr`); a name other trainers use is read as
+    tandem's name for it first (`trainer.learning_rate` -> `trainer.lr`)."""
     known = [flag[2:] for flag, *_ in help_rows(TandemConfig)]
     section, _, name = dotted.rpartition(".")
     siblings = [k.rpartition(".")[2] for k in known if k.rpartition(".")[0] == section]
+    name = OTHER_TRAINERS_NAMES.get(name, name)
     close = difflib.get_close_matches(name, siblings, n=1, cutoff=0.75)
     if close:
         return f"{section}.{close[0]}"
@@ -160,18 +169,40 @@ command line, the current one (the launcher's absolutize_paths). What a run writ
 run.cache_dir, environment.args.sandbox.root_dir, sync.url) is relative to the current directory wherever it is written."""
 
 
+PLUGIN_SPEC_KEYS = ("rollout.function", "rollout.reward", "environment.name")
+"""Keys naming a plug-in, 'module:name' or 'file.py:name'. A relative file.py in a TOML file means
+the file's own directory when the file is there (else the current one, as before, and as on the
+command line), like data.path: a config and its plug-ins travel together."""
+
+
+def _node_of(tree: dict, dotted: str) -> tuple[dict | None, str]:
+    *sections, key = dotted.split(".")
+    node = tree
+    for name in sections:
+        node = node.get(name) if isinstance(node, dict) else None
+    return (node if isinstance(node, dict) else None), key
+
+
+def resolve_plugin_files(tree: dict, base: Path) -> None:
+    """'file.py:name' plug-ins of a TOML file's tree, relative to `base` (its directory) where the file is."""
+    for dotted in PLUGIN_SPEC_KEYS:
+        node, key = _node_of(tree, dotted)
+        value = node.get(key) if node else None
+        file, sep, name = value.rpartition(":") if isinstance(value, str) else ("", "", "")
+        if sep and file.endswith(".py") and not Path(file).expanduser().is_absolute() and (base / file).is_file():
+            node[key] = f"{base / file}:{name}"
+
+
 def resolve_file_paths(tree: dict, base: Path) -> None:
     """Make the relative input paths of a TOML file's tree absolute against `base`, its directory.
     A path that is not there but is one of the project's shipped files (data/, profiles/) is the
     shipped one, so the bundled configs work from anywhere; model.path and the sandbox's python only
     when they name something there (else a hub id, or a program looked up on PATH). The
     environment's paths are the coding environment's (its prompt file and sandbox interpreter)."""
+    resolve_plugin_files(tree, base)
     for dotted in INPUT_PATH_KEYS:
-        *sections, key = dotted.split(".")
-        node = tree
-        for name in sections:
-            node = node.get(name) if isinstance(node, dict) else None
-        value = node.get(key) if isinstance(node, dict) else None
+        node, key = _node_of(tree, dotted)
+        value = node.get(key) if node else None
         if not isinstance(value, str) or not value or Path(value).expanduser().is_absolute():
             continue
         here, shipped = base / value, PROJECT_ROOT / value

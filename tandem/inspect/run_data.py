@@ -70,10 +70,14 @@ def config_summary(config: dict[str, Any]) -> dict[str, Any]:
     def get(section: str, key: str) -> Any:
         return (config.get(section) or {}).get(key)
 
+    environment = get("environment", "name")
+    # An environment run's episodes and scores are its class's (step/tools and reward()): the
+    # rollout.function and rollout.reward defaults left in its config are not what ran.
+    task = {"environment": environment} if environment else {"task": get("rollout", "function"),
+                                                              "reward": get("rollout", "reward")}
     return {"model": get("model", "path"), "mode": get("run", "mode"), "steps": get("run", "steps"),
             "engines": get("engine", "count"), "engine": get("engine", "backend"),
-            "trainer": get("trainer", "backend"),
-            "task": get("rollout", "environment") or get("rollout", "function"), "reward": get("rollout", "reward")}
+            "trainer": get("trainer", "backend"), **task}
 
 
 def read_jsonl(path: Path, notes: list[str]) -> list[dict[str, Any]]:

@@ -71,8 +71,15 @@ class Rehearsal:
     """Whether the plan fits the node's GPUs; None: no plan could be made."""
 
 
-def _tiny_stand_in(node: TandemConfig) -> dict:
-    """model.tiny settings of the real model's family, sharding at the configured TP and PP."""
+HF_NAMES = {"num_heads": "num_attention_heads", "num_kv_heads": "num_key_value_heads", "head_dim": "head_dim",
+            "hidden_size": "hidden_size", "intermediate_size": "intermediate_size", "num_layers": "num_hidden_layers",
+            "tie_word_embeddings": "tie_word_embeddings", "max_position_embeddings": "max_position_embeddings"}
+"""model.tiny key -> the real model's config.json key, shown "on the node" (the node never uses model.tiny)."""
+
+
+def _tiny_stand_in(node: TandemConfig) -> tuple[dict, dict]:
+    """(model.tiny settings of the real model's family, sharding at the configured TP and PP; the real
+    model's config.json)."""
     path = node.model.path
     try:
         hf = hf_config(node.model)
@@ -93,7 +100,7 @@ def _tiny_stand_in(node: TandemConfig) -> dict:
     return {"num_heads": tiny_kv * (heads // kv), "num_kv_heads": tiny_kv, "head_dim": 16, "hidden_size": 64,
             "intermediate_size": 32 * tp, "num_layers": 2 * pp,
             "tie_word_embeddings": bool(hf.get("tie_word_embeddings", False)),
-            "max_position_embeddings": 4096, "tool_tokens": node.model.tiny.tool_tokens}
+            "max_position_embeddings": 4096, "tool_tokens": node.model.tiny.tool_tokens}, hf
 
 
 def _data_path(node: TandemConfig) -> str | None:
@@ -120,18 +127,19 @@ def rehearsal_config(node: TandemConfig, steps: int = REHEARSAL_STEPS) -> Rehear
     tree = node.model_dump()
     swaps: list[Swap] = []
 
-    def swap(key: str, here: object, why: str) -> None:
+    def swap(key: str, here: object, why: str, on_node: object = None) -> None:
         *path, name = key.split(".")
         parent = _get(tree, ".".join(path))
-        if parent[name] != here:
-            swaps.append(Swap(key, parent[name], here, why))
-            parent[name] = here
+        before = parent[name] if on_node is None else on_node
+        if before != here:
+            swaps.append(Swap(key, before, here, why))
+        parent[name] = here
 
-    tiny = _tiny_stand_in(node)
+    tiny, hf = _tiny_stand_in(node)
     swap("model.path", "tiny", f"a random {tiny['num_layers']}-layer model of the same family (no download)")
     for name, value in tiny.items():
         swap(f"model.tiny.{name}", value, "the real model's layer types, GQA ratio and embedding tying, "
-                                          "head counts that shard at the configured TP")
+                                          "head counts that shard at the configured TP", hf.get(HF_NAMES.get(name, "")))
     if node.trainer.backend == "megatron":  # what the CPU shim cannot run (tandem/trainer/megatron_dist.py)
         swap("trainer.megatron.recompute", False, f"{NOT_REHEARSABLE}: Megatron's activation checkpointing "
                                                   "saves CUDA RNG states")

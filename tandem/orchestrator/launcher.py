@@ -6,30 +6,24 @@ the trainer as supervised children, run the loop (tandem/orchestrator/loop.py), 
 
 from __future__ import annotations
 
-import asyncio
-import json
 import signal
 import sys
-import time
 from pathlib import Path
+from typing import Callable
 
 from tandem import checkpoint, registry
 from tandem.config import ConfigError, TandemConfig, help_text, load_config
 from tandem.auth import MissingApiKey, api_key_from_env
 from tandem.handoff import HandoffTimeout
-from tandem.model_source import resolve_model_path
 from tandem.orchestrator import preflight, run_state
-from tandem.orchestrator.cluster import start_cluster
 from tandem.placement import resolve_colocation, visible_gpu_count, visible_gpu_memory_bytes
-from tandem.orchestrator.fleet import EngineCrashLoop
 from tandem.orchestrator.hooks import NO_HOOKS, RunHooks
-from tandem.orchestrator.live_view import closing_summary
-from tandem.orchestrator.loop import orchestrate
 from tandem.supervisor import ChildFailed, Supervisor
 from tandem.paths import PROJECT_ROOT, cache_root
 from tandem.quiet import quiet_libraries
 from tandem.env import EnvRollout
-from tandem.rollout import DataError, PluginError, load_dataset_rows, load_reward_fn, load_rollout_fn
+from tandem.rollout import (DataError, PluginError, check_contract, load_dataset_rows, load_reward_fn,
+                            load_rollout_fn)
 from tandem.weights import PublishError, SyncError
 
 
@@ -117,8 +111,10 @@ def choose_colocation(cfg: TandemConfig) -> TandemConfig:
     return cfg
 
 
-def check_inputs(cfg: TandemConfig) -> tuple:
-    """Data and plug-ins, checked before any child starts: (dataset, rollout_fn, reward_fn)."""
+def check_inputs(cfg: TandemConfig, reward: Callable | None = None, rollout: Callable | None = None) -> tuple:
+    """Data and plug-ins, checked before any child starts: (dataset, rollout_fn, reward_fn). `reward` and
+    `rollout`, functions given in Python (tandem.api), are checked against the same contracts as the
+    plug-ins the config names."""
     try:
         api_key_from_env(cfg.engine.api_key_env)
     except MissingApiKey as err:
@@ -127,29 +123,44 @@ def check_inputs(cfg: TandemConfig) -> tuple:
     if dataset.skipped:
         print(f"warning: skipped {dataset.skipped} malformed row(s) of {cfg.data.path}: "
               f"{'; '.join(dataset.skipped_examples[:3])}", file=sys.stderr)
-    rollout_fn = EnvRollout.from_config(cfg) if cfg.environment.name else load_rollout_fn(cfg.rollout.function)
-    return dataset, rollout_fn, load_reward_fn(cfg.rollout.reward)
+    if rollout is not None:
+        rollout_fn = check_contract(rollout, "rollout", cfg.rollout.function)
+    else:
+        rollout_fn = EnvRollout.from_config(cfg) if cfg.environment.name else load_rollout_fn(cfg.rollout.function)
+    reward_fn = check_contract(reward, "reward", cfg.rollout.reward) if reward else load_reward_fn(cfg.rollout.reward)
+    return dataset, rollout_fn, reward_fn
 
 
-def run(cfg: TandemConfig, sup: Supervisor, start: run_state.StartPoint, inputs: tuple, hooks: RunHooks) -> None:
-    """Start the engines, the router and the trainer under `sup`, then run the loop to the end."""
-    dataset, rollout_fn, reward_fn = inputs
-    started = time.monotonic()
+def invoked_as() -> str:
+    """The command the user typed to start the launcher, for the commands it suggests."""
+    return "tandem train" if Path(sys.argv[0]).name == "tandem" else "python train.py"
+
+
+def start_run(cfg: TandemConfig, resumed: str | None = None, overwrite: bool = False, hooks: RunHooks = NO_HOOKS,
+              load_inputs: Callable[[TandemConfig], tuple] = check_inputs) -> bool:
+    """Check `cfg` (preflight: nothing starts on a problem), then run it to the end, raising whatever
+    stops it; True unless a rehearsal's report found a problem. The command line (`main`) and the
+    Python API (tandem.api, which hands its own data and plug-ins in through `load_inputs`) both start here."""
+    quiet_libraries(cfg.logging.verbose)
+    rehearse = registry.load(registry.LAB["rehearsal"]) if cfg.run.rehearse else None
+    rehearsal = rehearse.start(cfg) if rehearse else None
+    cfg = rehearsal.config if rehearsal else cfg
+    cfg = choose_colocation(cfg)
+    absolutize_paths(cfg)
     run_dir = Path(cfg.run.run_dir)
-    (run_dir / "data_report.json").write_text(json.dumps(
-        {"rows": len(dataset.rows), "skipped": dataset.skipped, "examples": dataset.skipped_examples}))
-    model_path = resolve_model_path(cfg)
-    print(f"tandem: run dir {run_dir}; {cfg.engine.count} {cfg.engine.backend} engine(s), "
-          f"{cfg.trainer.backend} trainer, mode {cfg.run.mode} (staleness {cfg.effective_staleness})"
-          + (f"; resuming at step {start.step + 1} from {start.checkpoint_dir}" if start.checkpoint_dir else ""),
-          flush=True)
-    trainer_args = (["--start-step", str(start.step), "--resume-from", str(start.checkpoint_dir)]
-                    if start.checkpoint_dir else [])
-    cluster = start_cluster(cfg, sup, run_dir, model_path, trainer_args)
-    print(f"tandem: router {cluster.router_url}; endpoints in {run_dir / 'endpoints.json'}", flush=True)
-    asyncio.run(orchestrate(cfg, run_dir, sup, cluster, model_path, dataset, rollout_fn, reward_fn, start, hooks))
-    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
-    print("\n".join(closing_summary(run_dir, rows, time.monotonic() - started)), flush=True)
+    refused = None if resumed else run_state.refusal(run_dir, overwrite, replaceable=rehearsal is not None)
+    inputs = preflight.check(cfg, load_inputs, refused)
+    start = (run_state.resume(run_dir, cfg) if resumed
+             else run_state.fresh(run_dir, cfg, overwrite, replaceable=rehearsal is not None))
+    sup = Supervisor(run_dir, PROJECT_ROOT)
+    try:
+        registry.load(registry.RUN_PHASE)(cfg, sup, start, inputs, hooks, invoked_as())
+        return rehearsal is None or rehearse.finish(rehearsal)
+    except KeyboardInterrupt:
+        print("tandem: interrupted; stopping all processes", file=sys.stderr, flush=True)
+        raise
+    finally:
+        sup.shutdown()
 
 
 def main(argv: list[str] | None = None, hooks: RunHooks = NO_HOOKS) -> int:
@@ -158,34 +169,21 @@ def main(argv: list[str] | None = None, hooks: RunHooks = NO_HOOKS) -> int:
     # SIGINT keeps the disposition the launcher inherited: started under nohup or as a script's
     # background job, the user asked for it to be ignored.
     signal.signal(signal.SIGTERM, _raise_stop)
-    sup = None
+    run_dir = None
     try:
         resumed, overwrite, rest = split_launcher_options(list(sys.argv[1:] if argv is None else argv))
         cfg = load_run(resumed, rest)
-        quiet_libraries(cfg.logging.verbose)
-        rehearse = registry.load(registry.LAB["rehearsal"]) if cfg.run.rehearse else None
-        rehearsal = rehearse.start(cfg) if rehearse else None
-        cfg = rehearsal.config if rehearsal else cfg
-        cfg = choose_colocation(cfg)
-        absolutize_paths(cfg)
-        run_dir = Path(cfg.run.run_dir)
-        refused = None if resumed else run_state.refusal(run_dir, overwrite, replaceable=rehearsal is not None)
-        inputs = preflight.check(cfg, check_inputs, refused)
-        start = (run_state.resume(run_dir, cfg) if resumed
-                 else run_state.fresh(run_dir, cfg, overwrite, replaceable=rehearsal is not None))
-        sup = Supervisor(run_dir, PROJECT_ROOT)
-        run(cfg, sup, start, inputs, hooks)
-        return 0 if rehearsal is None or rehearse.finish(rehearsal) else 1
+        run_dir = Path(cfg.run.run_dir).expanduser().resolve()
+        return 0 if start_run(cfg, resumed, overwrite, hooks) else 1
     except (ConfigError, DataError, PluginError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    except (ChildFailed, SyncError, PublishError, HandoffTimeout, EngineCrashLoop, checkpoint.CheckpointError,
-            RuntimeError) as err:
+    except (ChildFailed, SyncError, PublishError, HandoffTimeout, checkpoint.CheckpointError,
+            RuntimeError) as err:  # RuntimeError covers the fleet's EngineCrashLoop and the loop's RunStopped
         print(f"error: {err}", file=sys.stderr)
+        if "--resume" not in str(err) and "--overwrite" not in str(err):  # a RunStopped names its way on itself
+            print(f"tandem: {run_state.next_start(run_dir, invoked_as())}", file=sys.stderr)
         return 1
     except KeyboardInterrupt as stop:
-        print("tandem: interrupted; stopping all processes", file=sys.stderr)
+        print(f"tandem: stopped. {run_state.next_start(run_dir, invoked_as())}", file=sys.stderr)
         return 128 + (signal.SIGTERM if isinstance(stop, Stop) else signal.SIGINT)
-    finally:
-        if sup is not None:
-            sup.shutdown()

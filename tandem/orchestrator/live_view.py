@@ -156,9 +156,11 @@ def cells(pairs: list[tuple[str, str]], width: int) -> Table:
     return grid
 
 
-def closing_summary(run_dir: Path, rows: list[dict[str, Any]], wall_s: float) -> list[str]:
+def closing_summary(run_dir: Path, rows: list[dict[str, Any]], wall_s: float, command: str = "python train.py",
+                    wandb_mode: str = "disabled") -> list[str]:
     """What a finished run says last: its steps and wall time, the reward at its start and end, the
-    last checkpoint, and the commands that continue and inspect it."""
+    failed rewards and rollouts, the last checkpoint, where W&B wrote, and the commands (in the form
+    the user typed: `command`) that continue and inspect it."""
     if not rows:
         return [f"tandem: no step finished; logs in {run_dir / 'logs'}"]
     track = RewardTrack()
@@ -167,11 +169,17 @@ def closing_summary(run_dir: Path, rows: list[dict[str, Any]], wall_s: float) ->
     hours, rest = divmod(int(wall_s), 3600)
     steps = rows[-1]["step"]
     last = checkpoint.latest(run_dir)
+    failed = {kind: sum(int(row.get(kind) or 0) for row in rows) for kind in ("reward_errors", "rollout_errors")}
     return [
         f"tandem: finished {steps} steps in {hours}:{rest // 60:02d}:{rest % 60:02d}; metrics in {run_dir / 'metrics.jsonl'}",
         f"  reward_mean: step {rows[0]['step']} {rows[0]['reward_mean']:.4g} -> step {steps} "
         f"{rows[-1]['reward_mean']:.4g} (smoothed {track.smoothed:.4g}, best {track.best[0]:.4g} at step {track.best[1]})",
         f"  last checkpoint: {last}" if last else "  last checkpoint: none (checkpoint.interval = 0): it cannot be resumed",
-        *([f"  continue it:     python train.py --resume {run_dir} --steps {2 * steps}"] if last else []),
+        *([f"  continue it:     {command} --resume {run_dir} --steps {2 * steps}"] if last else []),
+        *([f"  W&B ({wandb_mode}):    {run_dir / 'wandb'}"
+           + ("  (upload it: wandb sync " + str(run_dir / "wandb") + ")" if wandb_mode == "offline" else "")]
+          if wandb_mode != "disabled" else []),
+        f"  failed:          {failed['reward_errors']} reward(s), {failed['rollout_errors']} rollout sample(s)"
+        + (f" (first of each in {run_dir / 'failures.json'})" if any(failed.values()) else ""),
         f"  inspect it:      tandem inspect {run_dir}",
     ]

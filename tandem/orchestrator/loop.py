@@ -171,7 +171,7 @@ async def stop_run(reason: str, step: int, samples: list, rows: list[int], produ
     guard.save(reason)
     if not cfg.checkpoint.interval:
         raise RunStopped(f"run stopped: {reason}. Checkpoints are off (checkpoint.interval = 0), so there is nothing "
-                         f"to resume from; fix the cause and start again")
+                         f"to resume from; fix the cause and start again with `--overwrite` (or `--run-dir DIR`)")
     if step not in checkpoint.complete_steps(run_dir):
         await trainer.checkpoint_only(step, samples, reason)
         finalize_checkpoint(run_dir, step, producer, cfg, hooks, first_rows=rows)

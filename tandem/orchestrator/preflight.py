@@ -15,6 +15,8 @@ import sys
 from pathlib import Path
 from typing import Callable
 
+import httpx
+
 from tandem import registry
 from tandem.config import ConfigError, TandemConfig
 from tandem.orchestrator.cluster import check_configured_ports
@@ -120,12 +122,54 @@ def _free_bytes(path: Path) -> int:
     return shutil.disk_usage(_existing(path)).free
 
 
+HUB_PROBE_TIMEOUT_S = 5.0
+"""How long preflight waits for the hub to answer whether a model id exists (transformers would retry
+for about a minute, then fail in a child with a FileNotFoundError)."""
+
+
+def model_problems(cfg: TandemConfig, timeout_s: float = HUB_PROBE_TIMEOUT_S) -> list[str]:
+    """model.path as a hub id (not "tiny", not a local directory): it is in the local Hugging Face
+    cache, or the hub answers for it. Offline (HF_HUB_OFFLINE=1) or with the hub unreachable, an
+    uncached id is refused here, naming how to point at a local copy."""
+    path = cfg.model.path
+    if path == "tiny" or Path(path).expanduser().is_dir():
+        return []
+    from huggingface_hub import constants, try_to_load_from_cache  # third-party, and only for a hub id
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+    try:
+        validate_repo_id(path)
+    except HFValidationError:
+        return [f"model.path '{path}' is no directory (from {Path.cwd()}) and no hub id (namespace/name): "
+                f"give a directory with the model's config.json and weights, or a Hugging Face model id"]
+    if isinstance(try_to_load_from_cache(path, "config.json"), str):
+        return []
+    local_copy = (f"download it where there is network (`hf download {path} --local-dir DIR`) and pass "
+                  f"`--model DIR` (model.path = DIR)")
+    where = f"model.path '{path}' is not a local directory (from {Path.cwd()}) nor in the Hugging Face cache"
+    if constants.HF_HUB_OFFLINE:
+        return [f"{where}, and the hub is off (HF_HUB_OFFLINE=1): {local_copy}"]
+    url = f"{constants.ENDPOINT}/api/models/{path}"
+    try:
+        status = httpx.get(url, timeout=timeout_s, follow_redirects=True).status_code
+    except httpx.HTTPError as err:
+        return [f"{where}, and the hub ({constants.ENDPOINT}) is unreachable ({type(err).__name__}: {err}): "
+                f"{local_copy}"]
+    if status in (401, 404):
+        return [f"{where}, and the hub has no model '{path}' this machine may read (HTTP {status}; a private or "
+                f"gated one needs HF_TOKEN): check the id, or {local_copy}"]
+    return []
+
+
 def check(cfg: TandemConfig, load_inputs: Callable[[TandemConfig], tuple], run_dir_refusal: str | None = None):
     """Run every check; return `load_inputs(cfg)` (dataset and plug-ins), or raise PreflightFailed
     listing every problem found."""
     problems = [run_dir_refusal] if run_dir_refusal else []
-    for checker in (module_problems, engine_problems, placement_problems, disk_problems):
+    model = model_problems(cfg)
+    # The disk check reads the model's config: with no model to read, it would only wait on the hub.
+    for checker in (module_problems, engine_problems, placement_problems, *([] if model else [disk_problems])):
         problems += checker(cfg)
+    problems += model
     inputs = None
     try:
         inputs = load_inputs(cfg)

@@ -93,6 +93,20 @@ def refusal(run_dir: Path, overwrite: bool, replaceable: bool = False) -> str | 
             f"that run's outputs and start again there")
 
 
+def next_start(run_dir: Path | None, command: str) -> str:
+    """After a failure or a stop: what the run dir kept, and the command that goes on from there
+    (`--resume` from its latest complete checkpoint, else a fresh start that may replace it)."""
+    if run_dir is None:
+        return "nothing was started"
+    held = describe_run(run_dir) if run_dir.exists() else None
+    if not held:
+        return f"nothing was kept in {run_dir}; start again with `{command} ...` as before"
+    if checkpoint.complete_steps(run_dir):
+        return f"kept in {run_dir}: {held}. Continue it with `{command} --resume {run_dir}`"
+    return (f"kept in {run_dir}: {held}, but no complete checkpoint to resume from: start again with the same "
+            f"command and `--overwrite` (or `--run-dir DIR`)")
+
+
 def claim(run_dir: Path, overwrite: bool, replaceable: bool = False) -> None:
     """Make `run_dir` ready for a fresh run: RunDirInUse (and nothing touched) where `refusal`
     says so; else remove the outputs of the run it holds, and nothing else that is there."""

@@ -52,23 +52,29 @@ def _read_jsonl_tolerant(path: Path) -> tuple[list[dict], list[int], list[str]]:
     return rows, lines, bad
 
 
-def load_dataset_rows(path: str, prompt_key: str) -> Dataset:
-    """Load local JSONL or parquet with `datasets`; malformed rows are skipped and counted, each
-    named by its line in a JSONL file (1-based, as an editor shows it) or its row in a parquet one."""
-    import datasets
+def _fill_missing_keys(rows: list[dict]) -> list[dict]:
+    """Every row with every key some row has (None where it lacks one), as `datasets` gives a
+    JSONL file's rows: a plug-in reading row.get("answer") sees the same in both formats."""
+    keys = list(dict.fromkeys(k for row in rows for k in row))
+    return [{k: row.get(k) for k in keys} for row in rows]
 
+
+def load_dataset_rows(path: str, prompt_key: str) -> Dataset:
+    """Load local JSONL (read here) or parquet (with `datasets`); malformed rows are skipped and
+    counted, each named by its line in a JSONL file (1-based, as an editor shows it) or its row in a
+    parquet one. JSONL skips `datasets` (and pandas, pyarrow: seconds of imports) so that preflight
+    answers before anything heavy loads."""
     p = Path(path)
     if not p.exists():
         raise DataError(f"dataset file '{path}' does not exist (data.path)")
     suffix = p.suffix.lower()
     if suffix in (".jsonl", ".json"):
-        # Read line by line first: one broken line makes the whole file unreadable for `datasets`
-        # (which says so on stderr), so only a clean file goes through it.
         rows, lines, bad = _read_jsonl_tolerant(p)
         where = [f"line {n}" for n in lines]
-        if not bad and rows:
-            rows = [dict(r) for r in datasets.load_dataset("json", data_files=str(p), split="train")]
+        rows = _fill_missing_keys(rows)
     elif suffix == ".parquet":
+        import datasets
+
         rows = [dict(r) for r in datasets.load_dataset("parquet", data_files=str(p), split="train")]
         where, bad = [f"row {i + 1}" for i in range(len(rows))], []
     else:

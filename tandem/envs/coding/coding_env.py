@@ -21,7 +21,7 @@ from tandem.envs.coding.grading import SweRuntime, get_runtime, swe_reward
 from tandem.sample import Sample
 from tandem.envs.coding.sandbox.pool import Sandbox
 from tandem.envs.coding.sandbox import SandboxUnavailable, detect_backend
-from tandem.envs.coding.settings import CodingArgs, coding_args
+from tandem.envs.coding.settings import CodingArgs, coding_args, pytest_problems
 
 MAX_DIFF_BYTES = 2_000_000
 """A larger diff is not graded (reason recorded): it would bloat the handoff file and is never a bug fix."""
@@ -55,12 +55,14 @@ class CodingEnv(BashAgentEnv):
 
     @classmethod
     def requirements(cls, cfg: Any) -> list[str]:
-        """A sandbox backend must work here (bubblewrap, else util-linux unshare)."""
+        """A sandbox backend must work here (bubblewrap, else util-linux unshare), and the sandbox's
+        Python must have pytest, which grades every episode (else every reward is 0)."""
+        problems = []
         try:
             detect_backend(coding_args(cfg).sandbox.backend)
         except SandboxUnavailable as err:
-            return [f"environment.name = CodingEnv: {err}"]
-        return []
+            problems.append(f"environment.name = CodingEnv: {err}")
+        return problems + [f"environment.name = CodingEnv: {p}" for p in pytest_problems(coding_args(cfg).sandbox.python)]
 
     def __init__(self, args: CodingArgs):
         super().__init__()

@@ -9,6 +9,10 @@ whether or not the coding environment drives the run.
 
 from __future__ import annotations
 
+import importlib.util
+import shutil
+import subprocess
+import sys
 from typing import Any, Literal
 
 from pydantic import Field
@@ -80,3 +84,26 @@ def coding_args(cfg: Any) -> CodingArgs:
     """The coding settings of a run's config (its environment.args), validated as strictly as the
     config itself; a bad key fails naming environment.args.KEY."""
     return validate_section(CodingArgs, cfg.environment.args, "environment.args.")
+
+
+PYTEST_INSTALL = "pip install -r requirements.txt"
+"""What installs pytest beside tandem (a dependency of the project since the grader needs it)."""
+
+
+def pytest_problems(configured_python: str) -> list[str]:
+    """Whether the sandbox's Python (environment.args.sandbox.python; empty: this one) imports pytest,
+    checked before anything starts: the grader runs every episode's hidden tests with it."""
+    python = configured_python or sys.executable
+    if python == sys.executable:
+        found = importlib.util.find_spec("pytest") is not None
+    else:
+        exe = shutil.which(python) or python
+        try:
+            found = subprocess.run([exe, "-c", "import pytest"], capture_output=True, timeout=60).returncode == 0
+        except (OSError, subprocess.TimeoutExpired) as err:
+            return [f"the sandbox's Python {python} (environment.args.sandbox.python) cannot run: {err}"]
+    if found:
+        return []
+    fix = PYTEST_INSTALL if python == sys.executable else f"{python} -m pip install pytest"
+    return [f"the sandbox's Python {python} has no pytest, which grades every episode (every reward would be 0): "
+            f"`{fix}`, or set environment.args.sandbox.python to an interpreter that has it"]
