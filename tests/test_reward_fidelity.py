@@ -6,6 +6,8 @@
 - bytes: the agent's diff travels as bytes (a fix in a latin-1 source file applies as written);
 - a writable graded copy: code that writes a cache beside its module runs as under pytest, while
   the graded test files stay tandem's (no write, unlink or rename of them or their directories);
+- order-free reference checks: a callback check reached 4 times where the reference reached it 3
+  times is compared as the original compares it.
 Each correct alternative fix below is one the reference did not write; it scores 1 on every backend.
 """
 
@@ -246,3 +248,155 @@ def test_a_writable_graded_copy_keeps_the_graded_tests_tandems(tmp_path, backend
         pool.close()
     assert [line[5:] for line in out.splitlines() if line.startswith("did: ")] == allowed, out
     assert kept == ["# pkg/tests/test_a.py\n", "# pkg/tests/conftest.py\n"]
+
+
+CLAMP_SOURCE = b'''def clamp(x, lo, hi):
+    return max(lo, min(x, hi))
+
+
+def clamp_all(xs, lo, hi, report):
+    """Clamp each x into [lo, hi]; report(x, clamped) for each."""
+    out = []
+    for x in xs:
+        c = clamp(x, lo, hi)
+        report(x, c)
+        out.append(c)
+    return out
+'''
+CLAMP_TESTS = b'''from pkg import clamp, clamp_all
+
+
+def test_reports_clamped():
+    def report(x, c):
+        assert c == min(max(x, 0), 10)
+    assert clamp_all([-5, 5, 50], 0, 10, report) == [0, 5, 10]
+
+
+def test_inside():
+    assert clamp(5, 0, 10) == 5
+'''
+CLAMP_BUG = ("diff --git a/pkg/__init__.py b/pkg/__init__.py\n--- a/pkg/__init__.py\n+++ b/pkg/__init__.py\n"
+             "@@ -1,3 +1,3 @@\n def clamp(x, lo, hi):\n-    return max(lo, min(x, hi))\n+    return max(lo, min(x, hi - 1))\n \n")
+# reports the first value once more before the others: the callback's check runs 4 times, the reference's 3
+CLAMP_ANNOUNCING_FIX = '''cat > pkg/__init__.py <<'EOF'
+def clamp(x, lo, hi):
+    return lo if x < lo else hi if x > hi else x
+
+
+def clamp_all(xs, lo, hi, report):
+    """Clamp each x into [lo, hi]; report(x, clamped) for each (the first one announced first)."""
+    out = [clamp(x, lo, hi) for x in xs]
+    if out:
+        report(xs[0], out[0])
+    for x, c in zip(xs, out):
+        report(x, c)
+    return out
+EOF
+'''
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_check_reached_more_often_than_the_reference_is_judged_as_the_original(tmp_path, backend):
+    """Issue 46: a callback's `assert c == min(max(x, 0), 10)` runs 4 times under a correct fix and 3 under the
+    reference; its reference values were compared by position, so the fix scored 0. Each value now meets one of
+    R's values and each of R's values is met (order-free), as the original compares each run: it scores 1,
+    while the bug (one value never met) and a fix that skips a report (a value never met) still score 0."""
+    task = _local_task(tmp_path, {"pkg/__init__.py": CLAMP_SOURCE, "tests/test_pkg.py": CLAMP_TESTS}, CLAMP_BUG,
+                       ["tests/test_pkg.py::test_reports_clamped"], ["tests/test_pkg.py::test_inside"],
+                       "clamp_all stops short of the upper bound")
+    skipping = CLAMP_ANNOUNCING_FIX.replace("    for x, c in zip(xs, out):\n        report(x, c)\n",
+                                            "    for x, c in zip(xs[:-1], out):\n        report(x, c)\n")
+    reset_runtime()
+    runtime = get_runtime(make_cfg(tmp_path, sandbox={"backend": backend, "pool_size": 2}))
+    try:
+        plan = runtime.grader.plan(task)
+        graded = {name: runtime.grader.grade(task, _graded_fix(runtime, task, command, None))
+                  for name, command in (("announcing", CLAMP_ANNOUNCING_FIX), ("skipping", skipping),
+                                        ("bug", "echo '# not a fix' >> pkg/__init__.py"))}
+    finally:
+        reset_runtime()
+    assert not plan.refused, plan.refused
+    assert graded["announcing"].reward == 1.0, graded["announcing"].info()
+    assert graded["skipping"].reward == 0.0 and "never ran" in graded["skipping"].reason, graded["skipping"].reason
+    assert graded["bug"].reward == 0.0, graded["bug"].info()
+
+
+# ----------------------------------------------------------------------------- parametrized expectations
+SUB_SOURCE = b"def sub(a, b):\n    return a - b\n"
+SUB_TESTS = b'''import pytest
+
+from pkg import sub
+
+
+@pytest.mark.parametrize("a, b, want", [(7, 3, 4),
+                                        (20, 5, 15)])
+def test_sub(a, b, want):
+    assert sub(a, b) == want
+
+
+class TestNames:
+    @pytest.mark.parametrize("word, want", [("ab", "ab-ab"), ("x", "x-x")])
+    def test_twice(self, word, want):
+        assert "-".join([word, word]) == want
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_zero(n):
+    assert sub(n, n) == 0
+'''
+SUB_BUG = ("diff --git a/pkg/__init__.py b/pkg/__init__.py\n--- a/pkg/__init__.py\n+++ b/pkg/__init__.py\n"
+           "@@ -1,2 +1,2 @@\n def sub(a, b):\n-    return a - b\n+    return a + b\n")
+SUB_F2P = ["tests/test_pkg.py::test_sub[7-3-4]", "tests/test_pkg.py::test_sub[20-5-15]"]
+SUB_P2P = ["tests/test_pkg.py::TestNames::test_twice[ab-ab-ab]", "tests/test_pkg.py::TestNames::test_twice[x-x-x]",
+           "tests/test_pkg.py::test_zero[1]", "tests/test_pkg.py::test_zero[2]"]
+
+
+def test_a_parametrized_expectation_leaves_the_graded_copy():
+    """The expected column is taken out of the graded copy (each value None), its cases renamed so their ids
+    name no expectation either; every line stays where it was; the host keeps each case's value."""
+    from tandem.envs.coding.params import hide
+
+    source = SUB_TESTS.decode()
+    hidden = hide(source, "tests/test_pkg.py", tuple(SUB_F2P + SUB_P2P))
+    assert hidden.source.count("\n") == source.count("\n")
+    assert "15" not in hidden.source and "4)" not in hidden.source and "ab-ab" not in hidden.source
+    assert "(7, 3, None)" in hidden.source and "ids=['case0', 'case1']" in hidden.source
+    assert "[1, 2])" in hidden.source  # no expectation column there: left as written
+    assert hidden.aliases == {"tests/test_pkg.py::test_sub[7-3-4]": "tests/test_pkg.py::test_sub[case0]",
+                              "tests/test_pkg.py::test_sub[20-5-15]": "tests/test_pkg.py::test_sub[case1]",
+                              "tests/test_pkg.py::TestNames::test_twice[ab-ab-ab]":
+                                  "tests/test_pkg.py::TestNames::test_twice[case0]",
+                              "tests/test_pkg.py::TestNames::test_twice[x-x-x]":
+                                  "tests/test_pkg.py::TestNames::test_twice[case1]"}
+    assert sorted((sorted(v.values()) for v in hidden.expected.values()), key=str) == [["ab-ab", "x-x"], [4, 15]]
+    # pytest names a case otherwise than computed here: the file is left as written, never misgraded
+    assert hide(source, "tests/test_pkg.py", ("tests/test_pkg.py::test_sub[7-3-four]",)).aliases.keys() == {
+        "tests/test_pkg.py::TestNames::test_twice[ab-ab-ab]", "tests/test_pkg.py::TestNames::test_twice[x-x-x]"}
+    used = source.replace("        assert \"-\".join([word, word]) == want", "        assert len(want) > 0")
+    assert "TestNames" not in "".join(hide(used, "tests/test_pkg.py", ()).aliases)  # `want` used otherwise
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_parametrized_expectations_are_graded_not_refused(tmp_path, backend):
+    """Issue 46: a hidden test whose expectation is a parametrize argument was refused as guessable (the
+    sandbox held it). With the column held on the host: the fix scores 1, the bug and the generic forger 0."""
+    from tests._forger import forger_command
+
+    task = _local_task(tmp_path, {"pkg/__init__.py": SUB_SOURCE, "tests/test_pkg.py": SUB_TESTS}, SUB_BUG,
+                       SUB_F2P, SUB_P2P, "sub() adds instead of subtracting")
+    reset_runtime()
+    runtime = get_runtime(make_cfg(tmp_path, sandbox={"backend": backend, "pool_size": 2}))
+    try:
+        plan = runtime.grader.plan(task)
+        fixed = runtime.grader.grade(task, _graded_fix(runtime, task, "sed -i 's/a + b/b - (b - a) - b/' "
+                                                                     "pkg/__init__.py", None))
+        bug = runtime.grader.grade(task, _graded_fix(runtime, task, "echo '# no fix' >> pkg/__init__.py", None))
+        forged = [runtime.grader.grade(task, _graded_fix(runtime, task, forger_command(i, task.problem_statement),
+                                                         None)).reward for i in range(4)]
+    finally:
+        reset_runtime()
+    assert not plan.refused and all(plan.host_graded[plan.graded_id(t)] for t in SUB_F2P), plan.refused
+    assert "15" not in plan.files["tests/test_pkg.py"]
+    assert fixed.reward == 1.0 and set(fixed.tests) == set(SUB_F2P + SUB_P2P), fixed.info()
+    assert bug.reward == 0.0 and bug.tests[SUB_F2P[1]] == "FAILED", bug.info()
+    assert forged == [0.0] * 4

@@ -50,7 +50,7 @@ import shlex
 import subprocess
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -252,7 +252,11 @@ class Grader:
             except ValueError as err:  # a graded file's directory made a link by the diff
                 return self._not_run(task, f"the graded test files cannot be written: {err}", dropped, start)
         # judged in a child process: the records are the agent's, and may be built to be slow to read
-        verdict = judge_isolated(list(task.tests), run.side, run.returncode, run.output, plan.sites, plan.required)
+        verdict = judge_isolated([plan.graded_id(t) for t in task.tests], run.side, run.returncode, run.output,
+                                 plan.sites, plan.required)
+        verdict = replace(verdict, tests={t: verdict.tests[plan.graded_id(t)] for t in task.tests},
+                          check_failures={t: verdict.check_failures[plan.graded_id(t)] for t in task.tests
+                                          if plan.graded_id(t) in verdict.check_failures})
         tests, tamper = verdict.tests, verdict.tamper
         f2p_ok = sum(tests[t] == "PASSED" for t in task.fail_to_pass)
         p2p_ok = sum(tests[t] == "PASSED" for t in task.pass_to_pass)
