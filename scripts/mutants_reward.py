@@ -46,4 +46,8 @@ REWARD = [  # (name, file, old, new, guarding test)
  ("a case pytest names otherwise aliased anyway", "tandem/envs/coding/params.py",
   "    if any(t not in originals for t in ours):", "    if False:",
   R + "test_a_parametrized_expectation_leaves_the_graded_copy"),
+ ("calls of constants are no echoes", "tandem/envs/coding/checks.py",
+  "ast.UnaryOp, ast.BinOp, ast.Call)):", "ast.UnaryOp, ast.BinOp)):",
+  "tests/test_reward_derivation.py::test_a_constant_built_by_a_call_is_an_echo "
+  "tests/test_reward_derivation.py::test_a_forger_that_folds_calls_scores_zero[unshare]"),
 ]

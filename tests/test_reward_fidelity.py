@@ -22,7 +22,8 @@ import pytest
 
 from tandem.envs.coding.checks import Site, decode
 from tandem.envs.coding.grading import GRADER_DIR, get_runtime, reset_runtime
-from tests._swe import fix_command, make_cfg, row_named, sandbox_backends
+from tests._derivers import agent_diff_bytes
+from tests._swe import make_cfg, row_named, sandbox_backends
 
 _, BACKENDS = sandbox_backends()
 
@@ -133,15 +134,6 @@ ALTERNATIVE_FIXES = {  # name: (task, bash on top of the reference fix, or a who
 }
 
 
-def _graded_fix(runtime, task, command: str, row: dict | None):
-    """The agent's diff (bytes, as CodingEnv takes it): the reference fix (with a row), then `command`."""
-    template = runtime.templates.get(f"{task.instance_id}::agent", task.materialize_agent)
-    with runtime.agent_pool.acquire(template) as sb:
-        run = sb.exec((fix_command(row) + " >/dev/null && " if row else "") + command)
-        assert run.returncode == 0, run.output
-        return sb.diff_bytes()
-
-
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_correct_fixes_the_reference_did_not_write_score_one(tmp_path, backend):
     """Issue 46: each fix passes the original hidden tests under plain pytest, and scored 0 before (a UserList
@@ -153,7 +145,7 @@ def test_correct_fixes_the_reference_did_not_write_score_one(tmp_path, backend):
         for name, (task_name, command) in ALTERNATIVE_FIXES.items():
             row = row_named(task_name)
             task = runtime.grader.task(row)
-            results[name] = runtime.grader.grade(task, _graded_fix(runtime, task, command, row))
+            results[name] = runtime.grader.grade(task, agent_diff_bytes(runtime, task, command, row))
     finally:
         reset_runtime()
     wrong = {name: (res.reason, res.check_failures) for name, res in results.items() if res.reward != 1.0}
@@ -276,7 +268,8 @@ def test_inside():
     assert clamp(5, 0, 10) == 5
 '''
 CLAMP_BUG = ("diff --git a/pkg/__init__.py b/pkg/__init__.py\n--- a/pkg/__init__.py\n+++ b/pkg/__init__.py\n"
-             "@@ -1,3 +1,3 @@\n def clamp(x, lo, hi):\n-    return max(lo, min(x, hi))\n+    return max(lo, min(x, hi - 1))\n \n")
+             "@@ -1,3 +1,3 @@\n def clamp(x, lo, hi):\n-    return max(lo, min(x, hi))\n"
+             "+    return max(lo, min(x, hi - 1))\n \n")
 # reports the first value once more before the others: the callback's check runs 4 times, the reference's 3
 CLAMP_ANNOUNCING_FIX = '''cat > pkg/__init__.py <<'EOF'
 def clamp(x, lo, hi):
@@ -310,7 +303,7 @@ def test_a_check_reached_more_often_than_the_reference_is_judged_as_the_original
     runtime = get_runtime(make_cfg(tmp_path, sandbox={"backend": backend, "pool_size": 2}))
     try:
         plan = runtime.grader.plan(task)
-        graded = {name: runtime.grader.grade(task, _graded_fix(runtime, task, command, None))
+        graded = {name: runtime.grader.grade(task, agent_diff_bytes(runtime, task, command, None))
                   for name, command in (("announcing", CLAMP_ANNOUNCING_FIX), ("skipping", skipping),
                                         ("bug", "echo '# not a fix' >> pkg/__init__.py"))}
     finally:
@@ -388,10 +381,10 @@ def test_parametrized_expectations_are_graded_not_refused(tmp_path, backend):
     runtime = get_runtime(make_cfg(tmp_path, sandbox={"backend": backend, "pool_size": 2}))
     try:
         plan = runtime.grader.plan(task)
-        fixed = runtime.grader.grade(task, _graded_fix(runtime, task, "sed -i 's/a + b/b - (b - a) - b/' "
+        fixed = runtime.grader.grade(task, agent_diff_bytes(runtime, task, "sed -i 's/a + b/b - (b - a) - b/' "
                                                                      "pkg/__init__.py", None))
-        bug = runtime.grader.grade(task, _graded_fix(runtime, task, "echo '# no fix' >> pkg/__init__.py", None))
-        forged = [runtime.grader.grade(task, _graded_fix(runtime, task, forger_command(i, task.problem_statement),
+        bug = runtime.grader.grade(task, agent_diff_bytes(runtime, task, "echo '# no fix' >> pkg/__init__.py", None))
+        forged = [runtime.grader.grade(task, agent_diff_bytes(runtime, task, forger_command(i, task.problem_statement),
                                                          None)).reward for i in range(4)]
     finally:
         reset_runtime()

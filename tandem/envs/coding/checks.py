@@ -361,7 +361,8 @@ def _sized(value: Any) -> Any:
 
 
 def echoes_of(node: ast.AST, skip: tuple[ast.AST, ...] = ()) -> tuple:
-    """Every constant (and constant sub-expression) written inside `node`, but inside `skip` and the
+    """Every constant (and constant sub-expression, a call of constants included; a range also as its list)
+    written inside `node`, but inside `skip` and the
     site numbers of the sandbox's check helpers (`__tandem_check__(7, ...)`: tandem's, not the test's)."""
     numbers = {id(sub.args[0]) for sub in ast.walk(node) if isinstance(sub, ast.Call) and sub.args
                and isinstance(sub.func, ast.Name) and sub.func.id.startswith("__tandem_")}
@@ -370,11 +371,13 @@ def echoes_of(node: ast.AST, skip: tuple[ast.AST, ...] = ()) -> tuple:
     for sub in ast.walk(node):
         if id(sub) in numbers:
             continue
-        if isinstance(sub, (ast.Constant, ast.List, ast.Tuple, ast.Set, ast.Dict, ast.UnaryOp, ast.BinOp)):
+        # a call of constants folds too (`list(range(50))`: issue 46's forger evaluated it in the sandbox)
+        if isinstance(sub, (ast.Constant, ast.List, ast.Tuple, ast.Set, ast.Dict, ast.UnaryOp, ast.BinOp, ast.Call)):
             try:
-                found.append(constant(sub))
+                value = constant(sub)
             except Exception:  # NotConstant, or a literal that fails to fold (1 / 0)
                 continue
+            found += [value, list(value)] if isinstance(value, range) else [value]
     return tuple(found)
 
 
