@@ -123,6 +123,16 @@ def inside(testbed: Path, target: Path) -> None:
         raise ValueError(f"{os.path.relpath(target, testbed)}: its directory leads out of the repository")
 
 
+def write_inside(testbed: Path, rel: str, text: str) -> None:
+    """Write a graded file at testbed/rel, never through a link that leads out of the repository."""
+    target = testbed / rel
+    inside(testbed, target)
+    if target.is_symlink() or target.exists():
+        remove_tree(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text, errors="surrogateescape")
+
+
 def _same_file(a: Path, b: Path) -> bool:
     if a.is_symlink() or b.is_symlink():
         return False

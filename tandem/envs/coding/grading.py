@@ -50,13 +50,13 @@ import shlex
 import subprocess
 import threading
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tandem.config import TandemConfig
-from tandem.envs.coding.graded_diff import (bounded_apply, diff_text, filter_diff, inside, protected_paths,
-                                            restore_protected, scrub_leftovers)
+from tandem.envs.coding.graded_diff import (bounded_apply, diff_text, filter_diff, protected_paths,
+                                            restore_protected, scrub_leftovers, write_inside)
 from tandem.envs.coding.grading_plan import GradingPlan, PlanUnavailable, build_plan
 from tandem.envs.coding.judging import judge_isolated
 from tandem.envs.coding.settings import coding_args
@@ -94,16 +94,6 @@ def pytest_command(test_files: list[str], plugins: list[str] | None = None, repo
     assignments = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
     return (f"{assignments} python -P -B -m pytest -c {shlex.quote(ini)} --rootdir=/testbed -p no:cacheprovider "
             f"-p tandem_report{extra} -rA --tb=no -q --no-header --color=no {files}")
-
-
-def write_inside(testbed: Path, rel: str, text: str) -> None:
-    """Write a graded file at testbed/rel, never through a link that leads out of the repository."""
-    target = testbed / rel
-    inside(testbed, target)
-    if target.is_symlink() or target.exists():
-        remove_tree(target)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(text, errors="surrogateescape")
 
 
 def trusted_pytest_plugins(python: str) -> list[str]:
@@ -254,9 +244,7 @@ class Grader:
         # judged in a child process: the records are the agent's, and may be built to be slow to read
         verdict = judge_isolated([plan.graded_id(t) for t in task.tests], run.side, run.returncode, run.output,
                                  plan.sites, plan.required)
-        verdict = replace(verdict, tests={t: verdict.tests[plan.graded_id(t)] for t in task.tests},
-                          check_failures={t: verdict.check_failures[plan.graded_id(t)] for t in task.tests
-                                          if plan.graded_id(t) in verdict.check_failures})
+        verdict = plan.in_task_ids(verdict, task.tests)
         tests, tamper = verdict.tests, verdict.tamper
         f2p_ok = sum(tests[t] == "PASSED" for t in task.fail_to_pass)
         p2p_ok = sum(tests[t] == "PASSED" for t in task.pass_to_pass)

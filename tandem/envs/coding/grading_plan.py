@@ -40,7 +40,7 @@ from tandem.envs.coding.instrument import Candidate, find_sites, rewrite
 from tandem.envs.coding.params import hide
 from tandem.envs.coding.sandbox.runner import ExecResult
 from tandem.envs.coding.swe_data import SweTask
-from tandem.envs.coding.verdict import Stream, judge, lookup
+from tandem.envs.coding.verdict import Stream, Verdict, judge, lookup
 
 RunTests = Callable[..., tuple[ExecResult, Stream]]
 """(clean: reference fix applied, else the bug; graded file texts; the sites; references: the run
@@ -72,6 +72,12 @@ class GradingPlan:
 
     def graded_id(self, test: str) -> str:
         return self.aliases.get(test, test)
+
+    def in_task_ids(self, verdict: Verdict, tests: tuple[str, ...]) -> Verdict:
+        """A verdict on the graded ids, told in the task's."""
+        return replace(verdict, tests={t: verdict.tests[self.graded_id(t)] for t in tests},
+                       check_failures={t: verdict.check_failures[self.graded_id(t)] for t in tests
+                                       if self.graded_id(t) in verdict.check_failures})
 
     def summary(self) -> dict:
         return {"sites": len(self.sites), "host_graded": {t: len(k) for t, k in self.host_graded.items()},
