@@ -47,7 +47,7 @@ DEFENCES = [
   "tests/test_host_checks.py::test_constants_fold_within_bounds_and_guesses_are_told_apart"),
  ("graded repo writable", "tandem/envs/coding/grading.py", "acquire(self.graded_template(task), graded=True) as sb:" + NL + "            try:",
   "acquire(self.graded_template(task), graded=False) as sb:" + NL + "            try:",
-  F + "test_forgery_scores_zero[unshare-rewrite_test_files]"),
+  "tests/test_reward_fidelity.py::test_correct_fixes_the_reference_did_not_write_score_one[unshare]"),
  ("tests not restored", "tandem/envs/coding/grading.py",
   "            restored = restore_protected(sb.testbed, template, task.test_files)",
   "            restored = []", F + "test_edits_to_graded_tests_are_undone_however_the_diff_spells_the_path"),

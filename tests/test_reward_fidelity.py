@@ -131,13 +131,21 @@ ALTERNATIVE_FIXES = {  # name: (task, bash on top of the reference fix, or a who
     "cache_beside_module": ("romanum", "cat >> romanum/core.py <<'EOF'\n\nimport os as _os\n\n"
                                        "with open(_os.path.join(_os.path.dirname(__file__), '_digits.cache'), 'w') "
                                        "as _cache:\n    _cache.write(repr(sorted(_DIGITS.items())))\nEOF\n"),
+    # a fix that breaks itself if it can write a graded test file, or move it away and back, through a shell
+    # (no audit event): it scores 1 only where the writable graded copy keeps the graded tests tandem's
+    "graded_tests_stay_tandems": ("romanum", "cat >> romanum/__init__.py <<'EOF'\n\nimport subprocess as _sp\n\n"
+                                             "_F = '/testbed/tests/test_romanum_parse.py'\n"
+                                             "_TRY = f'echo >> {_F} || (mv {_F} {_F}.x && mv {_F}.x {_F})'\n"
+                                             "if _sp.run(['sh', '-c', _TRY], capture_output=True).returncode == 0:\n"
+                                             "    raise ImportError('the graded tests were writable')\nEOF\n"),
 }
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_correct_fixes_the_reference_did_not_write_score_one(tmp_path, backend):
     """Issue 46: each fix passes the original hidden tests under plain pytest, and scored 0 before (a UserList
-    or mapping proxy was opaque, never equal; the graded copy was read-only). Now each scores 1."""
+    or mapping proxy was opaque, never equal; the graded copy was read-only). Now each scores 1, and the
+    graded test files stay tandem's in the writable copy (a fix that could move them away breaks itself)."""
     reset_runtime()
     runtime = get_runtime(make_cfg(tmp_path, sandbox={"backend": backend, "pool_size": 2}))
     try:
