@@ -8,6 +8,7 @@
     python scripts/mutate.py moe                    # mixture-of-experts policies and routing replay
     python scripts/mutate.py tests3                 # off-default keys and colocation's hand-over (issue 45)
     python scripts/mutate.py first_hour             # what a new user meets first: fast refusals, the Python API
+    python scripts/mutate.py reward                 # issue 46: no correct fix refused, no derivation pays
 
 Each mutation replaces exact pieces of code (it refuses, STALE, when that code has moved on),
 runs the guarding test(s), and restores the files, whatever happens. CAUGHT means pytest said the
@@ -23,6 +24,7 @@ from pathlib import Path
 from mutants_moe import MOE  # scripts/ is on the path of `python scripts/mutate.py`
 from mutants_tests3 import TESTS3
 from mutants_first_hour import FIRST_HOUR
+from mutants_reward import REWARD
 
 ROOT = Path(__file__).resolve().parents[1]
 NL = "\n"
@@ -49,7 +51,7 @@ DEFENCES = [
   "tests/test_host_checks.py::test_constants_fold_within_bounds_and_guesses_are_told_apart"),
  ("graded repo writable", "tandem/envs/coding/grading.py", "acquire(self.graded_template(task), graded=True) as sb:" + NL + "            try:",
   "acquire(self.graded_template(task), graded=False) as sb:" + NL + "            try:",
-  F + "test_forgery_scores_zero[unshare-rewrite_test_files]"),
+  "tests/test_reward_fidelity.py::test_correct_fixes_the_reference_did_not_write_score_one[unshare]"),
  ("tests not restored", "tandem/envs/coding/grading.py",
   "            restored = restore_protected(sb.testbed, template, task.test_files)",
   "            restored = []", F + "test_edits_to_graded_tests_are_undone_however_the_diff_spells_the_path"),
@@ -335,7 +337,7 @@ MEMORY = [  # the flagship's memory features: what makes them equal to the plain
   "            return copy_to_tensor_model_parallel_region(h)", "            return h",
   "tests/test_megatron_lora.py::test_megatron_lora_matches_torch_peft[tp2]"),
 ]
-SETS = {"defences": DEFENCES, "suite": SUITE, "core": CORE, "memory": MEMORY, "moe": MOE, "tests3": TESTS3, "first_hour": FIRST_HOUR}
+SETS = {"defences": DEFENCES, "suite": SUITE, "core": CORE, "memory": MEMORY, "moe": MOE, "tests3": TESTS3, "first_hour": FIRST_HOUR, "reward": REWARD}
 OUTCOME = {0: "MISSED", 1: "CAUGHT"}
 """pytest's exit codes: 0 all passed (the mutant lived), 1 tests failed (caught). Anything else
 (2 interrupted, 3 internal error, 4 usage error such as a test that does not exist, 5 no tests

@@ -85,6 +85,9 @@ class Reference:
     values: dict[str, tuple] = field(default_factory=dict)
     stored: bool = False
     """R is a value the test holds (a name, an attribute, an item): the sandbox has it anyway."""
+    held: bool = False
+    """The values are a parametrize column the host took out of the graded copy (tandem.envs.coding.params):
+    held from the start, per case, never taken from a run."""
 
 
 @dataclass(frozen=True)
@@ -107,11 +110,23 @@ class Site:
         return f"{self.file}:{self.line}"
 
     def runs(self, test: str | None) -> int:
-        """How often a run of `test` that reaches this check must reach it: as often as the reference
-        run did for a Reference (each run has its own expected value), else once."""
+        """The reference run's values a run of `test` must meet (each at least once): every value the
+        reference reached for a Reference, else one."""
         if isinstance(self.expected, Reference):
             return max(1, len(self.expected.values.get(test, ())))
         return 1
+
+    def unmet(self, test: str | None, values: list) -> list[int]:
+        """Which of the reference's runs of this check (by position) no value of `values` meets: a check
+        must be reached, and a Reference must be met on each of R's values, in any order and as often as
+        the code reaches it (a callback checked 4 times where the reference checked 3: the original
+        compares each time it runs, whatever the count)."""
+        if not isinstance(self.expected, Reference):
+            return [] if values else [0]
+        wanted = self.expected.values.get(test, ())
+        if not wanted:
+            return [] if values else [0]
+        return [nth for nth, w in enumerate(wanted) if not any(_same(v, w) and not _has_opaque(v) for v in values)]
 
     def passes(self, value: Any, test: str | None = None, nth: int = 0) -> bool:
         """Does `value` (decoded from the sandbox; the nth time `test` reached this check) meet the
@@ -125,9 +140,9 @@ class Site:
 
     def _passes(self, value: Any, test: str | None, nth: int) -> bool:
         op, expected = self.op, self.expected
-        if isinstance(expected, Reference):
-            wanted = expected.values.get(test, ())
-            return nth < len(wanted) and not _has_opaque(wanted[nth]) and value == wanted[nth]
+        if isinstance(expected, Reference):  # in order, or any of R's values (Site.unmet: each one met)
+            wanted = [w for w in expected.values.get(test, ()) if not _has_opaque(w)]
+            return any(value == w for w in wanted)
         if op == "truth":
             return bool(value)
         if op == "falsy":
@@ -346,7 +361,8 @@ def _sized(value: Any) -> Any:
 
 
 def echoes_of(node: ast.AST, skip: tuple[ast.AST, ...] = ()) -> tuple:
-    """Every constant (and constant sub-expression) written inside `node`, but inside `skip` and the
+    """Every constant (and constant sub-expression, a call of constants included; a range also as its list)
+    written inside `node`, but inside `skip` and the
     site numbers of the sandbox's check helpers (`__tandem_check__(7, ...)`: tandem's, not the test's)."""
     numbers = {id(sub.args[0]) for sub in ast.walk(node) if isinstance(sub, ast.Call) and sub.args
                and isinstance(sub.func, ast.Name) and sub.func.id.startswith("__tandem_")}
@@ -355,11 +371,13 @@ def echoes_of(node: ast.AST, skip: tuple[ast.AST, ...] = ()) -> tuple:
     for sub in ast.walk(node):
         if id(sub) in numbers:
             continue
-        if isinstance(sub, (ast.Constant, ast.List, ast.Tuple, ast.Set, ast.Dict, ast.UnaryOp, ast.BinOp)):
+        # a call of constants folds too (`list(range(50))`: issue 46's forger evaluated it in the sandbox)
+        if isinstance(sub, (ast.Constant, ast.List, ast.Tuple, ast.Set, ast.Dict, ast.UnaryOp, ast.BinOp, ast.Call)):
             try:
-                found.append(constant(sub))
+                value = constant(sub)
             except Exception:  # NotConstant, or a literal that fails to fold (1 / 0)
                 continue
+            found += [value, list(value)] if isinstance(value, range) else [value]
     return tuple(found)
 
 

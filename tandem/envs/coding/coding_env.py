@@ -68,7 +68,7 @@ class CodingEnv(BashAgentEnv):
         super().__init__()
         self.settings = args
         self.sandbox: Sandbox | None = None
-        self.diff, self.diff_error = "", ""
+        self.diff, self.diff_error = b"", ""
 
     async def reset(self, row: dict) -> list[dict]:
         ctx = self.ctx
@@ -94,10 +94,11 @@ class CodingEnv(BashAgentEnv):
     async def info(self) -> dict[str, Any]:
         """The diff, taken on the host (a tree broken beyond git's reach scores 0, with the reason)."""
         try:
-            self.diff = await self.ctx.run_blocking(self.sandbox.diff, MAX_DIFF_BYTES)
+            self.diff = await self.ctx.run_blocking(self.sandbox.diff_bytes, MAX_DIFF_BYTES)
         except Exception as err:
             self.diff_error = f"{type(err).__name__}: {err}"[:500]
-        meta: dict[str, Any] = {"diff": self.diff, "agent": {
+        # the sample's diff is text for people; the reward gets the bytes themselves (reward())
+        meta: dict[str, Any] = {"diff": self.diff.decode("utf-8", "replace"), "agent": {
             **self._command_summary(), "instance_id": str(self.row.get("instance_id", "")),
             "sandbox_backend": self.runtime.backend}}
         if self.diff_error:
@@ -112,7 +113,7 @@ class CodingEnv(BashAgentEnv):
             self.sandbox = None
 
     async def reward(self):
-        """The hidden tests, run on the diff in a fresh copy (tandem.envs.coding.grading.swe_reward)."""
+        """The hidden tests, run on the diff's bytes in a fresh copy (tandem.envs.coding.grading.swe_reward)."""
         graded = Sample(prompt_ids=[], metadata={"diff": self.diff, **({"diff_error": self.diff_error}
                                                                       if self.diff_error else {})})
         return await self.ctx.run_blocking(swe_reward, graded, self.row)

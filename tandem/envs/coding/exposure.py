@@ -260,16 +260,16 @@ def _round_trip(c: _Check, sites: dict[int, Site]) -> tuple[str, str] | None:
 
 def _broken_sites(sites: dict[int, Site], buggy: dict[str, list], required: dict[str, set[int]],
                   tests: list[str]) -> set[int]:
-    """Sites the bug fails somewhere: a value that does not hold, or a required run it never made."""
+    """Sites the bug fails somewhere: a value that does not hold, or a required value it never met."""
     broken = set()
     for t in tests:
-        counts: dict[int, int] = {}
+        seen: dict[int, list] = {}
         for k, value in lookup(buggy, t, []):
             if k in sites:
-                if not sites[k].passes(value, t, counts.get(k, 0)):
+                if not sites[k].passes(value, t, len(seen.get(k, []))):
                     broken.add(k)
-                counts[k] = counts.get(k, 0) + 1
-        broken |= {k for k in required.get(t, set()) if k in sites and counts.get(k, 0) < sites[k].runs(t)}
+                seen.setdefault(k, []).append(value)
+        broken |= {k for k in required.get(t, set()) if k in sites and sites[k].unmet(t, seen.get(k, []))}
     return broken
 
 

@@ -8,6 +8,9 @@
   dropped from the diff and scrubbed from the graded tree: a fix shipped only as bytecode
   changes nothing, and the metadata `pip install -e .` leaves (entry points included) is
   neither graded nor held against the agent.
+- **Bytes are bytes**: the diff is taken as bytes and carried as text that holds them exactly
+  (diff_text: an undecodable byte as a surrogate escape), so a fix in a latin-1 source file
+  applies as written; a binary file whose contents the diff does not carry is refused by name.
 - **Bounded apply**: every binary section's size after applying is read from its header
   before git runs; a file larger than environment.args.sandbox.max_file_mb, a mostly-empty (sparse) file
   of more than a MiB, or more bytes in all than environment.args.sandbox.max_workdir_mb refuses the diff,
@@ -38,6 +41,11 @@ _DIFF_HEADER = re.compile(r'^diff --git (?:"?a/(.+?)"?) (?:"?b/(.+?)"?)$')
 
 class DiffRefused(ValueError):
     """The diff would make the host build files no sandbox could hold; the message names them."""
+
+
+def diff_text(diff: str | bytes) -> str:
+    """The diff as text that encodes back to the same bytes (apply_patch writes it with surrogateescape)."""
+    return diff.decode("utf-8", "surrogateescape") if isinstance(diff, bytes) else diff
 
 
 def is_leftover(path: str) -> bool:
@@ -84,11 +92,7 @@ def filter_diff(diff: str, protected: set[str]) -> tuple[str, list[str]]:
 def restore_protected(testbed: Path, clean: Path, test_files: list[str]) -> list[str]:
     """Put every graded test file and conftest.py back as the clean template has it; return what changed."""
     changed = []
-    protected = set(test_files)
-    for root in (testbed, clean):
-        protected |= {str(Path(p).relative_to(root)) for p, st in walk_tree(root)
-                      if os.path.basename(p) in PROTECTED_NAMES}
-    for rel in sorted(protected):
+    for rel in protected_paths(test_files, testbed, clean):
         ours, theirs = testbed / rel, clean / rel
         inside(testbed, ours)  # before reading or writing through a directory the diff may have made a link
         if _same_file(ours, theirs):
@@ -102,12 +106,31 @@ def restore_protected(testbed: Path, clean: Path, test_files: list[str]) -> list
     return changed
 
 
+def protected_paths(test_files: list[str], *trees: Path) -> list[str]:
+    """The graded test files and every conftest.py of `trees`, relative to each tree."""
+    protected = set(test_files)
+    for root in trees:
+        protected |= {str(Path(p).relative_to(root)) for p, st in walk_tree(root)
+                      if os.path.basename(p) in PROTECTED_NAMES}
+    return sorted(protected)
+
+
 def inside(testbed: Path, target: Path) -> None:
     """ValueError unless `target`'s directory resolves inside `testbed`: a directory the diff turned
     into a link leads out of the repository (the host writes as root)."""
     root, parent = os.path.realpath(testbed), os.path.realpath(target.parent)
     if parent != root and not parent.startswith(root + os.sep):
         raise ValueError(f"{os.path.relpath(target, testbed)}: its directory leads out of the repository")
+
+
+def write_inside(testbed: Path, rel: str, text: str) -> None:
+    """Write a graded file at testbed/rel, never through a link that leads out of the repository."""
+    target = testbed / rel
+    inside(testbed, target)
+    if target.is_symlink() or target.exists():
+        remove_tree(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text, errors="surrogateescape")
 
 
 def _same_file(a: Path, b: Path) -> bool:
@@ -151,6 +174,9 @@ def check_sizes(diff: str, max_file_bytes: int, max_total_bytes: int) -> None:
     total, largest = 0, ("", 0)
     for paths, text in split_diff(diff):
         name = paths[-1] if paths else "?"
+        if "GIT binary patch" not in text and re.search(r"^Binary files .* differ$", text, re.M):
+            raise DiffRefused(f"the diff changes the binary file {name} without its contents (a diff taken "
+                              "without --binary): it cannot be applied as the agent left it")
         for size, encoded in _binary_sizes(text):
             if size > max_file_bytes:
                 raise DiffRefused(f"the diff makes {name} {size} bytes, more than a sandbox file may hold "

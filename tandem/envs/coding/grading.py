@@ -18,11 +18,13 @@ How the verdict is kept out of its reach:
     the task's graded state in a fresh sandbox slot, minus edits to the graded test files,
     conftest.py files, bytecode and build leftovers (tandem.envs.coding.graded_diff); the graded test
     files are then written from the plan, and no .git is left to compare them with;
- 3. that copy stays owned by tandem and is mounted read-only: the tests' process (an
-    unprivileged uid, no capabilities, no_new_privs, tandem's seccomp filter) can write
-    /tmp only; pytest runs as `python -P -B -m pytest -c <grader ini> -p tandem_report`:
-    the repository holds no bytecode (scrubbed, read-only), so its code is compiled from
-    source, and the run writes none; plugin autoload off (allowed plugins are named one by one, from the sandbox
+ 3. that copy is the slot's own and wiped after the run: writable by the tests' process (an
+    unprivileged uid, no capabilities, no_new_privs, tandem's seccomp filter) as a repository
+    is under plain pytest, but for the graded test files and conftest.py, which stay tandem's
+    (Sandbox.open_graded; without root the whole copy stays a read-only mount); pytest runs
+    as `python -P -B -m pytest -c <grader ini> -p tandem_report`: the repository holds no
+    bytecode (scrubbed), so its code is compiled from source, and the run writes none; plugin
+    autoload off (allowed plugins are named one by one, from the sandbox
     interpreter's own environment, never from the repository);
  4. per-test results and check values come out of band on a pipe (tandem_report) and are
     cross-checked with the exit status the host saw and the printed summary
@@ -53,7 +55,8 @@ from pathlib import Path
 from typing import Any
 
 from tandem.config import TandemConfig
-from tandem.envs.coding.graded_diff import bounded_apply, filter_diff, inside, restore_protected, scrub_leftovers
+from tandem.envs.coding.graded_diff import (bounded_apply, diff_text, filter_diff, protected_paths,
+                                            restore_protected, scrub_leftovers, write_inside)
 from tandem.envs.coding.grading_plan import GradingPlan, PlanUnavailable, build_plan
 from tandem.envs.coding.judging import judge_isolated
 from tandem.envs.coding.settings import coding_args
@@ -91,16 +94,6 @@ def pytest_command(test_files: list[str], plugins: list[str] | None = None, repo
     assignments = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
     return (f"{assignments} python -P -B -m pytest -c {shlex.quote(ini)} --rootdir=/testbed -p no:cacheprovider "
             f"-p tandem_report{extra} -rA --tb=no -q --no-header --color=no {files}")
-
-
-def write_inside(testbed: Path, rel: str, text: str) -> None:
-    """Write a graded file at testbed/rel, never through a link that leads out of the repository."""
-    target = testbed / rel
-    inside(testbed, target)
-    if target.is_symlink() or target.exists():
-        remove_tree(target)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(text, errors="surrogateescape")
 
 
 def trusted_pytest_plugins(python: str) -> list[str]:
@@ -207,14 +200,17 @@ class Grader:
         remove_tree(sb.testbed / ".git")
         for rel, text in files.items():
             write_inside(sb.testbed, rel, text)
+        # writable as under plain pytest (a throw-away copy), but for the graded tests and conftest.py files
+        sb.open_graded(protected_paths(task.test_files, sb.testbed))
         protected = [f"/testbed/{f}" for f in task.test_files] + [SANDBOX_GRADER_DIR]
         read_end, write_end = os.pipe()
         return sb.exec(pytest_command(task.test_files, self.plugins, write_end, protected),
                        timeout_s=timeout_s or self.test_timeout_s, ro_binds=self.ro_binds,
                        side_channel=(read_end, write_end))
 
-    def grade(self, task: SweTask, diff: str) -> GradeResult:
-        """The reward for `diff`; an empty diff scores 0 without running anything."""
+    def grade(self, task: SweTask, diff: str | bytes) -> GradeResult:
+        """The reward for `diff` (bytes as the sandbox took them, or text); an empty diff scores 0 without
+        running anything."""
         if not diff.strip():
             return self._not_run(task, "no changes: the agent's diff is empty", [], time.monotonic())
         return self.evaluate(task, diff)
@@ -224,13 +220,13 @@ class Grader:
                            f2p_total=len(task.fail_to_pass), p2p_total=len(task.pass_to_pass), refused=refused,
                            grade_time_s=time.monotonic() - start)
 
-    def evaluate(self, task: SweTask, diff: str) -> GradeResult:
+    def evaluate(self, task: SweTask, diff: str | bytes) -> GradeResult:
         """Apply the filtered diff to a clean graded copy, write the split test files, run them, judge."""
         start = time.monotonic()
         plan = self.plan(task)
         if plan.refused:
             return self._not_run(task, f"task refused from grading: {plan.refused}", [], start, plan.refused)
-        graded, dropped = filter_diff(diff, {os.path.normpath(f) for f in task.test_files})
+        graded, dropped = filter_diff(diff_text(diff), {os.path.normpath(f) for f in task.test_files})
         with self.pool.acquire(self.graded_template(task), graded=True) as sb:
             try:
                 bounded_apply(sb.testbed, graded, self.max_file_bytes, self.max_total_bytes)
@@ -246,7 +242,9 @@ class Grader:
             except ValueError as err:  # a graded file's directory made a link by the diff
                 return self._not_run(task, f"the graded test files cannot be written: {err}", dropped, start)
         # judged in a child process: the records are the agent's, and may be built to be slow to read
-        verdict = judge_isolated(list(task.tests), run.side, run.returncode, run.output, plan.sites, plan.required)
+        verdict = judge_isolated([plan.graded_id(t) for t in task.tests], run.side, run.returncode, run.output,
+                                 plan.sites, plan.required)
+        verdict = plan.in_task_ids(verdict, task.tests)
         tests, tamper = verdict.tests, verdict.tamper
         f2p_ok = sum(tests[t] == "PASSED" for t in task.fail_to_pass)
         p2p_ok = sum(tests[t] == "PASSED" for t in task.pass_to_pass)
@@ -384,7 +382,8 @@ def swe_reward(sample, row: dict) -> tuple[float, dict]:
     if sample.metadata.get("diff_error"):
         return 0.0, {"reason": f"the agent's diff could not be taken: {sample.metadata['diff_error']}",
                      "sandbox_backend": runtime.backend}
-    diff = str(sample.metadata.get("diff", ""))
+    diff = sample.metadata.get("diff", "")
+    diff = diff if isinstance(diff, bytes) else str(diff)  # bytes from CodingEnv: any source encoding
     try:
         result = runtime.grader.grade(task, diff)
     except (SandboxInfraError, PrepareError, PlanUnavailable, OSError, subprocess.SubprocessError) as err:

@@ -37,9 +37,10 @@ from typing import Callable
 from tandem.envs.coding.checks import Reference, Site
 from tandem.envs.coding.exposure import Exposure, analyse
 from tandem.envs.coding.instrument import Candidate, find_sites, rewrite
+from tandem.envs.coding.params import hide
 from tandem.envs.coding.sandbox.runner import ExecResult
 from tandem.envs.coding.swe_data import SweTask
-from tandem.envs.coding.verdict import Stream, judge, lookup
+from tandem.envs.coding.verdict import Stream, Verdict, judge, lookup
 
 RunTests = Callable[..., tuple[ExecResult, Stream]]
 """(clean: reference fix applied, else the bug; graded file texts; the sites; references: the run
@@ -65,35 +66,66 @@ class GradingPlan:
     """Sites put back as ordinary asserts after the clean run, with why."""
     exposed: dict[int, str] = field(default_factory=dict)
     """Sites a forger can answer without the fix (tandem.envs.coding.exposure), with how."""
+    aliases: dict[str, str] = field(default_factory=dict)
+    """Task node id -> its id in the graded copies, where a parametrized expectation was taken out of them
+    (tandem.envs.coding.params); everything else in the plan uses the graded ids."""
+
+    def graded_id(self, test: str) -> str:
+        return self.aliases.get(test, test)
+
+    def in_task_ids(self, verdict: Verdict, tests: tuple[str, ...]) -> Verdict:
+        """A verdict on the graded ids, told in the task's."""
+        return replace(verdict, tests={t: verdict.tests[self.graded_id(t)] for t in tests},
+                       check_failures={t: verdict.check_failures[self.graded_id(t)] for t in tests
+                                       if self.graded_id(t) in verdict.check_failures})
 
     def summary(self) -> dict:
         return {"sites": len(self.sites), "host_graded": {t: len(k) for t, k in self.host_graded.items()},
                 "kept_in_sandbox": self.kept_in_sandbox[:8], "exposed": len(self.exposed), "refused": self.refused}
 
 
-def split_files(testbed: Path, test_files: list[str]) -> tuple[dict[str, str], dict[str, list[Candidate]]]:
-    """(original text, candidates) of every graded test file that parses; site numbers are unique across files."""
-    sources, candidates, k = {}, {}, 0
+def split_files(testbed: Path, test_files: list[str], tests: tuple[str, ...] = ()
+                ) -> tuple[dict[str, str], dict[str, list[Candidate]], dict[str, str], dict[int, Site]]:
+    """(text, candidates) of every graded test file that parses, its parametrized expectations taken out
+    (tandem.envs.coding.params: the task ids' aliases, and the sites whose expectations the host holds);
+    site numbers are unique across files."""
+    sources, candidates, aliases, held, k = {}, {}, {}, {}, 0
     for rel in test_files:
         path = testbed / rel
         if path.suffix != ".py" or path.is_symlink() or not path.is_file():
             continue
-        source = path.read_text(errors="surrogateescape")
-        found = find_sites(source, rel, k)
+        hidden = hide(path.read_text(errors="surrogateescape"), rel, tests)
+        found = find_sites(hidden.source, rel, k)
         if found is None:
             continue
-        sources[rel], candidates[rel] = source, found
+        sources[rel], candidates[rel] = hidden.source, found
+        aliases.update(hidden.aliases)
+        held.update(_held_sites(found, hidden.expected))
         k += len(found)
-    return sources, candidates
+    return sources, candidates, aliases, held
+
+
+def _held_sites(found: list[Candidate], expected: dict[tuple[int, int, str], dict]) -> dict[int, Site]:
+    """`E == want` sites of a parametrized test whose `want` column the host took out: values per case."""
+    out = {}
+    for c in found:
+        for site, (_, reference) in zip(c.sites, c.parts):
+            for (first, last, name), values in expected.items():
+                if reference == name and first <= site.line <= last and isinstance(site.expected, Reference):
+                    out[site.k] = replace(site, expected=Reference({t: (v,) for t, v in values.items()}, held=True))
+    return out
 
 
 def build_plan(task: SweTask, testbed: Path, run_tests: RunTests) -> GradingPlan:
     """Split the graded files of `task` (from its graded template's testbed) and run the references."""
-    sources, candidates = split_files(testbed, task.test_files)
+    sources, candidates, aliases, held = split_files(testbed, task.test_files, task.tests)
+    task = replace(task, fail_to_pass=tuple(aliases.get(t, t) for t in task.fail_to_pass),
+                   pass_to_pass=tuple(aliases.get(t, t) for t in task.pass_to_pass))
     sites = {s.k: s for found in candidates.values() for c in found for s in c.sites}
+    sites.update(held)
     first = {rel: rewrite(sources[rel], candidates[rel], with_references=True) for rel in sources}
     run, clean = _reference(run_tests, True, first, sites, True)
-    plan = GradingPlan(first, sites)
+    plan = GradingPlan(first, sites, aliases=aliases)
     if _refuse_failing(plan, task, run, clean, "the reference fix does not pass its own tests in this sandbox"):
         return plan
     sites.update(_with_references(sites, clean, task.tests))
@@ -158,7 +190,8 @@ def _refuse_failing(plan: GradingPlan, task: SweTask, run: ExecResult, stream: S
 
 def _with_references(sites: dict[int, Site], clean: Stream, tests) -> dict[int, Site]:
     """Reference sites with R's values from the clean run, per test (as the stream and the task spell it)."""
-    values: dict[int, dict[str, list]] = {k: {} for k, s in sites.items() if isinstance(s.expected, Reference)}
+    values: dict[int, dict[str, list]] = {k: {} for k, s in sites.items()
+                                          if isinstance(s.expected, Reference) and not s.expected.held}
     for test, events in clean.references.items():
         for k, value in events:
             if k in values:
@@ -185,15 +218,17 @@ def _unjudgeable(clean: Stream, sites: dict[int, Site]) -> dict[int, str]:
 
 
 def _decisive(events: list, sites: dict[int, Site], required: set[int], test: str) -> list[tuple[int, int]]:
-    """(site, nth run) of required sites that the bug fails: a value that does not hold, or never reached."""
-    out, runs = [], {}
+    """(site, nth run) of required sites that the bug fails: a value that does not hold, or one of the
+    reference's values it never meets (Site.unmet)."""
+    out, seen = [], {}
     for k, value in events:
         if k in sites:
-            nth = runs[k] = runs.get(k, -1) + 1
+            nth = len(seen.setdefault(k, []))
+            seen[k].append(value)
             if not sites[k].passes(value, test, nth):
-                out.append((k, nth))
+                out.append((k, min(nth, sites[k].runs(test) - 1)))
     for k in required:
-        out += [(k, nth) for nth in range(runs.get(k, -1) + 1, sites[k].runs(test))]
+        out += [(k, nth) for nth in sites[k].unmet(test, seen.get(k, []))]
     return sorted(set(out))
 
 

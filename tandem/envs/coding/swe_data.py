@@ -103,14 +103,17 @@ class SweTask:
         apply_patch(dest, self.patch)
 
 
-def apply_patch(repo_dir: Path, patch: str, reverse: bool = False, rlimits: tuple[int, int] | None = None) -> None:
+def apply_patch(repo_dir: Path, patch: str | bytes, reverse: bool = False,
+                rlimits: tuple[int, int] | None = None) -> None:
     """Apply a git-style diff to a directory (no repository needed), or raise with git's reason.
+
+    `patch` as bytes, or as text that holds them (diff_text: undecodable bytes as surrogate escapes).
 
     rlimits: (address space, largest file) in bytes for git apply (see tandem.envs.coding.graded_diff)."""
     if not patch.strip():
         return
     patch_file = repo_dir.parent / f".{repo_dir.name}.{os.getpid()}.{threading.get_ident()}.diff"
-    patch_file.write_text(patch)
+    patch_file.write_bytes(patch if isinstance(patch, bytes) else patch.encode("utf-8", "surrogateescape"))
     try:
         args = ["apply", "--whitespace=nowarn", *(["--reverse"] if reverse else []), str(patch_file)]
         out = host_git(args, cwd=repo_dir, check=False, timeout=60, rlimits=rlimits)

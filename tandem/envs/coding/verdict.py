@@ -209,18 +209,18 @@ def lookup(by_id: dict, node_id: str, default=None):
 def host_check(events: list[tuple[int, Any]], sites: dict[int, Site], required: set[int],
                test: str | None = None) -> str:
     """Why one test's checks do not hold ('' when they do): a wrong value, or a required site never
-    reached (a reference site: fewer times than the reference run reached it)."""
-    runs: dict[int, int] = {}
+    reached (a reference site: one of the reference run's values never met, Site.unmet)."""
+    seen: dict[int, list] = {}
     for k, value in events:
         site = sites.get(k)
         if site is None:
             continue  # tamper: judge() names it
-        nth = runs.get(k, 0)
-        runs[k] = nth + 1
+        nth = len(seen.setdefault(k, []))
+        seen[k].append(value)
         if not site.passes(value, test, nth):
             return f"the check at {site.where} does not hold (it computes `{site.source}`)"
     for k in sorted(required):
-        if k in sites and runs.get(k, 0) < sites[k].runs(test):
+        if k in sites and sites[k].unmet(test, seen.get(k, [])):
             return f"the check at {sites[k].where} never ran (it computes `{sites[k].source}`)"
     return ""
 

@@ -15,7 +15,9 @@ list are themselves; {"t": [...]} tuple, {"s": [...]} set, {"f": [...]} frozense
 den]} an exact rational (fractions.Fraction, a finite decimal.Decimal). A subclass of these
 (a namedtuple, OrderedDict, Counter, IntEnum, StrEnum, numpy.float64) is written as its
 base value, and a numpy scalar as its .item(): the original assert compares them as such
-values. Anything else is {"o": "<type name>"}, which the host never equals.
+values; so are the standard types `==` compares as one of them (UserList, UserDict, UserString, a
+mapping proxy, set-like dict views, Mapping and Set ABCs, the numeric tower: _compares_as). Anything
+else is {"o": "<type name>"}, which the host never equals.
 
 In the reference fix's run only, `assert E == R` (R not a constant) reaches check(k, E, R):
 R's value goes along as "r", and becomes the expectation the host holds (tandem.envs.coding.checks.Reference).
@@ -81,7 +83,50 @@ def _encode_other(value, depth: int, budget: _Budget):
                 return encode(plain(value), depth + 1, budget)
             except Exception:  # a subclass whose iteration or conversion fails: not a value
                 break
+    else:
+        try:
+            plain = _compares_as(value)
+        except Exception:  # a view of unhashable items, a conversion that fails: not a value
+            plain = None
+        if plain is not None:
+            return encode(plain[0], depth + 1, budget)
     return {"o": f"{kind.__module__}.{kind.__qualname__}"[:200]}
+
+
+def _compares_as(value):
+    """(the plain value `==` compares `value` as,) for the standard types that are no subclass of a plain
+    one, or None: UserList/UserString as their data, UserDict, a mapping proxy and any Mapping that keeps
+    Mapping's own __eq__ as a dict, set-like dict views and any Set that keeps Set's __eq__ as a frozenset
+    (`d.keys() == {1, 2}` holds), numbers of the numeric tower as int, Fraction, float or complex. What
+    `==` compares by identity (a dict's values view, a Sequence without an __eq__) stays opaque, as the
+    original never finds it equal to a constant either."""
+    import collections
+    import collections.abc as abc
+    import types
+
+    kind = type(value)
+    if isinstance(value, (collections.UserList, collections.UserString)):
+        return (value.data,)
+    if isinstance(value, (collections.UserDict, types.MappingProxyType)):
+        return (dict(value.data if isinstance(value, collections.UserDict) else value.items()),)
+    if kind in (type({}.keys()), type({}.items())):
+        return (frozenset(value),)
+    if isinstance(value, abc.Mapping) and kind.__eq__ is abc.Mapping.__eq__:
+        return (dict(value.items()),)
+    if isinstance(value, abc.Set) and kind.__eq__ is abc.Set.__eq__:
+        return (frozenset(value),)
+    numbers = sys.modules.get("numbers")
+    if numbers is not None and isinstance(value, numbers.Number):
+        fractions = sys.modules.get("fractions")
+        if isinstance(value, numbers.Integral):
+            return (int(value),)
+        if isinstance(value, numbers.Rational) and fractions is not None:
+            return (fractions.Fraction(int(value.numerator), int(value.denominator)),)
+        if isinstance(value, numbers.Real):
+            return (float(value),)
+        if isinstance(value, numbers.Complex):
+            return (complex(value),)
+    return None
 
 
 _BASES = ((bool, bool), (int, int.__int__), (float, float.__float__), (str, str.__str__),

@@ -26,6 +26,7 @@ import dataclasses
 import logging
 import os
 import shutil
+import stat
 import threading
 import time
 from dataclasses import dataclass, field
@@ -65,7 +66,9 @@ class Sandbox:
     slot: Slot
     template: Path
     graded: bool = False
-    """The repository is read-only and owned by tandem inside (the grader's sandbox)."""
+    """The repository is owned by tandem inside (the grader's sandbox): read-only, until open_graded()."""
+    opened: bool = False
+    """open_graded() made the graded copy the slot uid's, but for its protected files."""
     exec_times: list[float] = field(default_factory=list)
     closed: bool = False
     _busy: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -86,7 +89,8 @@ class Sandbox:
             filter_fd = seccomp.program_fd(iso.count_memory) if iso.needs_seccomp_fd() else None
             group = None
             try:
-                argv = iso.argv(self.slot.dir, command, self.slot.uid, self.graded, ro_binds, filter_fd)
+                argv = iso.argv(self.slot.dir, command, self.slot.uid, self.graded and not self.opened, ro_binds,
+                                filter_fd)
                 if cgroups is not None:
                     group = cgroups.create(f"{self.pool.name}-{self.slot.index}", iso.limits.memory_mb << 20)
                     argv = cgroups.enter_argv(group, argv)
@@ -104,6 +108,33 @@ class Sandbox:
                     cgroups.remove(group)
             self.exec_times.append(result.duration_s)
             return result
+
+    def open_graded(self, protected: list[str]) -> bool:
+        """Make the graded copy writable for the tests' run, as a repository is under plain pytest (code that
+        writes a cache beside its module works), but for `protected` (relative paths: the graded test files,
+        conftest.py): those stay tandem's, read-only, in directories tandem owns with the sticky bit, so the
+        run may add files beside them but never write, remove or rename them or a directory above them.
+        The copy is the slot's own and wiped after the run (a throw-away layer). Only with a slot uid:
+        without one the run's user owns every file, so the copy stays a read-only mount (False)."""
+        if not self.graded or self.slot.uid is None:
+            return False
+        chown_tree(self.testbed, self.slot.uid)
+        root = os.path.realpath(self.testbed)
+        for rel in protected:
+            path = Path(os.path.realpath(self.testbed / os.path.dirname(rel))) / os.path.basename(rel)
+            if not str(path).startswith(root + os.sep) or not os.path.lexists(path):
+                continue
+            if stat.S_ISREG(os.lstat(path).st_mode):
+                os.chown(path, 0, 0, follow_symlinks=False)
+                os.chmod(path, 0o444)
+            for parent in [path.parent, *path.parent.parents]:
+                if not str(parent).startswith(root):
+                    break
+                if stat.S_ISDIR(os.lstat(parent).st_mode):
+                    os.chown(parent, 0, 0, follow_symlinks=False)
+                    os.chmod(parent, 0o1777)
+        self.opened = True
+        return True
 
     def disk_usage(self, limit: int | None = None, inode_limit: int | None = None) -> tuple[int, int]:
         """(bytes, files and directories) used by the slot: exact on a capped slot, else counted over
@@ -126,6 +157,10 @@ class Sandbox:
         return used > cap.max_bytes or inodes > cap.max_inodes
 
     def diff(self, max_bytes: int = 2_000_000) -> str:
+        """diff_bytes() as text for people (an undecodable byte shown as U+FFFD); grading takes the bytes."""
+        return self.diff_bytes(max_bytes).decode("utf-8", "replace")
+
+    def diff_bytes(self, max_bytes: int = 2_000_000) -> bytes:
         """The agent's changes as a git patch, computed on the host against the private baseline.
 
         Runs after the agent's processes are gone (each command's PID namespace dies with
@@ -139,7 +174,7 @@ class Sandbox:
         host_git(["add", "-A"], **kw)
         out = host_git(["diff", "--cached", "--binary", "--no-color", "--no-ext-diff", "--no-renames", "HEAD"],
                        max_output=max_bytes, **kw)
-        return out.stdout.decode("utf-8", "replace")
+        return out.stdout  # bytes: a source file in any encoding is graded as the agent wrote it
 
     def close(self) -> None:
         with self._busy:

@@ -1,0 +1,164 @@
+"""Parametrized expectations held on the host (issue 46: they were refused as guessable).
+
+    @pytest.mark.parametrize("a, b, want", [(7, 3, 4), (20, 5, 15)])
+    def test_sub(a, b, want):
+        assert sub(a, b) == want
+
+The expected column `want` is a literal in the decorator, so the sandbox's copy of the file
+would hold every expectation, and pytest's ids (`test_sub[7-3-4]`) would name them too.
+hide() takes that column out of the graded copy (each value None) and names the cases
+`case0`, `case1`, ...; the host keeps each case's expected value and maps the case's id back
+to the task's. `sub(a, b) == want` is then a reference site whose values the host holds per
+case (tandem.envs.coding.checks.Reference, held=True): no sandbox run computes them.
+
+Only what can be done exactly is hidden: one parametrize decorator of constant rows, no
+`ids=`, pytest's own ids computed here the way pytest 7-9 computes them (numbers, None, bools
+and printable ASCII strings as themselves, anything else as argname + index) and unique, every
+task id of the function among them, and the column used only as the expected side of `==`
+checks. Anything else is left as written (and refused if that is all a hidden test has).
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+from dataclasses import dataclass, field
+from typing import Any
+
+from tandem.envs.coding.checks import constant, parse
+
+_UNITTEST_EQ = {"assertEqual", "assertEquals"}
+
+
+@dataclass
+class Hidden:
+    """What hide() took out of one graded file."""
+
+    source: str
+    aliases: dict[str, str] = field(default_factory=dict)
+    """Task node id -> the node id of the same case in the graded copy (`...[case0]`)."""
+    expected: dict[tuple[int, int, str], dict[str, Any]] = field(default_factory=dict)
+    """(first line, last line of the test function, column name) -> graded node id -> expected value."""
+
+
+def hide(source: str, rel: str, task_tests: tuple[str, ...]) -> Hidden:
+    """`source` with its parametrized expectations taken out (unchanged when there are none)."""
+    try:
+        tree = parse(source)
+    except (SyntaxError, ValueError):
+        return Hidden(source)
+    out = Hidden(source)
+    edits: list[tuple[ast.expr, str]] = []
+    for qual, func in _test_functions(tree):
+        found = _hideable(func, f"{rel}::{qual}", task_tests)
+        if found is None:
+            continue
+        argvalues, text, aliases, expected = found
+        edits.append((argvalues, text))
+        out.aliases.update(aliases)
+        out.expected.update({(func.lineno, func.end_lineno, name): values for name, values in expected.items()})
+    out.source = _replace(source, edits) if edits else source
+    return out
+
+
+def _test_functions(tree: ast.Module):
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test"):
+            yield node.name, node
+        elif isinstance(node, ast.ClassDef) and node.name.startswith("Test"):
+            for sub in node.body:
+                if isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef)) and sub.name.startswith("test"):
+                    yield f"{node.name}::{sub.name}", sub
+
+
+def _hideable(func, node_prefix: str, task_tests: tuple[str, ...]):
+    marks = [d for d in func.decorator_list if isinstance(d, ast.Call) and _is_parametrize(d.func)]
+    if len(marks) != 1 or len(marks[0].args) != 2 or marks[0].keywords:
+        return None
+    try:
+        names, rows = constant(marks[0].args[0]), constant(marks[0].args[1])
+    except Exception:  # NotConstant (pytest.param, a name), or a fold that fails
+        return None
+    names = [n.strip() for n in names.split(",")] if isinstance(names, str) else list(names)
+    if not rows or not isinstance(rows, list) or not all(isinstance(n, str) and n for n in names):
+        return None
+    rows = [row if len(names) > 1 else (row,) for row in rows]
+    if any(not isinstance(row, tuple) or len(row) != len(names) for row in rows):
+        return None
+    columns = [i for i, name in enumerate(names) if _only_expected(func, name)]
+    ids = [_pytest_id(row, names) for row in rows]
+    if not columns or None in ids or len(set(ids)) != len(ids):
+        return None
+    originals = [f"{node_prefix}[{i}]" for i in ids]
+    ours = [t for t in task_tests if t.startswith(node_prefix + "[")]
+    if any(t not in originals for t in ours):
+        return None  # pytest named them otherwise: leave the file as written
+    graded = [f"{node_prefix}[case{n}]" for n in range(len(rows))]
+    hidden_rows = [tuple(None if i in columns else v for i, v in enumerate(row)) for row in rows]
+    literal = repr(hidden_rows if len(names) > 1 else [r[0] for r in hidden_rows])
+    text = f"{literal}, ids={[f'case{n}' for n in range(len(rows))]!r}"
+    expected = {names[i]: {graded[n]: rows[n][i] for n in range(len(rows))} for i in columns}
+    return marks[0].args[1], text, dict(zip(originals, graded)), expected
+
+
+def _is_parametrize(func: ast.expr) -> bool:
+    return isinstance(func, ast.Attribute) and func.attr == "parametrize" and isinstance(func.value, ast.Attribute) \
+        and func.value.attr == "mark"
+
+
+def _only_expected(func, name: str) -> bool:
+    """Is `name` used in the function only as one side of `==` checks (`assert E == name`, assertEqual)?"""
+    allowed, used = set(), 0
+    for node in ast.walk(func):
+        if isinstance(node, ast.Assert) and isinstance(node.test, ast.Compare) and len(node.test.ops) == 1 \
+                and isinstance(node.test.ops[0], ast.Eq):
+            sides = [node.test.left, node.test.comparators[0]]
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _UNITTEST_EQ \
+                and len(node.args) == 2:
+            sides = node.args
+        else:
+            continue
+        named = [s for s in sides if isinstance(s, ast.Name) and s.id == name]
+        if len(named) == 1:
+            allowed.add(id(named[0]))
+    for node in ast.walk(func):
+        if isinstance(node, ast.Name) and node.id == name:
+            used += 1
+            if id(node) not in allowed:
+                return False
+    return used > 0
+
+
+def _pytest_id(row: tuple, names: list[str]) -> str | None:
+    """pytest's id of one case (None where pytest's own spelling is not certain here)."""
+    parts = []
+    for value, name in zip(row, names):
+        if isinstance(value, str):
+            if not value or not (value.isascii() and value.isprintable()) or "\\" in value:
+                return None
+            parts.append(value)
+        elif value is None or isinstance(value, (bool, int, float, complex)):
+            parts.append(str(value))
+        else:
+            return None  # argname + index: only where that row's index is known to pytest the same way
+    return "-".join(parts)
+
+
+def _replace(source: str, edits: list[tuple[ast.expr, str]]) -> str:
+    """Each node's text replaced, keeping every line where it was (pytest's line numbers stay true)."""
+    lines = io.StringIO(source, newline="").readlines()
+    starts = [0]
+    for line in lines:
+        starts.append(starts[-1] + len(line))
+
+    def offset(line: int, col: int) -> int:
+        return starts[line - 1] + len(lines[line - 1].encode()[:col].decode())
+
+    text = source
+    for node, new in sorted(edits, key=lambda e: (e[0].lineno, e[0].col_offset), reverse=True):
+        a, b = offset(node.lineno, node.col_offset), offset(node.end_lineno, node.end_col_offset)
+        missing = text[a:b].count("\n")
+        new = new[:-1] + "\n" * missing + new[-1]  # inside the ids list's closing bracket
+        text = text[:a] + new + text[b:]
+    parse(text)  # a rewrite that does not parse is a bug here: fail loudly
+    return text
