@@ -36,3 +36,16 @@ LOAD = [  # reproducible runs: the engine's seeded noise, the seeds sent, the st
   "            if not same:", "            if not same and key != \"reward_mean\":",
   U + "test_row_differences_skip_times_and_the_queue_but_not_learning"),
 ]
+LOAD += [
+ ("CPU children spin at barriers", "tandem/placement.py", '"OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE")}',
+  '"OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "ACTIVE")}',
+  "tests/test_cpu_share.py::test_placement_gives_the_computing_side_the_machine"),
+ ("sync mode keeps every core for the trainer", "tandem/orchestrator/cpu_share.py",
+  "            self.split = Split(self.split.engine_threads, self.trainer_choice.pick())", "            pass",
+  "tests/test_cpu_share.py::test_sync_share_gives_the_trainer_the_thread_count_that_measured_faster"),
+ ("the warm-up step counts", "tandem/orchestrator/cpu_share.py", "        if self.steps > 1:", "        if True:",
+  "tests/test_cpu_share.py::test_sync_share_gives_the_trainer_the_thread_count_that_measured_faster"),
+ ("the other thread count is never re-tried", "tandem/orchestrator/cpu_share.py",
+  "        if others and self.steps % PROBE_EVERY == 0:", "        if False:",
+  "tests/test_cpu_share.py::test_the_trainers_other_thread_count_is_retried_every_probe_interval"),
+]

@@ -95,6 +95,10 @@ def test_placement_gives_the_computing_side_the_machine(monkeypatch):
     phase = plan_placement(load_config(["--engine.count", "2"]), visible_gpus=0)
     assert phase.phase_split and phase.cpu_threads == 4 and phase.trainer_cpu_threads == 8
     assert phase.engine_env(0)["TANDEM_TORCH_THREADS"] == "4" and phase.trainer_env()["OMP_NUM_THREADS"] == "8"
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)  # threads that wait sleep: no spinning on a busy machine
+    assert phase.trainer_env()["OMP_WAIT_POLICY"] == phase.engine_env(0)["OMP_WAIT_POLICY"] == "PASSIVE"
+    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")  # the user's choice is kept
+    assert phase.trainer_env()["OMP_WAIT_POLICY"] == "ACTIVE"
     even = plan_placement(load_config(["--engine.count", "2", "--run.cpu_split", "even"]), visible_gpus=0)
     assert not even.phase_split and even.cpu_threads == even.trainer_cpu_threads == 8 // 3
     sim = plan_placement(load_config(["--engine.count", "2", "--engine.backend", "sim"]), visible_gpus=0)

@@ -42,6 +42,8 @@ def test_a_seeded_row_samples_the_same_token_whatever_shares_its_batch():
                for stream_seed, (seed, pos) in enumerate((s, p) for s in range(20) for p in (0, 3))]
     assert alone == crowded
     assert len(set(alone)) > 10  # seeds and positions spread over the vocabulary
+    # each output position draws afresh: one seed does not repeat its first token
+    assert sum(draw(flat[None], [seed], [0], 1) != draw(flat[None], [seed], [1], 1) for seed in range(20)) > 10
     # an unseeded row follows the engine's stream
     assert len({draw(flat[None], [None], [0], stream_seed)[0] for stream_seed in range(20)}) > 5
 
