@@ -5,7 +5,9 @@ what a row measures of the clock and of the queue at one moment.
 times it leaves out three kinds of keys, each for a reason that is not the learning (times: every *_time, *_s and *_s_* key):
 - the queue at the moment a step is taken (groups buffered, running, finished in the window):
   which groups of the *next* step happen to be done already is timing, not data;
-- the engines' load samples (engine_*_mean) and publish_bytes (the version's manifest records
+- the engines' load samples (engine_*_mean), the engine doctor's restarts (engine_restarts: an
+  engine that answers /health too slowly on a busy machine is restarted; the rows matched through
+  two such restarts in bench/results/learning_under_load_reproducible_slice.md) and publish_bytes (the version's manifest records
   when it was written, so its size moves with the clock's digits);
 - logprob_mismatch is compared to a relative tolerance: the engines report each token's logprob
   from a forward over whatever batch it shared, and a CPU matmul's float sums depend on the batch
@@ -23,7 +25,7 @@ MOMENT_KEYS = frozenset({
     "trainer_idle_ratio", "gen_tokens_per_s", "longest_group_s", "apply_time", "encode_time", "upload_time",
     "publish_bytes", "buffered_groups", "running_groups", "finished_in_window", "cancelled_in_window",
     "finished_tokens_mean", "finished_turns_mean", "length_bias_tokens", "length_bias_turns",
-    "engine_detect_s_max", "engine_recover_s_max",
+    "engine_detect_s_max", "engine_recover_s_max", "engine_restarts",
 })
 """Keys that measure the clock or the queue at one moment (plus every engine_*_mean load sample)."""
 
