@@ -94,3 +94,44 @@ def test_row_differences_skip_times_and_the_queue_but_not_learning():
     assert row_differences(a, [{**b[0], "reward_mean": 0.25}]) == ["step 1 reward_mean: 0.5 != 0.25"]
     assert row_differences(a, [{**b[0], "logprob_mismatch": 0.01}])
     assert row_differences(a, a + a) == ["1 rows != 2 rows"]
+
+
+def test_a_reproducible_step_waits_for_its_oldest_groups_and_a_sync_for_every_running_one():
+    """B = 2, S = 1: four groups admitted under version 0 (rows 0-3); row 0 finishes last. The
+    step takes rows 0 and 1 (not the first two to finish, 1 and 2), and `settled` returns only once
+    rows 2 and 3 have finished too."""
+    from tandem.config import TandemConfig
+    from tandem.orchestrator.producer import RolloutProducer
+    from tandem.rollout import PromptCursor, RolloutContext
+    from tandem.sample import Sample
+
+    cfg = TandemConfig.model_validate({"run": {"steps": 4, "reproducible": True},
+                                       "rollout": {"prompts_per_step": 2, "samples_per_prompt": 1}})
+
+    async def go() -> None:
+        release = {i: asyncio.Event() for i in range(4)}
+
+        async def rollout(ctx, row, g):
+            await release[row["_index"]].wait()
+            sample = Sample(prompt_ids=[1], weight_version=0)
+            sample.append_model_tokens([7], [-0.5], 0)
+            return [sample]
+
+        rows = [{"prompt": str(i), "_index": i} for i in range(8)]
+        producer = RolloutProducer(RolloutContext(cfg, None, None, None, None), rows, PromptCursor(8, 0, False), rollout,
+                                   start_step=0, total_steps=4, staleness=1, engine_version=0)
+        producer.start()
+        for i in (1, 2):
+            release[i].set()
+        take = asyncio.create_task(producer.take(0))
+        await asyncio.sleep(0.05)
+        assert not take.done()  # rows 1 and 2 are done, but row 0 is older than row 2
+        release[0].set()
+        assert sorted(s.prompt_index for s in (await take).samples) == [0, 1]
+        settled = asyncio.create_task(producer.settled())
+        await asyncio.sleep(0.05)
+        assert not settled.done()  # row 3 still runs
+        release[3].set()
+        await asyncio.wait_for(settled, 5)
+        await producer.stop()
+    asyncio.run(go())
