@@ -11,7 +11,7 @@ import torch
 
 from tandem import handoff
 from tandem.config import load_config
-from tandem.orchestrator.cpu_share import CpuShare, Split, split_by_demand
+from tandem.orchestrator.cpu_share import PROBE_EVERY, CpuShare, Split, ThreadChoice, split_by_demand
 from tandem.placement import plan_placement
 
 
@@ -57,17 +57,36 @@ def test_async_share_splits_by_measured_demand():
     assert sent == [4, 5, 4]
 
 
-def test_sync_share_gives_each_phase_the_machine():
+def test_sync_share_gives_the_trainer_the_thread_count_that_measured_faster():
     sent, set_engines = engine_setter()
+    # (seconds this step takes with 8 threads, with the even share of 8 // 3 ... = 4): a machine that
+    # gets busy at step 6, where every core is slower than the share (the OS parks a thread)
+    times = {8: [9.0, 1.0, 1.0, 1.0, 1.0, 1.0, 6.0, 6.0, 6.0], 4: [2.0] * 9}
+    picked = []
 
     async def scenario() -> None:
         share = CpuShare(8, 2, overlapping=False, set_engine_threads=set_engines)
-        for _ in range(3):
-            assert await share.training_starts() == 8          # the trainer alone: every core
-            share.training_done(train_s=1.0, rollout_s=5.0)
+        for step in range(len(times[8])):
+            threads = await share.training_starts()
+            picked.append(threads)
+            share.training_done(train_s=times[threads][step], rollout_s=5.0)
 
     asyncio.run(scenario())
+    # step 0 (9 s: warm-up) is not counted; 8 measured 1 s, 4 measured 2 s: 8 kept; the busy
+    # machine makes 8 cost 6 s (smoothed with 1 s: 3.5 > 2): back to 4 at the next step
+    assert picked == [8, 8, 4, 8, 8, 8, 8, 4, 4]
     assert sent == []  # engines keep 8 // 2 = 4 each from placement: the phases never overlap
+
+
+def test_the_trainers_other_thread_count_is_retried_every_probe_interval():
+    choice = ThreadChoice([2, 1])
+    seen = []
+    for _ in range(2 * PROBE_EVERY + 3):
+        threads = choice.pick()
+        seen.append(threads)
+        choice.record(threads, {2: 1.0, 1: 3.0}[threads])
+    assert seen[:3] == [2, 2, 1]
+    assert [i for i, t in enumerate(seen) if t == 1] == [2, PROBE_EVERY, 2 * PROBE_EVERY]
 
 
 def test_placement_gives_the_computing_side_the_machine(monkeypatch):
@@ -76,6 +95,10 @@ def test_placement_gives_the_computing_side_the_machine(monkeypatch):
     phase = plan_placement(load_config(["--engine.count", "2"]), visible_gpus=0)
     assert phase.phase_split and phase.cpu_threads == 4 and phase.trainer_cpu_threads == 8
     assert phase.engine_env(0)["TANDEM_TORCH_THREADS"] == "4" and phase.trainer_env()["OMP_NUM_THREADS"] == "8"
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)  # threads that wait sleep: no spinning on a busy machine
+    assert phase.trainer_env()["OMP_WAIT_POLICY"] == phase.engine_env(0)["OMP_WAIT_POLICY"] == "PASSIVE"
+    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")  # the user's choice is kept
+    assert phase.trainer_env()["OMP_WAIT_POLICY"] == "ACTIVE"
     even = plan_placement(load_config(["--engine.count", "2", "--run.cpu_split", "even"]), visible_gpus=0)
     assert not even.phase_split and even.cpu_threads == even.trainer_cpu_threads == 8 // 3
     sim = plan_placement(load_config(["--engine.count", "2", "--engine.backend", "sim"]), visible_gpus=0)

@@ -72,6 +72,15 @@ class TandemConfig(DerivedSettings, Section):
         return self
 
     @model_validator(mode="after")
+    def _reproducible_runs_take_what_they_admit(self) -> TandemConfig:
+        # Over-sampled groups are raced: which ones a step trains would depend on timing.
+        if self.run.reproducible and self.rollout.oversample != 1.0:
+            raise rule_broken(f"run.reproducible = true with rollout.oversample = {self.rollout.oversample}: a step "
+                              "then trains the groups that finish first, which depends on timing; set "
+                              "rollout.oversample = 1 (or run.reproducible = false)")
+        return self
+
+    @model_validator(mode="after")
     def _weights_reach_the_engines(self) -> TandemConfig:
         # Engines load a version from a path they can open; only a weight agent beside an
         # engine turns an object-store URL into one, and only external engines have agents.

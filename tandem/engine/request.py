@@ -44,7 +44,10 @@ class SamplingParams:
     no_stop_trim: bool = False
     n: int = 1
     seed: int | None = None
-    """Accepted for compatibility; per-request seeding is not reproduced across batch layouts."""
+    """SGLang's `sampling_seed` (also read as `seed`): the row's sampling noise at output position t
+    is drawn from a generator seeded with (seed, t) alone, so the same request samples the same
+    tokens whatever else shares its batch (tandem.engine.sampling.seeded_noise). None: the
+    engine's own stream."""
 
     # SGLang knobs tandem's cores do not implement: accepted at their neutral value (sglang-router
     # and clients send them), refused otherwise so a request is never silently decoded differently.
@@ -84,8 +87,9 @@ class SamplingParams:
                 setattr(self, name, bool(d[name]))
         if d.get("n") is not None:
             self.n = int(d["n"])
-        if d.get("seed") is not None:
-            self.seed = int(d["seed"])
+        for name in ("seed", "sampling_seed"):
+            if d.get(name) is not None:
+                self.seed = int(d[name])
         for name, neutral in self.NEUTRAL.items():
             if d.get(name) is not None and float(d[name]) != neutral:
                 raise InvalidRequest(f"sampling_params.{name} = {d[name]} is not supported by this engine "

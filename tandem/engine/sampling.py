@@ -60,6 +60,7 @@ def sample(logits: torch.Tensor, b: RunningBatch, p: RowParams, generator: torch
         # Exponential race: argmax(p / E) with E = -log U ~ Exp(1) samples from p, with no
         # host sync (and U -> -log U is ~3x cheaper than Tensor.exponential_ on CPU).
         noise = torch.rand(probs.shape, generator=generator, device=probs.device).log_().neg_()
+        seeded_noise(noise, b)
         tok = (probs / noise).argmax(dim=-1)
         if p.any_greedy:
             tok = torch.where(b.greedy, logits.argmax(dim=-1), tok)
@@ -68,6 +69,18 @@ def sample(logits: torch.Tensor, b: RunningBatch, p: RowParams, generator: torch
     if p.top_n > 0:
         top = logp.topk(p.top_n, dim=-1)
     return tok, lp, top
+
+
+def seeded_noise(noise: torch.Tensor, b: RunningBatch) -> None:
+    """Overwrite the noise of rows whose request names a seed with Exp(1) noise drawn from (seed,
+    output position) alone: the row's token then depends on its own logits and seed, not on the
+    batch it shares or the engine's stream (run.reproducible sends a seed per request)."""
+    for i, req in enumerate(b.reqs):
+        if req.sampling.seed is None:
+            continue
+        key = (req.sampling.seed * 1_000_003 + len(req.output_ids)) % (1 << 63)
+        row = torch.Generator(device=noise.device).manual_seed(key)
+        noise[i] = torch.rand(noise.shape[-1], generator=row, device=noise.device).log_().neg_()
 
 
 def filter_probs(probs: torch.Tensor, b: RunningBatch) -> torch.Tensor:
@@ -112,4 +125,4 @@ def record_prompt_logprobs(reqs: list[GenerateRequest], want: list[bool], seqs: 
             r.input_top_logprobs = tops[start:len(r.input_ids)]
 
 
-__all__ = ["RowParams", "filter_probs", "record_prompt_logprobs", "sample", "wants_prompt_logprobs"]
+__all__ = ["RowParams", "filter_probs", "seeded_noise", "record_prompt_logprobs", "sample", "wants_prompt_logprobs"]

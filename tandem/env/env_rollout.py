@@ -18,6 +18,7 @@ from tandem.env.base import Environment, environment_args, load_environment_clas
 from tandem.env.chat import ChatFormat
 from tandem.env.loop import LOOP_END_REASONS, Episode, run_episode
 from tandem.env.parsers import ParsedReply, pick_parser
+from tandem.rollout.client import REQUEST_SEED, trajectory_seed
 from tandem.rollout.scoring import score_sample
 from tandem.sample import Sample
 
@@ -62,6 +63,8 @@ class EnvRollout:
         return [t.result() for t in tasks]
 
     async def one(self, ctx, row: dict, index: int) -> Sample:
+        if (seed := REQUEST_SEED.get()) is not None:  # run.reproducible: each episode its own seed (this task only)
+            REQUEST_SEED.set(trajectory_seed(seed, index))
         if self.args is None:
             self.args = environment_args(self.env_class, ctx.cfg.environment.args)
         env = self.env_class(**self.args)

@@ -117,6 +117,9 @@ async def run_loop(cfg: TandemConfig, run_dir: Path, producer: RolloutProducer, 
         result_at = clock()
         prune_step_files(run_dir, step + 1, cfg.run.keep_rollouts)
         cpu.training_done(result.get("train_time", 0.0), batch.rollout_time)
+        if cfg.run.reproducible and result.get("weight_version") is not None:
+            view.set_status(f"step {step + 1}: run.reproducible: letting the running rollouts finish on their weights")
+            await producer.settled()
         reload_s = await sync_weights(cfg, step, result, fleet, ctx, producer, view, colocation)  # 3. sync
         # Rows number steps from 1, as the console, the handoff files and the checkpoints do: the
         # row of step N follows checkpoint N-1 and carries weight version N once it is synced.
@@ -303,8 +306,8 @@ async def orchestrate(cfg: TandemConfig, run_dir: Path, sup: Supervisor, cluster
     view = LiveView(cfg.run.steps, start.step, monitor, cfg.logging.live)
     producer.start()
     trainer = FileTrainerLink(run_dir, cfg, cluster)
-    cpu = CpuShare(cluster.placement.cores, cfg.engine.count, cfg.effective_staleness > 0, fleet.set_cpu_threads) \
-        if cluster.placement.phase_split else FIXED
+    cpu = CpuShare(cluster.placement.cores, cfg.engine.count, cfg.effective_staleness > 0, fleet.set_cpu_threads,
+                   adapt=not cfg.run.reproducible) if cluster.placement.phase_split else FIXED
     autoscaler = make_autoscaler(cfg, fleet, sup, cluster, run_dir, model_path)
     colocation = Colocation(fleet, client, cfg.sync.reload_timeout_s, cluster.placement.engines_on_gpu, hooks) \
         if cfg.colocated else None

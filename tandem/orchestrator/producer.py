@@ -36,6 +36,12 @@ group is dropped and counted (`FailedGroup`, handed to the step that takes next)
 replaces it, and a run whose groups keep failing, a step's worth in a row without one success,
 stops with RolloutsFailing instead of spinning (tandem.orchestrator.failures bounds the rest).
 
+Reproducible runs (run.reproducible): each group samples with seeds derived from run.seed and
+its admission order (REQUEST_SEED), a step takes exactly the B oldest-admitted groups (it waits
+for them rather than taking whichever finished first), and the loop lets every running group
+finish (`settled`) before a weight sync. A group admitted under version v therefore runs wholly
+on v and is trained at step v + S: which version generated each sample is a function of the step.
+
 In flight at a checkpoint: every group admitted and not yet trained (running, or finished and
 buffered). A checkpoint records their prompts, in admission order, with the data cursor;
 `--resume` regenerates those prompts first, under the checkpoint's weights, then continues the
@@ -53,8 +59,8 @@ from typing import Callable
 
 from tandem.errors import RunFatal
 from tandem.orchestrator.stream_stats import StreamWindow
-from tandem.rollout import (GROUP_PROGRESS, REQUEST_PRIORITY, GroupProgress, PromptCursor, RolloutAborted,
-                            RolloutContext, check_rollout_result)
+from tandem.rollout import (GROUP_PROGRESS, REQUEST_PRIORITY, REQUEST_SEED, GroupProgress, PromptCursor,
+                            RolloutAborted, RolloutContext, check_rollout_result, trajectory_seed)
 from tandem.sample import Sample
 
 
@@ -132,6 +138,7 @@ class RolloutProducer:
         lag = cfg.staleness
         self.staleness_by, self.priority_by, self.hold = lag.measured_by, lag.request_priority, lag.admission_hold
         self.version = engine_version
+        self.reproducible = ctx.cfg.run.reproducible
         self.next_step = start_step
         """The step `take` serves next; next_step * B groups have been trained."""
         self._requeue = deque(in_flight_rows)
@@ -196,6 +203,8 @@ class RolloutProducer:
         started = loop.time()
         REQUEST_PRIORITY.set(self._priority(seq))  # this task's context only
         GROUP_PROGRESS.set(self._running[seq].progress)
+        if self.reproducible:
+            REQUEST_SEED.set(trajectory_seed(self.ctx.cfg.run.seed, seq))
         try:
             while True:
                 try:
@@ -287,7 +296,7 @@ class RolloutProducer:
                     dropped += len(g.samples)
                 if stale:
                     self._cond.notify_all()
-                if len(self._buffer) >= self.prompts_per_step:
+                if self._ready():
                     break
                 await self._cond.wait()
             self._buffer.sort(key=lambda g: g.seq)
@@ -303,6 +312,20 @@ class RolloutProducer:
             t.cancel()
         await asyncio.gather(*cancelled, return_exceptions=True)
         return batch
+
+    def _ready(self) -> bool:
+        """A step's worth of groups is buffered (reproducible: the oldest-admitted ones, none of
+        which still runs)."""
+        if len(self._buffer) < self.prompts_per_step:
+            return False
+        if not self.reproducible or not self._running:
+            return True
+        return sorted(g.seq for g in self._buffer)[self.prompts_per_step - 1] < min(self._running)
+
+    async def settled(self) -> None:
+        """Return once no group is running (reproducible runs wait for it before a weight sync)."""
+        async with self._cond:
+            await self._cond.wait_for(lambda: not self._running or self._error is not None)
 
     def _batch(self, step: int, taken: list[Group], dropped: int, cancelled: int) -> StepBatch:
         samples = [s for g in taken for s in g.samples]

@@ -14,11 +14,13 @@ so the trainer trains on the tokens that were sampled.
 from tandem.rollout.client import (
                                    GROUP_PROGRESS,
                                    REQUEST_PRIORITY,
+                                   REQUEST_SEED,
                                    ROUTING_KEY_HEADER,
                                    EngineClient,
                                    GenerationError,
                                    GroupProgress,
                                    RolloutAborted,
+                                   trajectory_seed,
 )
 from tandem.rollout.context import RolloutContext, sampling_params_from_config
 from tandem.rollout.data import DataError, Dataset, PromptCursor, load_dataset_rows
@@ -38,7 +40,7 @@ from tandem.rollout.scoring import score_sample
 from tandem.rollout.single_turn import encode_prompt, sample_from_output, single_turn
 
 __all__ = [
-    "GROUP_PROGRESS", "GroupProgress", "REQUEST_PRIORITY", "ROUTING_KEY_HEADER", "DataError", "Dataset", "EngineClient",
+    "GROUP_PROGRESS", "GroupProgress", "REQUEST_PRIORITY", "REQUEST_SEED", "trajectory_seed", "ROUTING_KEY_HEADER", "DataError", "Dataset", "EngineClient",
     "GenerationError", "PluginError", "PromptCursor", "RewardFn", "RewardResult", "RolloutAborted",
     "RolloutContext", "RolloutFn", "CONTRACTS", "check_contract", "check_rollout_result", "load_reward_fn",
     "load_rollout_fn", "encode_prompt", "load_dataset_rows",

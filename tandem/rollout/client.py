@@ -4,6 +4,7 @@ request priorities and sticky sessions."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import contextvars
 from typing import Any, Awaitable, Callable
 
@@ -27,6 +28,24 @@ REQUEST_PRIORITY: contextvars.ContextVar[int | None] = contextvars.ContextVar("t
 in each group's task (larger = served first; rollout.staleness.request_priority: minus the group's
 admission order, or minus the version it was admitted under), so engines that schedule by
 priority (engine.priority_scheduling) finish older trajectories first."""
+
+
+REQUEST_SEED: contextvars.ContextVar[int | None] = contextvars.ContextVar("tandem_request_seed", default=None)
+"""run.reproducible: the sampling seed of this task's trajectory (the producer sets one per group, a
+multi-turn rollout one per episode with `trajectory_seed`). Each generate call sends a
+`sampling_seed` derived from it and the context's length (the turn), so what is sampled is a
+function of the run seed and the data, never of timing or batch layout."""
+
+
+def trajectory_seed(parent: int, index: int) -> int:
+    """A child seed (episode `index` of a group, sample `index` of a batched call), 63 hashed bits."""
+    return int.from_bytes(hashlib.blake2b(f"{parent}:{index}".encode(), digest_size=8).digest(), "big") >> 1
+
+
+def _seed_request(payload: dict, seed: int) -> None:
+    """The request's sampling_seed (SGLang's name): the trajectory's seed and the context length (its turn)."""
+    payload["sampling_params"] = {**payload["sampling_params"],
+                                  "sampling_seed": trajectory_seed(seed, len(payload["input_ids"]))}
 
 
 class GroupProgress:
@@ -184,7 +203,12 @@ class EngineClient:
                             return_logprob: bool = True) -> list[dict]:
         """`n` independent completions of one prompt in one batched /generate (SGLang's batch
         form: `input_ids` a list of prompts), so one engine runs the whole group and the request
-        costs one round trip instead of n. Each answer keeps its own ids, logprobs and version."""
+        costs one round trip instead of n. Each answer keeps its own ids, logprobs and version.
+        Seeded (run.reproducible): n single calls, each with its own seed, since a batch carries one
+        sampling_params for all its prompts through sglang-router."""
+        if (seed := REQUEST_SEED.get()) is not None:
+            return list(await asyncio.gather(*(self._seeded(trajectory_seed(seed, i), input_ids, sampling_params,
+                                                            return_logprob) for i in range(n))))
         payload = {"input_ids": [list(input_ids)] * n, "sampling_params": sampling_params,
                    "return_logprob": return_logprob}
         self._ask_routing(payload, 0)
@@ -193,6 +217,10 @@ class EngineClient:
             raise GenerationError(f"a batched /generate of {n} prompts answered "
                                   f"{len(outs) if isinstance(outs, list) else type(outs).__name__}")
         return [self._received(out, start_version, adapter_version) for out in outs]
+
+    async def _seeded(self, seed: int, input_ids: list[int], sampling_params: dict, return_logprob: bool) -> dict:
+        REQUEST_SEED.set(seed)  # this task's context only
+        return await self.generate(input_ids, sampling_params, return_logprob)
 
     def _ask_routing(self, payload: dict, start: int) -> None:
         if self.routed_experts:
@@ -211,6 +239,8 @@ class EngineClient:
                 payload["priority"] = priority
             requests, tokens = _context_tokens(payload)
             self.load.add(requests, tokens)
+            if (seed := REQUEST_SEED.get()) is not None:
+                _seed_request(payload, seed)
             try:
                 out, adapter_version = await self._post_with_retry(payload, routing_key)
             finally:

@@ -1,0 +1,132 @@
+"""Learning on a busy machine: each job to its documented success level, quiet and beside a CPU hog.
+
+    python bench/learning_under_load.py                                    # the full table (hours here)
+    python bench/learning_under_load.py --jobs default --seeds 0           # the smallest slice
+    python bench/learning_under_load.py --jobs default --seeds 0 --reproducible --steps 40
+
+Jobs: the default job (`python train.py`, echo), `configs/counter.toml`, `configs/lookup.toml`,
+each as it ships but with `--run.seed`; the success level of all three is a 5-step mean reward
+>= 0.8 (README, the configs' headers). Conditions: `quiet` (nothing added: on a shared machine
+that is whatever else runs; the load average is recorded with every run) and `loaded` (one busy
+process per core, `python -c 'while True: pass'`, for the whole run). Per run: the success step,
+seconds to it (start-up included), wall time, the load average before and after, and the
+trained tokens' lag (token_lag_1: the fraction generated one weight version behind the step).
+
+`--reproducible` adds `--run.reproducible true` and, per job and seed, diffs the quiet run's
+metrics rows against the loaded run's (tandem.orchestrator.reproducibility: all but the times and
+the queue's momentary state). Results: bench/results/learning_under_load[_TAG].{json,md}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+
+from _common import loadavg
+from lora_compare import WINDOW, success_step, train
+
+from tandem.orchestrator.reproducibility import row_differences
+
+REPO = Path(__file__).resolve().parents[1]
+
+JOBS = {"default": [], "counter": ["--config", "configs/counter.toml"], "lookup": ["--config", "configs/lookup.toml"]}
+CONDITIONS = ("quiet", "loaded")
+
+
+@contextmanager
+def cpu_hog(on: bool):
+    """One busy process per core while the block runs (none when `on` is False)."""
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 1)] if on else []
+    try:
+        yield
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+
+
+def one_run(job: str, seed: int, condition: str, args: argparse.Namespace, scratch: Path) -> tuple[dict, list[dict]]:
+    extra = [*JOBS[job], "--run.seed", str(seed), *(["--run.steps", str(args.steps)] if args.steps else []),
+             *(["--run.reproducible", "true"] if args.reproducible else [])]
+    before = loadavg()
+    with cpu_hog(condition == "loaded"):
+        rows, wall = train(scratch / f"{job}_{seed}_{condition}", extra)
+    step = success_step(rows)
+    startup = wall - sum(r["step_time"] for r in rows)  # step_time runs from one trained step to the next
+    result = {"job": job, "seed": seed, "condition": condition, "reproducible": args.reproducible,
+              "success_step": step, "steps": len(rows),
+              "seconds_to_success": None if step is None else startup + sum(r["step_time"] for r in rows[:step]),
+              "wall_s": wall, "startup_s": startup, "step_time_mean": statistics.fmean(r["step_time"] for r in rows),
+              "final_reward": statistics.fmean(r["reward_mean"] for r in rows[-WINDOW:]),
+              "token_lag_1": statistics.fmean(r.get("token_lag_1", 0.0) for r in rows),
+              "loadavg_before": before, "loadavg_after": loadavg()}
+    print(json.dumps(result), flush=True)
+    return result, rows
+
+
+def report(runs: list[dict], diffs: dict[str, list[str]], argv: list[str]) -> str:
+    lines = ["# Learning under load: steps and seconds to the success level (5-step mean reward >= 0.8)", "",
+             f"`python bench/learning_under_load.py {' '.join(argv)}`; loaded = one busy process per core beside "
+             "the run; load averages (1, 5, 15 min) as read before and after each run.", "",
+             "| job | seed | condition | success step | s to success | wall s | step s mean | final 5-step reward "
+             "| token_lag_1 | load before | load after |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in runs:
+        to = "not reached" if r["seconds_to_success"] is None else f"{r['seconds_to_success']:.0f}"
+        step = r["success_step"] or f"> {r['steps']}"
+        lines.append(f"| {r['job']} | {r['seed']} | {r['condition']} | {step} | {to} | {r['wall_s']:.0f} "
+                     f"| {r['step_time_mean']:.2f} | {r['final_reward']:.3f} "
+                     f"| {r['token_lag_1']:.3f} | {fmt_load(r['loadavg_before'])} | {fmt_load(r['loadavg_after'])} |")
+    lines.append("")
+    for job in dict.fromkeys(r["job"] for r in runs):
+        quiet = {r["seed"]: r for r in runs if r["job"] == job and r["condition"] == "quiet"}
+        for r in (r for r in runs if r["job"] == job and r["condition"] == "loaded"):
+            q = quiet.get(r["seed"])
+            if q and q["seconds_to_success"] and r["seconds_to_success"]:
+                lines.append(f"- {job} seed {r['seed']}: loaded reached it in {r['seconds_to_success'] / q['seconds_to_success']:.2f}× "
+                             "the quiet run's seconds (target: within 2×).")
+            elif q:
+                lines.append(f"- {job} seed {r['seed']}: quiet {q['success_step'] or 'not reached'}, loaded "
+                             f"{r['success_step'] or 'not reached'} (steps).")
+    for key, found in diffs.items():
+        lines.append(f"- reproducible {key}, quiet against loaded metrics rows: "
+                     + ("equal (all but the times and the queue's momentary state)" if not found else
+                        f"{len(found)} difference(s), first: {found[0]}"))
+    return "\n".join(lines) + "\n"
+
+
+def fmt_load(load: list[float] | None) -> str:
+    return "n/a" if not load else " / ".join(f"{x:.1f}" for x in load)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--jobs", nargs="+", choices=list(JOBS), default=list(JOBS))
+    ap.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    ap.add_argument("--conditions", nargs="+", choices=CONDITIONS, default=list(CONDITIONS))
+    ap.add_argument("--steps", type=int, default=0, help="cut every run to this many steps (0: as the job ships)")
+    ap.add_argument("--reproducible", action="store_true", help="run with run.reproducible and diff quiet vs loaded")
+    ap.add_argument("--tag", default="", help="suffix of the result files")
+    ap.add_argument("--scratch", default="/tmp/tandem_learning_under_load")
+    args = ap.parse_args()
+    runs, rows, diffs = [], {}, {}
+    for job in args.jobs:
+        for seed in args.seeds:
+            for condition in args.conditions:
+                result, rows[(job, seed, condition)] = one_run(job, seed, condition, args, Path(args.scratch))
+                runs.append(result)
+            if args.reproducible and all((job, seed, c) in rows for c in CONDITIONS):
+                diffs[f"{job} seed {seed}"] = row_differences(rows[(job, seed, "quiet")], rows[(job, seed, "loaded")])
+    out = REPO / "bench/results" / f"learning_under_load{'_' + args.tag if args.tag else ''}"
+    out.with_suffix(".json").write_text(json.dumps({"argv": sys.argv[1:], "runs": runs, "diffs": diffs}, indent=1))
+    out.with_suffix(".md").write_text(report(runs, diffs, sys.argv[1:]))
+    print(out.with_suffix(".md").read_text())
+
+
+if __name__ == "__main__":
+    main()
