@@ -57,7 +57,7 @@ disk preflight), the latency model (the autoscaler's decode step time), the memo
 run (run.colocate = "auto" on a one-GPU box)."""
 
 COMMANDS = {"train": "tandem.orchestrator.launcher:main", "engine": "tandem.engine.__main__:main",
-            "inspect": "tandem.inspect.__main__:main"}
+            "inspect": "tandem.inspect.__main__:main", "eval": "tandem.orchestrator.eval_command:main"}
 """`tandem COMMAND` -> its main(argv)."""
 
 
