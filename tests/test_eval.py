@@ -13,9 +13,10 @@ import pytest
 from tandem.config import ConfigError, build_config
 from tandem.eval.alarms import ALARMS, AlarmWatch
 from tandem.eval.heldout import split_rows, with_held_out
-from tandem.eval.in_run import is_due, keep_rows_before_resume, read_rows
+from tandem.eval.in_run import InRunEval, is_due, keep_rows_before_resume, read_rows
 from tandem.eval.measure import EVAL_PRIORITY, evaluate, figures, off_version
 from tandem.metric_groups import grouped_name, metric_group
+from tandem.orchestrator.evaluation import Evaluation
 from tandem.orchestrator.failures import RunStopped
 from tandem.orchestrator.live_view import LiveView
 from tandem.orchestrator.loop import run_loop
@@ -82,6 +83,8 @@ def test_pass_at_1_and_pass_at_k_over_prompts():
     assert out["eval/pass@k"] == pytest.approx(2 / 3) and out["eval/k"] == 4
     assert out["eval/reward_mean"] == pytest.approx(5 / 12) and out["eval/prompts"] == 3
     assert figures(groups, pass_reward=0.0)["eval/pass@1"] == 1.0
+    # a prompt that gave fewer samples (some failed) weighs as much as one that gave all of them
+    assert figures([[sample(1.0)], [sample(0.0)] * 3], pass_reward=1.0)["eval/pass@1"] == 0.5
 
 
 def test_a_sample_from_another_version_is_counted():
@@ -155,6 +158,11 @@ def fired(rows: list[dict], evals: dict[int, float] | None = None, **thresholds)
 def test_no_alarm_on_a_normal_run():
     assert fired(normal_rows(), evals={1: 0.2, 5: 0.3, 10: 0.35}) == []
     assert fired([{**r, "agent_tamper_rate": 0.0} for r in normal_rows()]) == []
+    early = normal_rows()
+    early[1]["response_len_mean"] = 5.0  # a random model's first steps swing: the length alarms wait for a full window
+    assert fired(early) == []
+    falling = [{**r, "reward_mean": 0.8 - 0.03 * i} for i, r in enumerate(normal_rows())]
+    assert fired(falling, evals={1: 0.5, 11: 0.3}) == []  # eval fell with the training reward: no divergence
 
 
 def test_each_alarm_fires_on_rows_built_to_set_it_off():
@@ -223,3 +231,45 @@ def test_the_loop_logs_alarms_and_stops_on_one_when_asked(tmp_path, capsys):
                          MetricsLog((tmp_path / "on"), False), LiveView(8, 0, None, "off"), 0))
     logged = [json.loads(line) for line in (tmp_path / "on" / "metrics.jsonl").read_text().splitlines()]
     assert [r["alarm/kl_spike"] for r in logged] == [0.0] * 6 + [1.0, 0.0]
+
+
+# --------------------------------------------------------------------------- pinned versions
+def test_an_evaluation_ends_on_its_version_before_the_next_sync(tmp_path):
+    """Async mode: the evaluation of version 2 runs in the background, and the next sync waits for it
+    to end (on version 2) instead of loading version 3 under it. Sync mode: the loop waits for it."""
+    def setup(mode: str):
+        cfg = build_config({"run": {"steps": 4, "mode": mode}, "eval": {"enabled": True, "holdout_fraction": 0.5,
+                                                                          "every_k_steps": 2}})
+        release = asyncio.Event()
+
+        async def rollout(ctx, row, n):
+            await release.wait()
+            return [sample(1.0, version=2)]
+
+        run_dir = tmp_path / mode
+        run_dir.mkdir()
+        ctx = RolloutContext(cfg, None, None, None, None, {"temperature": 1.0})
+        metrics = MetricsLog(run_dir, False)
+        evaluator = InRunEval(cfg, run_dir, ctx, rollout, [{"prompt": "a"}], metrics.log_eval)
+        return Evaluation(cfg, run_dir, metrics, LiveView(4, 0, None, "off"), 0, evaluator), release, run_dir
+
+    async def async_mode():
+        evaluation, release, run_dir = setup("async")
+        await evaluation.after_step(1, 1)  # not due
+        await evaluation.after_step(2, 2)  # due: starts, and the loop goes on
+        sync = asyncio.create_task(evaluation.before_sync({"weight_version": 3}))
+        await asyncio.sleep(0.2)
+        assert not sync.done(), "the sync to version 3 did not wait for version 2's evaluation"
+        release.set()
+        await sync
+        assert [(r["step"], r["weight_version"], r["cut_short"]) for r in read_rows(run_dir)] == [(2, 2, False)]
+        assert evaluation.take_wait() == 0.0 and evaluation.take_wait() > 0  # the wait is the next step's
+
+    async def sync_mode():
+        evaluation, release, run_dir = setup("sync")
+        asyncio.get_running_loop().call_later(0.2, release.set)
+        await evaluation.after_step(2, 2)
+        assert [r["step"] for r in read_rows(run_dir)] == [2]  # done before the loop goes on
+
+    asyncio.run(async_mode())
+    asyncio.run(sync_mode())

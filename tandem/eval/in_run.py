@@ -63,9 +63,9 @@ def keep_rows_before_resume(run_dir: Path, cfg: TandemConfig, steps_done: int) -
     path.write_text("".join(json.dumps(r) + "\n" for r in keep))
 
 
-def write_samples(run_dir: Path, outcome: EvalOutcome) -> Path:
-    path = Path(run_dir) / EVAL_SAMPLES / f"step_{outcome.step}.json"
-    path.parent.mkdir(exist_ok=True)
+def write_samples(path: Path, outcome: EvalOutcome) -> Path:
+    """An evaluation's samples (and the prompts whose rollout failed), for `tandem inspect`."""
+    path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_json(path, {"step": outcome.step, "weight_version": outcome.version, "errors": outcome.errors,
                              "samples": [s.to_dict() for s in outcome.samples]}, durable=False)
     return path
@@ -116,6 +116,6 @@ class InRunEval:
 
     async def _run(self, steps_done: int, version: int) -> None:
         outcome = await evaluate(self.ctx, self.rollout_fn, self.rows, steps_done, version)
-        await asyncio.to_thread(write_samples, self.run_dir, outcome)
+        await asyncio.to_thread(write_samples, Path(self.run_dir) / EVAL_SAMPLES / f"step_{steps_done}.json", outcome)
         self.latest = outcome.row
         self.log(outcome.row)

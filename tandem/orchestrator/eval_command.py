@@ -7,8 +7,8 @@ its published directory (weights/step_V) or, once pruned by sync.keep_last, the 
 holds it (checkpoints/step_N/hf); version 0 is the starting model. With greedy decoding
 (eval.temperature = 0) a version's figures equal the run's own evaluation of it (eval.jsonl).
 
-Rows go to RUN_DIR/eval_offline.jsonl (one per version; `--out` elsewhere); the engines' logs and
-views to RUN_DIR/eval_offline/.
+Rows go to RUN_DIR/eval_offline.jsonl (one per version; `--out` elsewhere); each version's samples
+to RUN_DIR/eval_offline/vV.json, the engines' logs and views to RUN_DIR/eval_offline/.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from tandem.auth import bearer_headers
 from tandem.config import ConfigError, TandemConfig, config_from_json
 from tandem.env import EnvRollout
 from tandem.eval.heldout import with_held_out
+from tandem.eval.in_run import write_samples
 from tandem.eval.measure import evaluate
 from tandem.model_source import load_tokenizer, resolve_model_path
 from tandem.orchestrator.cluster import start_engines, start_router
@@ -111,6 +112,7 @@ async def evaluate_versions(cfg: TandemConfig, engines: dict[str, str], router_u
             client.weight_version = version
             outcome = await evaluate(ctx, rollout_fn, rows, -1, version)
             row = {k: v for k, v in outcome.row.items() if k != "step"}
+            write_samples(Path(cfg.run.run_dir) / f"v{version}.json", outcome)
             print(f"tandem eval: v{version} " + " ".join(f"{k}={row[k]:.4g}" for k in
                                                       ("eval/reward_mean", "eval/pass@1", "eval/pass@k") if k in row),
                   flush=True)
