@@ -17,6 +17,8 @@ EVAL = [  # held-out data, the figures, the schedule, resume, the alarms, the in
  ("pass@1 over samples, not prompts", "tandem/eval/measure.py",
   '"eval/pass@1": statistics.fmean(statistics.fmean(p) for p in passed)',
   '"eval/pass@1": statistics.fmean(x for p in passed for x in p)', E + "test_pass_at_1_and_pass_at_k_over_prompts"),
+ ("an observation's tokens make an episode cut short", "tandem/eval/measure.py", "v not in (version, -1)", "v != version",
+  E + "test_a_sample_from_another_version_is_counted"),
  ("evaluation at training priority", "tandem/eval/measure.py", "    REQUEST_PRIORITY.set(EVAL_PRIORITY)",
   "    pass", E + "test_evaluate_runs_the_rollout_function_greedily_below_training_priority"),
  ("evaluation samples at the training temperature", "tandem/eval/measure.py",

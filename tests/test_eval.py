@@ -9,7 +9,9 @@ import json
 from types import SimpleNamespace
 
 import pytest
+from rich.console import Console
 
+from tandem import cli
 from tandem.config import ConfigError, build_config
 from tandem.eval.alarms import ALARMS, AlarmWatch
 from tandem.eval.heldout import split_rows, with_held_out
@@ -92,6 +94,9 @@ def test_a_sample_from_another_version_is_counted():
     moved = sample(1.0, 2)
     moved.metadata["finish_weight_version"] = 3
     assert off_version([moved, sample(1.0, 1)], 2) == 2
+    episode = sample(1.0, 2)
+    episode.append_context_tokens([7, 8])  # an observation's tokens carry no version
+    assert off_version([episode], 2) == 0
 
 
 def test_evaluate_runs_the_rollout_function_greedily_below_training_priority():
@@ -273,3 +278,41 @@ def test_an_evaluation_ends_on_its_version_before_the_next_sync(tmp_path):
 
     asyncio.run(async_mode())
     asyncio.run(sync_mode())
+
+
+# --------------------------------------------------------------------------- where the rows go
+def test_eval_rows_reach_tensorboard_and_the_live_view(tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    metrics = MetricsLog(tmp_path, tensorboard=True)
+    row = {"step": 4, "weight_version": 4, "eval/pass@1": 0.25, "eval/reward_mean": 0.5, "eval_time": 2.0,
+           "cut_short": False}
+    metrics.log_eval(row)
+    metrics.close()
+    assert read_rows(tmp_path) == [row]
+    events = EventAccumulator(str(tmp_path / "tensorboard"), size_guidance={"scalars": 0})
+    events.Reload()
+    assert set(events.Tags()["scalars"]) == {"eval/pass@1", "eval/reward_mean", "eval/eval_time"}
+    assert [(e.step, e.value) for e in events.Scalars("eval/pass@1")] == [(4, 0.25)]
+    view = LiveView(8, 0, None, "on")
+    view.close()  # the panel is rendered below, not shown
+    view.eval_done({**row, "cut_short": True})
+    view.alarm("alarm/tamper: agent_tamper_rate 0.5 > 0")
+    console = Console(width=120, record=True)
+    console.print(view.render(120))
+    screen = console.export_text()
+    assert "eval step 4 (weights v4): eval/reward_mean=0.5 eval/pass@1=0.25 in 2.0s (cut short)" in screen
+    assert "alarm/tamper: agent_tamper_rate 0.5 > 0" in screen
+
+
+def test_tandem_eval_names_what_it_cannot_evaluate(tmp_path, capsys):
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "config.json").write_text(build_config({}).model_dump_json())
+    assert cli.main(["eval", str(run_dir), "--all"]) == 2
+    assert "the run had no held-out prompts (eval.enabled = false); pass --data PATH" in capsys.readouterr().err
+    (tmp_path / "held.jsonl").write_text('{"prompt": "a"}\n')
+    assert cli.main(["eval", str(run_dir), "--version", "3", "--data", str(tmp_path / "held.jsonl")]) == 2
+    assert "--version 3: the run holds versions none (and 0, the starting model)" in capsys.readouterr().err
+    assert cli.main(["eval", str(tmp_path / "nothing"), "--all"]) == 2
+    assert "no config.json" in capsys.readouterr().err

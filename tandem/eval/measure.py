@@ -47,9 +47,10 @@ def eval_context(ctx: RolloutContext) -> RolloutContext:
 
 
 def off_version(samples: list[Sample], version: int) -> int:
-    """Samples with a token (or a label) from a version other than `version`."""
+    """Samples with a model token (or a label) from a version other than `version` (an environment's
+    observation and template tokens carry no version: -1)."""
     return sum(1 for s in samples
-               if s.weight_version != version or any(v != version for v in s.token_versions)
+               if s.weight_version != version or any(v not in (version, -1) for v in s.token_versions)
                or int(s.metadata.get("finish_weight_version", version)) != version)
 
 
