@@ -175,6 +175,8 @@ def test_each_alarm_fires_on_rows_built_to_set_it_off():
     rows[-1]["entropy"] = 0.1  # < 0.1 x 2.0
     assert fired(rows) == ["entropy_collapse"]
     assert fired(rows, entropy_collapse_ratio=0.0) == []
+    converged = [{**r, "reward_mean": 0.95} for r in rows]  # one right answer, found: done, not collapsed
+    assert fired(converged) == []
     rows = normal_rows()
     rows[-1]["kl"] = 0.5
     assert fired(rows) == ["kl_spike"]

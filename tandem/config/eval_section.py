@@ -67,7 +67,9 @@ class AlarmsConfig(Section):
     window_steps: int = Field(5, ge=2)
     """Steps the alarms compare over: the latest step against the mean of the window before it (entropy, KL, response length), or the trend across it (training versus evaluation reward)."""
     entropy_collapse_ratio: float = Field(0.1, ge=0.0, le=1.0)
-    """alarm/entropy_collapse fires when the policy entropy falls below this fraction of its value at the first step: a policy that became (near) deterministic stops exploring, and GRPO's advantages vanish with its reward spread. 0 turns it off."""
+    """alarm/entropy_collapse fires when the policy entropy falls below this fraction of its value at the first step while the training reward is still below alarms.entropy_collapse_reward: a policy that became (near) deterministic before it learned the task stops exploring, and GRPO's advantages vanish with its reward spread. 0 turns it off."""
+    entropy_collapse_reward: float = 0.5
+    """alarm/entropy_collapse stays quiet once the mean training reward over the window reaches this: a policy that converged on a task with one right answer (the default echo job: reward ~1, entropy ~0.04 of its first value) is done, not collapsed. Rewards on another scale than 0-1 need it set."""
     kl_spike_factor: float = Field(10.0, ge=0.0)
     """alarm/kl_spike fires when the step's KL exceeds this multiple of the window's mean (and kl_spike_min): a sudden jump means the update left the trust region (a bad batch, a learning-rate spike). 0 turns it off."""
     kl_spike_min: float = Field(0.01, ge=0.0)

@@ -63,7 +63,12 @@ class AlarmWatch:
         ratio, entropy = self.cfg.entropy_collapse_ratio, float(row.get("entropy") or 0.0)
         if not ratio or first is None or "entropy" not in row or entropy >= ratio * first:
             return None
-        return Alarm("entropy_collapse", f"entropy {entropy:.4g} < {ratio:g} x its first value {first:.4g}")
+        reward = _window_mean(self.rows[-self.cfg.window_steps + 1:] + [row], "reward_mean")
+        if reward is not None and reward >= self.cfg.entropy_collapse_reward:
+            return None  # converged on the task, not collapsed before learning it
+        return Alarm("entropy_collapse", f"entropy {entropy:.4g} < {ratio:g} x its first value {first:.4g} while the "
+                                         f"training reward is {reward if reward is not None else 0:.4g} "
+                                         f"(< {self.cfg.entropy_collapse_reward:g})")
 
     def _kl(self, row: dict, before: list[dict]) -> Alarm | None:
         factor, kl = self.cfg.kl_spike_factor, float(row.get("kl") or 0.0)
