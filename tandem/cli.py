@@ -3,6 +3,7 @@
     tandem train [ARGS]    the launcher (= python train.py ARGS)
     tandem engine [ARGS]   tandem's own engine server (= python -m tandem.engine ARGS)
     tandem inspect RUN_DIR one HTML page of a run: curves, queues, trajectories (= python -m tandem.inspect)
+    tandem eval RUN_DIR    evaluate a run's weight versions on its held-out prompts (--version N | --all)
 """
 
 from __future__ import annotations

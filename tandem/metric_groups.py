@@ -1,6 +1,7 @@
 """Which part of the run each metrics.jsonl key describes: the prefix it is shown under in
 TensorBoard, Weights & Biases and the run inspector (`rollout/`, `train/`, `sync/`, `engine/`,
-`env/`).
+`env/`), and the evaluation's and the alarms' keys, which carry their group in their name
+(`eval/pass@1`, `alarm/kl_spike`).
 
 metrics.jsonl itself stays flat (its keys are what the docs and scripts name). The core's keys
 form a closed set, listed here; what a rollout plug-in reports (an environment's `env_*`, the
@@ -10,11 +11,13 @@ set, so an unknown key is the environment's.
 
 from __future__ import annotations
 
-GROUPS = ("rollout", "train", "sync", "engine", "env")
+GROUPS = ("rollout", "train", "sync", "engine", "env", "eval", "alarm")
+NAMED = ("eval/", "alarm/")
+"""Prefixes of the keys named with their group (an eval.jsonl row's figures, a step's alarms)."""
 
 TRAIN = frozenset({
     "loss", "pg_loss", "kl", "ppo_kl", "entropy", "clip_frac", "grad_norm", "logprob_mismatch", "lr",
-    "train_time", "step_time", "trainer_wait_time", "trainer_idle_ratio", "trainer_cpu_threads",
+    "train_time", "step_time", "trainer_wait_time", "trainer_idle_ratio", "trainer_cpu_threads", "eval_wait_time",
 })
 """The trainer's step: its loss terms, and the step's cadence (timed at the trainer)."""
 
@@ -40,6 +43,8 @@ ROLLOUT = frozenset({
 
 def metric_group(key: str) -> str:
     """The group of metrics.jsonl key `key` (one of GROUPS)."""
+    if key.startswith(NAMED) or key in ("eval_time", "cut_short"):
+        return "eval" if not key.startswith("alarm/") else "alarm"
     if key in TRAIN:
         return "train"
     if key in SYNC:
@@ -52,8 +57,8 @@ def metric_group(key: str) -> str:
 
 
 def grouped_name(key: str) -> str:
-    """`key` under its group's prefix, e.g. 'train/loss'."""
-    return f"{metric_group(key)}/{key}"
+    """`key` under its group's prefix, e.g. 'train/loss' (`eval/pass@1` is already)."""
+    return key if key.startswith(NAMED) else f"{metric_group(key)}/{key}"
 
 
 def numeric(value: object) -> bool:

@@ -61,7 +61,7 @@ RUN_PHASE = "tandem.orchestrator.session:run"
 imports (torch, transformers) costs seconds that a refused run should not wait for."""
 
 COMMANDS = {"train": "tandem.orchestrator.launcher:main", "engine": "tandem.engine.__main__:main",
-            "inspect": "tandem.inspect.__main__:main"}
+            "inspect": "tandem.inspect.__main__:main", "eval": "tandem.orchestrator.eval_command:main"}
 """`tandem COMMAND` -> its main(argv)."""
 
 

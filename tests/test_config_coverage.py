@@ -34,9 +34,6 @@ EXCEPTIONS = {
     "sync.reload_timeout_s": "upper bound of a wait for an engine to load a weight version",
     "sync.trainer_timeout_s": "upper bound of a wait for the trainer's step result",
     "logging.queue_sample_interval_s": "a sampling period: its effect is rows per second of wall-clock time",
-    # set by a test in a way the static reading cannot follow
-    "environment.min_turn_tokens":
-        "tests/test_agent_loop.py sets it (episode(..., min_turn_tokens=8)) through two helpers' **kwargs",
     # the coding environment's sandbox: read when its sandbox pool starts (get_runtime), which
     # probes and starts sandboxes; the sandbox tests pass these to SandboxPool / Isolation directly
     "environment.args.sandbox.root_dir": "read by get_runtime only (e2e); tests pass the pool's root directly",

@@ -145,3 +145,26 @@ def test_the_header_names_an_environment_runs_environment_not_the_default_plug_i
     assert "tandem.rollout:single_turn" not in summary.values() and "reward" not in summary
     plain = config_summary(TandemConfig().model_dump())
     assert plain["task"] == "tandem.rollout:single_turn" and plain["reward"].endswith(":echo_reward")
+
+
+def test_the_evaluation_tab_and_its_trajectories(tmp_path):
+    """eval.jsonl rows become the evaluation charts (step, version, cut short); eval/step_N.json's samples
+    join the browser as step eval@N, never counted in the training samples' staleness."""
+    run_dir = write_run(tmp_path / "run", steps=1)
+    # step 3's weights are version 2 (sync.every_k_steps = 2): its samples are of the version evaluated, not stale
+    rows = [{"step": s, "weight_version": min(s, 2), "eval/pass@1": 0.25 * s, "eval/reward_mean": 0.5,
+             "eval_time": 1.0, "cut_short": s == 3} for s in (0, 3)]
+    (run_dir / "eval.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    encode = lambda text: build_byte_tokenizer().encode(text, add_special_tokens=False)  # noqa: E731
+    pinned = adversarial_sample(encode)
+    pinned.update(weight_version=2, token_versions=[2 if v >= 0 else v for v in pinned["token_versions"]])
+    atomic_write_json(run_dir / "eval" / "step_3.json", {"step": 3, "weight_version": 2, "errors": [], "samples": [pinned]})
+    assert cli.main(["inspect", str(run_dir)]) == 0
+    [body] = [b for attrs, b in Tags((run_dir / "inspect.html").read_text()).scripts
+              if attrs.get("type") == "application/json"]
+    data = json.loads(body)
+    assert data["eval"]["steps"] == [0, 3] and data["eval"]["versions"] == [0, 2]
+    assert data["eval"]["series"]["eval/pass@1"] == [0.0, 0.75] and data["eval"]["cut_short"] == [False, True]
+    evaluated = [s for s in data["samples"] if s["source"] == "eval"]
+    assert [(s["step"], s["staleness"], set(s["token_lag"])) for s in evaluated] == [("eval@3", 0, {0, None})]
+    assert len(data["samples"]) == 1 + 3

@@ -19,6 +19,7 @@ from tandem.config.engine_sections import (ENGINE_BACKENDS, EmbeddedEngineConfig
                                            SglangEngineConfig, SglangEngineSettings, SimEngineConfig,
                                            SimEngineSettings)
 from tandem.config.environment_section import EnvironmentConfig
+from tandem.config.eval_section import AlarmsConfig, EvalConfig
 from tandem.config.errors import ConfigError
 from tandem.config.loading import DEFAULT_CONFIG_FILE, build_config, config_from_json, load_config, validate_section
 from tandem.config.renamed import MOVED_KEYS, REMOVED_KEYS, RENAMED_MODULES
@@ -32,7 +33,7 @@ from tandem.config.trainer_sections import (TRAINER_BACKENDS, LossConfig, Megatr
 from tandem.config.views import ENGINE_VIEW, TRAINER_VIEW, VIEWS, child_view, read_view, view_path, write_views
 
 __all__ = [
-    "CheckpointConfig", "ClientConfig", "ConfigError", "DEFAULT_CONFIG_FILE", "DataConfig", "ENGINE_BACKENDS",
+    "AlarmsConfig", "EvalConfig", "CheckpointConfig", "ClientConfig", "ConfigError", "DEFAULT_CONFIG_FILE", "DataConfig", "ENGINE_BACKENDS",
     "ENGINE_VIEW", "EmbeddedEngineConfig", "EmbeddedEngineSettings", "EngineCommon", "ExternalEngineSettings",
     "SglangEngineSettings", "EngineConfig", "EnvironmentConfig", "ExternalEngineConfig",
     "FaultsConfig", "LAUNCHER_OPTIONS", "LoggingConfig", "LossConfig", "MOVED_KEYS", "MegatronSettings",

@@ -14,6 +14,7 @@ from tandem.lora import MEGATRON_LORA_TARGETS
 from tandem.config.base import rule_broken
 from tandem.config.engine_sections import EmbeddedEngineConfig, EngineConfig, RouterConfig
 from tandem.config.environment_section import EnvironmentConfig
+from tandem.config.eval_section import AlarmsConfig, EvalConfig
 from tandem.config.rollout_sections import DataConfig, RolloutConfig
 from tandem.config.sections import (CheckpointConfig, FaultsConfig, LoggingConfig, ModelConfig, RunConfig, Section,
                                     SyncConfig, is_remote_url)
@@ -59,6 +60,10 @@ class TandemConfig(DerivedSettings, Section):
     """Checkpoints for `--resume`."""
     faults: FaultsConfig = FaultsConfig()
     """Engine crash recovery and the stall watchdog."""
+    eval: EvalConfig = EvalConfig()
+    """Held-out evaluation, pinned to weight versions (eval.jsonl, eval/* metrics, `tandem eval`)."""
+    alarms: AlarmsConfig = AlarmsConfig()
+    """Thresholds of the learning alarms (alarm/* metrics; run.stop_on_alarm stops the run on one)."""
 
     @model_validator(mode="after")
     def _weights_published_within_staleness_bound(self) -> TandemConfig:

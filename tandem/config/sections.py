@@ -39,6 +39,8 @@ class RunConfig(Section):
     """Stop the run (exit 1, after a checkpoint it can resume from) when more than this fraction of the samples of the last run.failed_window_steps steps failed: a reward that raised or timed out, or a rollout that raised. A step whose every sample failed stops it at once; 1 = only that."""
     failed_window_steps: int = Field(5, ge=1)
     """The window of steps run.max_failed_fraction is measured over."""
+    stop_on_alarm: bool = False
+    """Stop the run (exit 1, naming the alarm, after a checkpoint it can resume from) when a learning alarm fires ([alarms]: entropy collapse, KL spike, response-length collapse or blow-up, tampering, training reward rising while evaluation falls). Off: the alarm is logged (alarm/* metrics, a line in the live view) and the run goes on."""
 
     @field_validator("keep_rollouts")
     @classmethod

@@ -1,5 +1,6 @@
 """What the inspector shows, read from a run directory: metrics.jsonl, queue.jsonl, the kept
-rollouts/step_N.json files and the run's config.json (for its tokenizer).
+rollouts/step_N.json files, the evaluations (eval.jsonl, eval/step_N.json) and the run's
+config.json (for its tokenizer).
 
 Everything here is data: the page (tandem/inspect/page.py) embeds it as JSON and its script
 renders every string as text, never as markup (a sample's text is the policy's, an adversary's).
@@ -34,6 +35,9 @@ class RunData:
     rows: list[dict[str, Any]]
     queue: dict[str, dict[str, list[float]]]
     samples: list[dict[str, Any]] = field(default_factory=list)
+    """Training samples, then evaluation samples (`source` = 'eval', `step` = 'eval@N')."""
+    evals: list[dict[str, Any]] = field(default_factory=list)
+    """eval.jsonl: one row per evaluation, tagged with the step and weight version it measured."""
     vocab: dict[int, str] = field(default_factory=dict)
     """Token id -> its text, for every id a shown sample holds (one entry per distinct id)."""
     notes: list[str] = field(default_factory=list)
@@ -48,6 +52,7 @@ class RunData:
                         "series": {k: [finite(row.get(k)) for row in self.rows] for k in keys},
                         "groups": {k: metric_group(k) for k in keys}},
             "queue": self.queue,
+            "eval": eval_payload(self.evals),
             "samples": self.samples,
             "vocab": {str(k): v for k, v in self.vocab.items()},
             "notes": self.notes,
@@ -63,6 +68,14 @@ def finite(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [finite(v) for v in value]
     return value
+
+
+def eval_payload(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The evaluation tab's curves: every eval/* figure against the step it measured."""
+    keys = sorted({k for row in rows for k, v in row.items() if numeric(v) and (k.startswith("eval/") or k == "eval_time")})
+    return {"steps": [row.get("step") for row in rows], "versions": [row.get("weight_version") for row in rows],
+            "cut_short": [bool(row.get("cut_short")) for row in rows],
+            "series": {k: [finite(row.get(k)) for row in rows] for k in keys}}
 
 
 def config_summary(config: dict[str, Any]) -> dict[str, Any]:
@@ -107,9 +120,10 @@ def queue_timeline(records: list[dict[str, Any]]) -> dict[str, dict[str, list[fl
     return out
 
 
-def step_files(run_dir: Path) -> list[tuple[int, Path]]:
-    """(step as the files number it, from 1; path) of every kept rollouts file, in order."""
-    found = [(int(m.group(1)), p) for p in (run_dir / "rollouts").glob("step_*.json")
+def step_files(run_dir: Path, source: str = "rollouts") -> list[tuple[int, Path]]:
+    """(step as the files number it, from 1; path) of every kept rollouts file (or, `source` 'eval',
+    evaluation file: the steps its weights had trained), in order."""
+    found = [(int(m.group(1)), p) for p in (run_dir / source).glob("step_*.json")
              if (m := STEP_FILE.search(p.name))]
     return sorted(found)
 
@@ -126,16 +140,19 @@ def first_samples(kept: list[dict[str, Any]], per_step: int, tokens_per_step: in
     return out
 
 
-def read_samples(run_dir: Path, per_step: int, notes: list[str], tokens_per_step: int) -> list[dict[str, Any]]:
-    """The first samples of every kept step (first_samples), each with its step and staleness."""
+def read_samples(run_dir: Path, per_step: int, notes: list[str], tokens_per_step: int,
+                 source: str = "rollouts") -> list[dict[str, Any]]:
+    """The first samples of every kept step (first_samples), each with its step and staleness;
+    `source` 'eval': of every evaluation (eval/step_N.json), labelled eval@N, staleness 0."""
     samples = []
-    for step, path in step_files(run_dir):
+    for step, path in step_files(run_dir, source):
         try:
             payload = json.loads(path.read_bytes())
         except (json.JSONDecodeError, OSError) as err:
             notes.append(f"{path.name} could not be read ({err}); its samples are not shown")
             continue
-        step0 = int(payload.get("step", step - 1))  # the loop's 0-based step: the version it trains
+        # the loop's 0-based step (the version it trains); an evaluation's samples are all of its version
+        step0 = int(payload.get("weight_version", 0)) if source == "eval" else int(payload.get("step", step - 1))
         kept = payload.get("samples", [])
         shown = first_samples(kept, per_step, tokens_per_step)
         if len(shown) < len(kept):
@@ -144,7 +161,7 @@ def read_samples(run_dir: Path, per_step: int, notes: list[str], tokens_per_step
         for index, raw in enumerate(shown):
             sample = {k: raw.get(k) for k in SAMPLE_FIELDS}
             versions = raw.get("token_versions") or []
-            sample.update(step=step, index=index, staleness=step0 - int(raw.get("weight_version", 0)),
+            sample.update(step=f"eval@{step}" if source == "eval" else step, index=index, source=source, staleness=step0 - int(raw.get("weight_version", 0)),
                           token_lag=[step0 - v if v >= 0 else None for v in versions],
                           end_reason=((raw.get("metadata") or {}).get("env") or {}).get("end_reason")
                           or raw.get("finish_reason", ""))
@@ -176,10 +193,12 @@ def read_run(run_dir: Path, per_step: int = 128, tokens_per_step: int = 250_000)
     config = json.loads(config_path.read_text()) if config_path.exists() else {}
     rows = [r for r in read_jsonl(run_dir / "metrics.jsonl", notes) if isinstance(r, dict)]
     samples = read_samples(run_dir, per_step, notes, tokens_per_step)
+    samples += read_samples(run_dir, per_step, notes, tokens_per_step, source="eval")
+    evals = [r for r in read_jsonl(run_dir / "eval.jsonl", notes) if isinstance(r, dict)]
     ids = {int(i) for s in samples for key in ("prompt_ids", "response_ids") for i in (s.get(key) or [])}
     vocab = load_token_texts(config, ids, notes) if ids else {}
     data = RunData(run_dir, config, rows, queue_timeline(read_jsonl(run_dir / "queue.jsonl", notes)), samples,
-                   vocab, notes)
+                   evals, vocab, notes)
     for note in notes:
         print(f"tandem inspect: {note}", file=sys.stderr)
     return data

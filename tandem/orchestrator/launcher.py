@@ -22,6 +22,7 @@ from tandem.supervisor import ChildFailed, Supervisor
 from tandem.paths import PROJECT_ROOT, cache_root
 from tandem.quiet import quiet_libraries
 from tandem.env import EnvRollout
+from tandem.eval.heldout import with_held_out
 from tandem.rollout import (DataError, PluginError, check_contract, load_dataset_rows, load_reward_fn,
                             load_rollout_fn)
 from tandem.weights import PublishError, SyncError
@@ -119,7 +120,7 @@ def check_inputs(cfg: TandemConfig, reward: Callable | None = None, rollout: Cal
         api_key_from_env(cfg.engine.api_key_env)
     except MissingApiKey as err:
         raise ConfigError(f"engine.api_key_env: {err}") from None
-    dataset = load_dataset_rows(cfg.data.path, cfg.data.prompt_key)
+    dataset = with_held_out(cfg, load_dataset_rows(cfg.data.path, cfg.data.prompt_key))  # [eval]'s rows apart
     if dataset.skipped:
         print(f"warning: skipped {dataset.skipped} malformed row(s) of {cfg.data.path}: "
               f"{'; '.join(dataset.skipped_examples[:3])}", file=sys.stderr)

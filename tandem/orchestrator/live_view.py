@@ -86,6 +86,10 @@ class LiveView:
         self.engine_counts: list[int] = []
         """Engines serving at each step's end (engine.autoscale): the fleet's size over the run."""
         self.status = "starting"
+        self.eval_line = ""
+        """The newest evaluation's figures, with the step and version they measured."""
+        self.alarms: list[str] = []
+        """Every alarm fired so far (tandem.eval.alarms), one line each; the panel shows the last few."""
         self.enabled = mode == "on" or (mode == "auto" and sys.stdout.isatty())
         self._live = None
         self._progress = Progress(TextColumn("[bold]steps"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -102,7 +106,10 @@ class LiveView:
     def render(self, width: int | None = None) -> Group:
         """The panel for a terminal `width` columns wide (default: the live terminal's, else 80)."""
         width = width or (self._live.console.width if self._live is not None else 80)
-        parts = [self._progress, f"[dim]{self.status}[/dim]", self.reward.line(), cells(self.shown_metrics(), width)]
+        parts = [self._progress, f"[dim]{self.status}[/dim]", self.reward.line()]
+        parts += [self.eval_line] if self.eval_line else []
+        parts += [f"[bold red]{line}[/bold red]" for line in self.alarms[-3:]]
+        parts += [cells(self.shown_metrics(), width)]
         env = [(k, _fmt(self.latest[k])) for k in HEADLINE_ENV if k in self.latest]
         if env:
             parts += ["[bold]environment[/bold]", cells(env, width)]
@@ -120,6 +127,19 @@ class LiveView:
 
     def set_status(self, text: str) -> None:
         self.status = text
+
+    def eval_done(self, row: dict[str, Any]) -> None:
+        figures = " ".join(f"{k}={_fmt(row[k])}" for k in ("eval/reward_mean", "eval/pass@1", "eval/pass@k")
+                           if k in row)
+        self.eval_line = (f"eval step {row['step']} (weights v{row['weight_version']}): {figures} "
+                          f"in {row.get('eval_time', 0.0):.1f}s" + (" (cut short)" if row.get("cut_short") else ""))
+        if not self.enabled:
+            print(self.eval_line, flush=True)
+
+    def alarm(self, line: str) -> None:
+        self.alarms.append(line)
+        if not self.enabled:
+            print(f"ALARM {line}", flush=True)
 
     def step_done(self, row: dict[str, Any]) -> None:
         self.latest = row

@@ -23,6 +23,7 @@ from tandem.autoscale.providers import CommandProvider, NodeProvider
 from tandem.orchestrator.cluster import Cluster, engine_command
 from tandem.orchestrator.colocation import Colocation
 from tandem.orchestrator.cpu_share import FIXED, CpuShare, FixedShare
+from tandem.orchestrator.evaluation import Evaluation
 from tandem.orchestrator.failures import FailureGuard, RunStopped, StepFailures
 from tandem.auth import bearer_headers
 from tandem.orchestrator.external import ExternalFleet
@@ -76,8 +77,18 @@ class FileTrainerLink:
 
 
 async def sync_weights(cfg: TandemConfig, step: int, result: dict, fleet: Fleet, ctx: RolloutContext,
-                       producer: RolloutProducer, view: LiveView, colocation: Colocation | None) -> float:
-    """Load the version the trainer published (if it published one) into every engine; its seconds."""
+                       producer: RolloutProducer, view: LiveView, colocation: Colocation | None,
+                       evaluation: Evaluation) -> float:
+    """Load the version the trainer published (if it published one) into every engine, once an
+    evaluation running on the old one has ended; then evaluate the new weights if due. The load's seconds."""
+    await evaluation.before_sync(result)  # an evaluation ends on the version it started on
+    reload_s = await load_published(cfg, step, result, fleet, ctx, producer, view, colocation)
+    await evaluation.after_step(step + 1, producer.version)
+    return reload_s
+
+
+async def load_published(cfg: TandemConfig, step: int, result: dict, fleet: Fleet, ctx: RolloutContext,
+                         producer: RolloutProducer, view: LiveView, colocation: Colocation | None) -> float:
     if result.get("weight_version") is None:
         return 0.0
     view.set_status(f"step {step + 1}: syncing weights v{result['weight_version']} (waiting on engines)")
@@ -90,11 +101,11 @@ async def sync_weights(cfg: TandemConfig, step: int, result: dict, fleet: Fleet,
 
 async def run_loop(cfg: TandemConfig, run_dir: Path, producer: RolloutProducer, ctx: RolloutContext,
                    trainer: TrainerLink, fleet: Fleet, metrics: MetricsLog, view: LiveView, start_step: int,
-                   hooks: RunHooks = NO_HOOKS, cpu: CpuShare | FixedShare = FIXED,
+                   hooks: RunHooks = NO_HOOKS, cpu: CpuShare | FixedShare = FIXED, evaluation: Evaluation | None = None,
                    autoscaler: Autoscaler | None = None, colocation: Colocation | None = None) -> None:
     """The whole RL loop. Rollout for step k+staleness overlaps training on step k. With `colocation`
     (run.colocate, sync mode) the engines release their memory for the train step and take it back
-    around the weight sync (tandem.orchestrator.colocation)."""
+    around the weight sync (tandem.orchestrator.colocation); `evaluation`, tandem.orchestrator.evaluation."""
     # Steps are timed at the trainer's cadence: from one trained step to the next, so
     # step_time = trainer_wait_time (rollout tail + weight sync) + train time. The loop's clock,
     # not time.monotonic(): a simulated run drives the same loop on a virtual clock.
@@ -102,6 +113,7 @@ async def run_loop(cfg: TandemConfig, run_dir: Path, producer: RolloutProducer, 
     last_result = clock()
     guard = FailureGuard(run_dir, cfg.run.max_failed_fraction, cfg.run.failed_window_steps,
                          cfg.environment.name or cfg.rollout.reward)
+    evaluation = await Evaluation.started(evaluation, cfg, run_dir, metrics, view, start_step, producer.version)
     for step in range(start_step, cfg.run.steps):
         view.set_status(f"step {step + 1}: rolling out (waiting on engines)")
         batch, failures = await take_step(step, producer, guard, trainer, run_dir, cfg, hooks)  # 1. rollout
@@ -120,7 +132,7 @@ async def run_loop(cfg: TandemConfig, run_dir: Path, producer: RolloutProducer, 
         if cfg.run.reproducible and result.get("weight_version") is not None:
             view.set_status(f"step {step + 1}: run.reproducible: letting the running rollouts finish on their weights")
             await producer.settled()
-        reload_s = await sync_weights(cfg, step, result, fleet, ctx, producer, view, colocation)  # 3. sync
+        reload_s = await sync_weights(cfg, step, result, fleet, ctx, producer, view, colocation, evaluation)  # 3. sync
         # Rows number steps from 1, as the console, the handoff files and the checkpoints do: the
         # row of step N follows checkpoint N-1 and carries weight version N once it is synced.
         row = {"step": step + 1, "weight_version": producer.version, **rollout_metrics(batch.samples, step),
@@ -128,7 +140,7 @@ async def run_loop(cfg: TandemConfig, run_dir: Path, producer: RolloutProducer, 
                "step_time": result_at - last_result, "rollout_time": batch.rollout_time,
                "sync_time": reload_s + result.get("publish_time", 0.0), "reload_time": reload_s,
                **{k: result.get(k, 0.0) for k in SYNC_KEYS}, "apply_time": fleet.apply_s,
-               "trainer_wait_time": batch_written - last_result,
+               "trainer_wait_time": batch_written - last_result, "eval_wait_time": evaluation.take_wait(),
                "gen_tokens_per_s": sum(s.num_model_tokens for s in batch.samples) / max(batch.rollout_time, 1e-9),
                "reward_errors": failures.reward_errors, "rollout_errors": failures.rollout_errors,
                "dropped_stale": batch.dropped_stale, "recycled_groups": batch.recycled,
@@ -139,12 +151,16 @@ async def run_loop(cfg: TandemConfig, run_dir: Path, producer: RolloutProducer, 
         row["trainer_idle_ratio"] = row["trainer_wait_time"] / max(row["step_time"], 1e-9)
         if autoscaler is not None:  # decides on this step; a resize runs in the background
             row.update(await autoscaler.after_step(row))
+        alarms = evaluation.check(row)
         metrics.log(row, batch.samples)
         view.step_done(row)
         if result.get("checkpoint_tmp"):  # checkpoint (atomic), after the row: checkpoint N => rows 1..N
             view.set_status(f"step {step + 1}: checkpointing")
             finalize_checkpoint(run_dir, step + 1, producer, cfg, hooks)
+        if reason := evaluation.stop_reason(alarms):  # run.stop_on_alarm: checkpoint, then stop (exit 1)
+            await stop_run(reason, step + 1, [], [], producer, trainer, run_dir, cfg, guard, hooks)
         last_result = result_at
+    await evaluation.finish()
     view.set_status(f"finished {cfg.run.steps} steps")  # the last frame says so, not "checkpointing"
 
 
@@ -258,9 +274,10 @@ def make_producer(cfg: TandemConfig, ctx: RolloutContext, dataset, rollout_fn,
 
 
 async def run_until_first_exit(tasks: list[asyncio.Task], producer: RolloutProducer, view: LiveView,
-                               metrics: MetricsLog, ctx: RolloutContext, fleet: Fleet) -> None:
+                               metrics: MetricsLog, ctx: RolloutContext, fleet: Fleet,
+                               evaluation: Evaluation | None = None) -> None:
     """Wait until one of the run's tasks ends (re-raising what stopped it), then tear down the
-    tasks, the producer and everything the loop opened."""
+    tasks, the producer, an evaluation still running, and everything the loop opened."""
     try:
         done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
         for task in done:
@@ -268,6 +285,8 @@ async def run_until_first_exit(tasks: list[asyncio.Task], producer: RolloutProdu
     finally:
         for task in tasks:
             task.cancel()
+        if evaluation is not None:
+            await evaluation.cancel()
         await producer.stop()
         await asyncio.gather(*tasks, return_exceptions=True)
         view.close()
@@ -311,14 +330,15 @@ async def orchestrate(cfg: TandemConfig, run_dir: Path, sup: Supervisor, cluster
     autoscaler = make_autoscaler(cfg, fleet, sup, cluster, run_dir, model_path)
     colocation = Colocation(fleet, client, cfg.sync.reload_timeout_s, cluster.placement.engines_on_gpu, hooks) \
         if cfg.colocated else None
+    evaluation = Evaluation.of_run(cfg, run_dir, metrics, view, start.step, ctx, rollout_fn, dataset.held_out)
     tasks = [asyncio.create_task(run_loop(cfg, run_dir, producer, ctx, trainer, fleet, metrics, view, start.step,
-                                          hooks, cpu, autoscaler, colocation)),
+                                          hooks, cpu, evaluation, autoscaler, colocation)),
              asyncio.create_task(watch_children(sup, metrics, view, cfg.faults.stall_warning_s)),
              asyncio.create_task(monitor.run(), name="queue-monitor")]
     if cfg.faults.max_engine_restarts > 0 or external:  # external engines are never restarted, only re-admitted
         tasks.append(asyncio.create_task(fleet.run_doctor(), name="engine-doctor"))
     try:
-        await run_until_first_exit(tasks, producer, view, metrics, ctx, fleet)
+        await run_until_first_exit(tasks, producer, view, metrics, ctx, fleet, evaluation)
     finally:
         if autoscaler is not None:
             await autoscaler.close()

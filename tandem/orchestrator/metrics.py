@@ -76,6 +76,20 @@ class MetricsLog:
         if self._wandb is not None:
             self._wandb.log(row, list(samples))
 
+    def log_eval(self, row: dict[str, Any]) -> None:
+        """One evaluation's row (tandem.eval): eval.jsonl, and its eval/* figures and eval_time to
+        TensorBoard and W&B at the row's step (its other keys, e.g. weight_version, are the step row's)."""
+        with open(self.path.with_name("eval.jsonl"), "a") as f:
+            f.write(json.dumps(row) + "\n")
+        scalars = {grouped_name(k): v for k, v in row.items()
+                   if numeric(v) and (k.startswith("eval/") or k == "eval_time")}
+        if self._tb is not None:
+            for key, value in scalars.items():
+                self._tb.add_scalar(key, value, row["step"])
+            self._tb.flush()
+        if self._wandb is not None:
+            self._wandb.run.log({"step": row["step"], **scalars})
+
     def close(self) -> None:
         if self._tb is not None:
             self._tb.close()

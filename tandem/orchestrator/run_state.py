@@ -46,7 +46,7 @@ def resume_base_tree(run_dir: str) -> dict:
 RUN_OUTPUTS = ("config.json", "metrics.jsonl", "queue.jsonl", "endpoints.json", "data_report.json",
                "recoveries.json", "autoscale.jsonl", "rehearsal.md", "virtual.json", "failures.json",
                "rollouts", "trainer", "weights", checkpoint.CKPT_DIR, "logs", "tensorboard", "sandboxes", "sim", "views",
-               "wandb", "inspect.html")
+               "wandb", "inspect.html", "eval.jsonl", "eval", "eval_offline", "eval_offline.jsonl")
 """What a run writes into its directory: what `--overwrite` removes, and all it removes."""
 
 

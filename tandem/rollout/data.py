@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 
@@ -19,6 +19,8 @@ class Dataset:
     rows: list[dict]
     skipped: int
     skipped_examples: list[str]
+    held_out: list[dict] = field(default_factory=list)
+    """Rows kept for evaluation ([eval]), never trained on (tandem.eval.heldout)."""
 
 
 def _row_problem(row: dict, prompt_key: str) -> str | None:

@@ -96,10 +96,11 @@ function drawQueues() {
        {xaxis: {title: {text: "seconds since the first sample"}}, yaxis: {title: {text: "requests"}}});
 }
 function drawLag() {
+  const trained = DATA.samples.filter(s => s.source !== "eval");  // evaluation samples are never stale
   plot(document.getElementById("staleness-chart"),
-       [{x: DATA.samples.map(s => s.staleness), type: "histogram", name: "samples"}],
+       [{x: trained.map(s => s.staleness), type: "histogram", name: "samples"}],
        {title: {text: "staleness of the shown samples (steps)", font: {size: 12}}, bargap: 0.1});
-  const lags = DATA.samples.flatMap(s => s.token_lag.filter(v => v !== null));
+  const lags = trained.flatMap(s => s.token_lag.filter(v => v !== null));
   plot(document.getElementById("token-lag-chart"), [{x: lags, type: "histogram", name: "tokens"}],
        {title: {text: "token lag of the shown samples' trained tokens", font: {size: 12}}, bargap: 0.1});
   const lagKeys = Object.keys(DATA.metrics.series).filter(k => /^token_lag_\d+$/.test(k)).sort();
@@ -118,6 +119,23 @@ function drawStepTime() {
     {x: steps, y: s.rollout_time || zero, mode: "lines+markers", name: "rollout_time"},
     {x: steps, y: s.sync_time || zero, mode: "lines+markers", name: "sync_time"},
   ], {barmode: "stack", xaxis: {title: {text: "step"}}, yaxis: {title: {text: "seconds"}}});
+}
+
+// ------------------------------------------------------------------ evaluation
+function drawEval() {
+  const ev = DATA.eval, box = document.getElementById("eval-charts");
+  const keys = Object.keys(ev.series).sort((a, b) => (a === "eval/pass@1" ? -1 : b === "eval/pass@1" ? 1 : a < b ? -1 : 1));
+  if (!ev.steps.length) {
+    document.getElementById("eval-none").textContent = "No evaluation in this run (eval.enabled = false, or none finished yet).";
+    return;
+  }
+  const hover = ev.steps.map((s, i) => "step " + s + ", weights v" + ev.versions[i] + (ev.cut_short[i] ? " (cut short)" : ""));
+  for (const key of keys) {
+    const div = el("div", {class: "chart", "data-metric": key}); box.append(div);
+    plot(div, [{x: ev.steps, y: ev.series[key], text: hover, mode: "lines+markers", name: key, marker: {size: 6},
+                hovertemplate: "%{y}<br>%{text}<extra></extra>"}],
+         {title: {text: key, font: {size: 12}}, showlegend: false, xaxis: {title: {text: "steps trained (weights evaluated)"}}});
+  }
 }
 
 // ------------------------------------------------------------------ trajectory browser
@@ -267,7 +285,12 @@ function drawList() {
   document.body.dataset.trajectories = String(shown.length);
 }
 function drawBrowser() {
-  const steps = [...new Set(DATA.samples.map(s => s.step))].sort((a, b) => a - b);
+  // training steps (numbers) first, then the evaluations (eval@N), each in step order
+  const order = s => typeof s === "number" ? [0, s] : [1, parseInt(String(s).split("@")[1], 10)];
+  const steps = [...new Set(DATA.samples.map(s => s.step))].sort((a, b) => {
+    const [x, y] = [order(a), order(b)];
+    return x[0] - y[0] || x[1] - y[1];
+  });
   const ends = [...new Set(DATA.samples.map(s => s.end_reason))].sort();
   for (const s of steps) document.getElementById("filter-step").append(el("option", {value: s}, s));
   for (const e of ends) document.getElementById("filter-end").append(el("option", {value: e}, e));
@@ -290,6 +313,7 @@ drawMetrics();
 drawQueues();
 drawLag();
 drawStepTime();
+drawEval();
 drawBrowser();
 document.body.dataset.charts = String(chartsDrawn);
 document.body.dataset.ready = "1";
