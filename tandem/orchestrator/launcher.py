@@ -29,6 +29,7 @@ from tandem.supervisor import ChildFailed, Supervisor
 from tandem.paths import PROJECT_ROOT, cache_root
 from tandem.quiet import quiet_libraries
 from tandem.env import EnvRollout
+from tandem.harness import HarnessRollout
 from tandem.rollout import DataError, PluginError, load_dataset_rows, load_reward_fn, load_rollout_fn
 from tandem.weights import PublishError, SyncError
 
@@ -127,7 +128,12 @@ def check_inputs(cfg: TandemConfig) -> tuple:
     if dataset.skipped:
         print(f"warning: skipped {dataset.skipped} malformed row(s) of {cfg.data.path}: "
               f"{'; '.join(dataset.skipped_examples[:3])}", file=sys.stderr)
-    rollout_fn = EnvRollout.from_config(cfg) if cfg.environment.name else load_rollout_fn(cfg.rollout.function)
+    if cfg.environment.name:
+        rollout_fn = EnvRollout.from_config(cfg)
+    elif cfg.rollout.harness or cfg.rollout.harness_command:
+        rollout_fn = HarnessRollout.from_config(cfg)
+    else:
+        rollout_fn = load_rollout_fn(cfg.rollout.function)
     return dataset, rollout_fn, load_reward_fn(cfg.rollout.reward)
 
 
