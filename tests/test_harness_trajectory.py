@@ -172,3 +172,14 @@ def test_no_reward_and_no_rollout_reward_is_garbage(tmp_path):
 def test_a_harness_beside_another_rollout_is_refused(rollout, environment, message):
     with pytest.raises(ConfigError, match=message):
         build_config({"rollout": rollout, "environment": {"name": environment}})
+
+
+@pytest.mark.parametrize("body, needle", [("def run(client, row):\n    return 1.0\n", "must be an async function"),
+                                          ("async def run(client):\n    return 1.0\n", r"must take \(client, row\)")])
+def test_a_harness_function_that_cannot_be_called_so_is_refused_at_start(tmp_path, body, needle):
+    from tandem.harness.run import load_harness_fn
+    from tandem.rollout import PluginError
+
+    (tmp_path / "agent.py").write_text(body)
+    with pytest.raises(PluginError, match=needle):
+        load_harness_fn(f"{tmp_path / 'agent.py'}:run")

@@ -15,6 +15,8 @@ import shlex
 import statistics
 from typing import Any, Callable
 
+import httpx
+import openai
 from tandem.config import RolloutConfig
 from tandem.env.parsers import pick_parser
 from tandem.harness.endpoint import HarnessEndpoint, Trajectory
@@ -33,6 +35,8 @@ class HarnessRollout:
             raise ValueError("a harness is a function or a command, exactly one")
         self.fn, self.command = fn, list(command or [])
         self.endpoint: HarnessEndpoint | None = None
+        self._http: httpx.AsyncClient | None = None
+        """The in-process harnesses' one HTTP client (their AsyncOpenAI clients share it)."""
         self._starting = asyncio.Lock()
 
     @classmethod
@@ -49,9 +53,15 @@ class HarnessRollout:
                                            pick_parser(ctx.cfg.rollout.harness_tool_parser, ctx.tokenizer))
                 await endpoint.start()
                 self.endpoint = endpoint
+                if self.fn is not None:
+                    self._http = openai.DefaultAsyncHttpxClient(
+                        limits=httpx.Limits(max_connections=None, max_keepalive_connections=64))
         return self.endpoint
 
     async def aclose(self) -> None:
+        if self._http is not None:
+            await self._http.aclose()
+            self._http = None
         if self.endpoint is not None:
             await self.endpoint.close()
             self.endpoint = None
@@ -71,7 +81,7 @@ class HarnessRollout:
         timeout = ctx.cfg.rollout.harness_timeout_s
         try:
             if self.fn is not None:
-                outcome = await run_function(self.fn, endpoint.base_url(traj), traj.key, row, timeout)
+                outcome = await run_function(self.fn, endpoint.base_url(traj), traj.key, row, timeout, self._http)
             else:
                 outcome = await run_program(self.command, endpoint.base_url(traj), traj.key, row, timeout)
         except HarnessFailed:

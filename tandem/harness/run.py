@@ -64,10 +64,14 @@ def reward_of(value: Any, what: str) -> tuple[float | None, dict]:
     return float(reward), dict(info)
 
 
-async def run_function(fn: Callable, base_url: str, key: str, row: dict, timeout_s: float) -> HarnessOutcome:
-    """`await fn(client, row)` with an AsyncOpenAI client on the trajectory's endpoint."""
+async def run_function(fn: Callable, base_url: str, key: str, row: dict, timeout_s: float,
+                       http_client: Any = None) -> HarnessOutcome:
+    """`await fn(client, row)` with an AsyncOpenAI client on the trajectory's endpoint. `http_client`: one
+    httpx client shared by every trajectory (a client of its own per trajectory loads the CA bundle each
+    time: measured, most of the orchestrator's time at 128 trajectories a step)."""
     started = time.monotonic()
-    client = openai.AsyncOpenAI(base_url=base_url, api_key=key, max_retries=0, timeout=timeout_s)
+    client = openai.AsyncOpenAI(base_url=base_url, api_key=key, max_retries=0, timeout=timeout_s,
+                                http_client=http_client)
     try:
         value = await asyncio.wait_for(fn(client, dict(row)), timeout_s)
     except asyncio.TimeoutError:
@@ -77,7 +81,8 @@ async def run_function(fn: Callable, base_url: str, key: str, row: dict, timeout
     except Exception as err:
         raise HarnessFailed(f"error: the harness raised {type(err).__name__}: {err}") from err
     finally:
-        await client.close()
+        if http_client is None:
+            await client.close()
     reward, info = reward_of(value, "the harness function")
     return HarnessOutcome(reward, info, {"elapsed_s": round(time.monotonic() - started, 3)})
 
