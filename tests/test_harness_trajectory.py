@@ -123,6 +123,10 @@ def test_hermes_tool_calls_reach_the_harness_and_rollout_reward_scores_a_silent_
     assert len(samples) == 1 and samples[0].reward == 1.0 and samples[0].reward_info["read"]
     assert samples[0].metadata["harness"]["calls"][1]["extended"]
     assert engine.requests[0]["key"] == engine.requests[1]["key"]  # one trajectory, one routing key
+    # the second prompt carries the sampled tool-call ids (the template would drop them: content None)
+    sampled = engine.tok.encode(replies[1], add_special_tokens=False) + [IM_END]
+    assert engine.requests[1]["input_ids"][:len(engine.requests[0]["input_ids"]) + len(sampled)] == \
+        engine.requests[0]["input_ids"] + sampled
 
 
 async def hangs(client, row):
