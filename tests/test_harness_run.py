@@ -28,7 +28,7 @@ client = openai.OpenAI()  # OPENAI_BASE_URL / OPENAI_API_KEY from tandem
 reply = client.chat.completions.create(model="m", messages=[{"role": "user", "content": row["prompt"]}])
 text = reply.choices[0].message.content
 if mode == "hang":  # a child that outlives its parent's death unless the group is killed
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(90)"])
     open(row["pid_file"], "w").write(str(child.pid))
     time.sleep(300)
 if mode == "crash":
@@ -49,12 +49,14 @@ def program(tmp_path):
     return f"{sys.executable} {path}"
 
 
-def rollout_rows(cfg, rows, engine=None, group=2):
+def rollout_rows(cfg, rows, engine=None, group=2, then=None):
+    """The rows' groups, gathered; `then` (a coroutine function) runs before the event loop closes."""
     async def main():
         rollout = HarnessRollout.from_config(cfg)
         ctx = harness_ctx(cfg, engine or ScriptedClient(lambda prompt, n: "cba"))
         try:
-            return await asyncio.gather(*(rollout(ctx, row, group) for row in rows), return_exceptions=True)
+            out = await asyncio.gather(*(rollout(ctx, row, group) for row in rows), return_exceptions=True)
+            return out, (await then() if then else None)
         finally:
             await rollout.aclose()
     return asyncio.run(main())
@@ -62,7 +64,7 @@ def rollout_rows(cfg, rows, engine=None, group=2):
 
 def test_a_program_trains_on_its_calls_and_reports_its_reward(tmp_path, program):
     cfg = harness_cfg(tmp_path, harness_command=program, harness_timeout_s=120)
-    [samples] = rollout_rows(cfg, [{"prompt": "abc", "mode": "ok"}])
+    [samples], _ = rollout_rows(cfg, [{"prompt": "abc", "mode": "ok"}])
     assert len(samples) == 2 and all(s.reward == 1.0 and s.reward_info["text"] == "cba" for s in samples)
     meta = samples[0].metadata["harness"]
     assert meta["exit_status"] == 0 and "some log line" in meta["stdout"] and meta["calls"][0]["kind"] == "chat"
@@ -80,16 +82,20 @@ def pid_alive(pid: int) -> bool:
 def test_hang_crash_and_garbage_each_fail_with_their_reason_and_a_hung_programs_children_die(tmp_path, program):
     pid_file = tmp_path / "child.pid"
     cfg = harness_cfg(tmp_path, harness_command=program, harness_timeout_s=20)
-    hang, crash, garbage = rollout_rows(cfg, [{"prompt": "a", "mode": "hang", "pid_file": str(pid_file)},
-                                              {"prompt": "a", "mode": "crash"}, {"prompt": "a", "mode": "garbage"}],
-                                        group=1)
+
+    async def child_dies() -> bool:  # checked while the loop runs: closing it waits on the child's pipes
+        child = int(pid_file.read_text())
+        deadline = time.monotonic() + 30
+        while pid_alive(child) and time.monotonic() < deadline:  # killed: gone once init reaps it
+            await asyncio.sleep(0.1)
+        return not pid_alive(child)
+
+    (hang, crash, garbage), died = rollout_rows(
+        cfg, [{"prompt": "a", "mode": "hang", "pid_file": str(pid_file)}, {"prompt": "a", "mode": "crash"},
+              {"prompt": "a", "mode": "garbage"}], group=1, then=child_dies)
     assert isinstance(hang, HarnessFailed) and str(hang).startswith(
         "timeout: the harness program ran past rollout.harness_timeout_s = 20s and was killed with its process group")
-    child = int(pid_file.read_text())
-    deadline = time.monotonic() + 30
-    while pid_alive(child) and time.monotonic() < deadline:  # killed: gone once its parent (init) reaps it
-        time.sleep(0.1)
-    assert not pid_alive(child)
+    assert died, "the hung program's child outlived it"
     assert isinstance(crash, HarnessFailed) and "exited with status 3" in str(crash) and "boom" in str(crash)
     assert isinstance(garbage, HarnessFailed) and str(garbage).startswith("garbage: the harness gave no reward")
 

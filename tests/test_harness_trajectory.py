@@ -44,6 +44,13 @@ def test_segments_and_masks_by_hand():
     assert side.weight_version == 4 and side.token_versions == [4, 4]
 
 
+def test_a_call_that_extends_two_segments_goes_to_the_longer():
+    # the harness truncated its history (a segment of [1, 2] + [3]), then went on from the full one
+    rebuilt = rebuild([call([1, 2, 3], [10, 11], 0), call([1, 2], [3], 0), call([1, 2, 3, 10, 11, 20], [12], 0)])
+    assert rebuilt.segment_of_call == [0, 1, 0]
+    assert rebuilt.samples[0].loss_mask == [1, 1, 0, 1] and rebuilt.samples[1].loss_mask == [1]
+
+
 def test_a_prompt_that_drops_the_sampled_ids_is_a_break_not_a_masked_guess():
     # the harness re-sent the reply as different ids (a re-tokenisation): the sampled 10, 11 are not in it
     rebuilt = rebuild([call([1, 2], [10, 11], 0), call([1, 2, 10, 12, 5], [6], 0)])
