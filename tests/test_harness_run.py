@@ -83,12 +83,14 @@ def test_hang_crash_and_garbage_each_fail_with_their_reason_and_a_hung_programs_
     pid_file = tmp_path / "child.pid"
     cfg = harness_cfg(tmp_path, harness_command=program, harness_timeout_s=20)
 
-    async def child_dies() -> bool:  # checked while the loop runs: closing it waits on the child's pipes
-        child = int(pid_file.read_text())
+    async def child_dies() -> bool:
+        # Checked while the loop runs (closing it waits on the child's pipes), and before the child's
+        # own 90 s sleep could have ended it: a trajectory that waited for its children is not bounded.
+        child, born = int(pid_file.read_text()), pid_file.stat().st_mtime
         deadline = time.monotonic() + 30
         while pid_alive(child) and time.monotonic() < deadline:  # killed: gone once init reaps it
             await asyncio.sleep(0.1)
-        return not pid_alive(child)
+        return not pid_alive(child) and time.time() - born < 90
 
     (hang, crash, garbage), died = rollout_rows(
         cfg, [{"prompt": "a", "mode": "hang", "pid_file": str(pid_file)}, {"prompt": "a", "mode": "crash"},
