@@ -160,7 +160,8 @@ async def silent(client, row):
                                         (garbage, "garbage: the harness function gave 'yes'"),
                                         (silent, "error: the harness made no model call")])
 def test_a_failing_harness_fails_its_trajectory_with_the_reason(tmp_path, fn, reason):
-    cfg = harness_cfg(tmp_path, harness="x.py:run", harness_timeout_s=0.5)
+    # only the one that hangs may meet the timeout (a loaded machine may take seconds for a call)
+    cfg = harness_cfg(tmp_path, harness="x.py:run", harness_timeout_s=0.5 if fn is hangs else 300)
     with pytest.raises(HarnessFailed) as failed:
         run_group(cfg, fn, ScriptedClient(lambda p, n: "x"), group=2)
     assert str(failed.value).startswith(reason)
@@ -194,3 +195,31 @@ def test_a_harness_function_that_cannot_be_called_so_is_refused_at_start(tmp_pat
     (tmp_path / "agent.py").write_text(body)
     with pytest.raises(PluginError, match=needle):
         load_harness_fn(f"{tmp_path / 'agent.py'}:run")
+
+
+def test_a_call_aborted_for_a_weight_update_regenerates_the_group(tmp_path):
+    """partial_rollout = "abort": the harness sees an error (and may carry on or fail); either way the
+    group is regenerated, as for any rollout, not counted as a failed trajectory."""
+    from tandem.rollout import RolloutAborted
+
+    class Aborting(ScriptedClient):
+        async def generate(self, input_ids, sampling_params, return_logprob=True, routing_key=None):
+            if self.requests:
+                raise RolloutAborted("weights changed")
+            return await super().generate(input_ids, sampling_params, return_logprob, routing_key)
+
+    async def carries_on(client, row):
+        await client.completions.create(model="m", prompt="a")
+        try:
+            await client.completions.create(model="m", prompt="b")
+        except Exception:
+            pass
+        return 1.0
+
+    async def fails_on_it(client, row):
+        await client.completions.create(model="m", prompt="a")
+        await client.completions.create(model="m", prompt="b")  # raises openai.InternalServerError
+
+    for fn in (carries_on, fails_on_it):
+        with pytest.raises(RolloutAborted, match="weights changed"):
+            run_group(harness_cfg(tmp_path, harness="x.py:run"), fn, Aborting(lambda p, n: "x"), group=1)
