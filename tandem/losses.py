@@ -76,15 +76,21 @@ def grpo_advantages(
 
 
 def assign_advantages(samples: "Iterable[Sample]", use_std_norm: bool = True, eps: float = 1e-6) -> None:
-    """Fill `sample.advantage` in place, grouping samples by `sample.group_id`."""
+    """Fill `sample.advantage` in place, grouping samples by `sample.group_id`. Samples of one group that
+    share `metadata["trajectory"]` are segments of one trajectory (an outside harness that rewrote its
+    history, tandem.harness): it counts once in its group's statistics and every segment gets its advantage."""
     samples = list(samples)
     if not samples:
         return
-    rewards = torch.tensor([float(s.reward) for s in samples], dtype=torch.float64)
-    groups = torch.tensor([int(s.group_id) for s in samples], dtype=torch.long)
-    adv = grpo_advantages(rewards, use_std_norm=use_std_norm, eps=eps, group_ids=groups)
-    for s, a in zip(samples, adv.tolist()):
-        s.advantage = float(a)
+    trajectory_of: dict[tuple, int] = {}
+    index = [trajectory_of.setdefault((int(s.group_id), s.metadata.get("trajectory", ("sample", i))), i)
+             for i, s in enumerate(samples)]
+    firsts = sorted(set(index))
+    rewards = torch.tensor([float(samples[i].reward) for i in firsts], dtype=torch.float64)
+    groups = torch.tensor([int(samples[i].group_id) for i in firsts], dtype=torch.long)
+    adv = dict(zip(firsts, grpo_advantages(rewards, use_std_norm=use_std_norm, eps=eps, group_ids=groups).tolist()))
+    for s, i in zip(samples, index):
+        s.advantage = float(adv[i])
 
 
 # --------------------------------------------------------------------------- log-probs

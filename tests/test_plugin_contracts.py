@@ -4,6 +4,7 @@ meets RolloutFn / RewardFn, and one that cannot is refused at start-up, naming i
 from __future__ import annotations
 
 import asyncio
+import inspect
 import re
 import tomllib
 from pathlib import Path
@@ -12,6 +13,7 @@ import pytest
 
 from tandem.config import TandemConfig
 from tandem.env import Environment, load_environment_class
+from tandem.harness.run import load_harness_fn
 from tandem.rollout import (CONTRACTS, PluginError, RolloutFn, check_rollout_result, load_reward_fn,
                             load_rollout_fn)
 from tandem.sample import Sample
@@ -29,6 +31,7 @@ def named_plugins() -> list[tuple[str, str]]:
         found |= {("rollout", rollout["function"])} if "function" in rollout else set()
         found |= {("reward", rollout["reward"])} if "reward" in rollout else set()
         found |= {("environment", rollout["environment"])} if rollout.get("environment") else set()
+        found |= {("harness", rollout["harness"])} if rollout.get("harness") else set()
     prose = "".join(p.read_text() for p in [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))])
     for module, fn in SPEC.findall(prose):
         kind = "environment" if fn[:1].isupper() else "reward" if "reward" in fn else "rollout"
@@ -38,7 +41,7 @@ def named_plugins() -> list[tuple[str, str]]:
 
 def test_the_shipped_configs_and_the_readme_name_plugins():
     kinds = {kind for kind, _ in named_plugins()}
-    assert kinds == {"rollout", "reward", "environment"}, named_plugins()
+    assert kinds == {"rollout", "reward", "environment", "harness"}, named_plugins()
     assert len(named_plugins()) >= 6
 
 
@@ -46,6 +49,9 @@ def test_the_shipped_configs_and_the_readme_name_plugins():
 def test_every_named_plugin_meets_its_contract(kind, spec):
     if kind == "environment":
         assert issubclass(load_environment_class(spec), Environment)
+        return
+    if kind == "harness":
+        assert inspect.iscoroutinefunction(load_harness_fn(spec))
         return
     fn = (load_rollout_fn if kind == "rollout" else load_reward_fn)(spec)
     assert isinstance(fn, CONTRACTS[kind][0])

@@ -81,6 +81,14 @@ class RolloutConfig(Section):
     """Keep ceil(prompts_per_step * oversample) - prompts_per_step groups running beyond what the steps ahead need; each step trains on the first fresh groups to finish."""
     reward_timeout_s: float = Field(30.0, gt=0)
     """A reward call that runs longer scores 0 with reason 'timeout'."""
+    harness: str = ""
+    """An outside agent run in process, 'file.py:function' or 'module:function': `async def run(client, row)` gets an openai.AsyncOpenAI client whose base URL and key reach a per-trajectory recording endpoint, and returns a reward, (reward, info), or None to leave scoring to rollout.reward. Every call's tokens are captured exactly (docs/harness.md). Empty: rollout.function runs."""
+    harness_command: str = ""
+    """An outside agent run as a program, one process per trajectory (split like a shell command, run from the working directory): OPENAI_BASE_URL and OPENAI_API_KEY in its environment, the dataset row as JSON on stdin, its reward as a JSON line on stdout ({"reward": 1.0, "info": {...}} or a number), else scored by rollout.reward."""
+    harness_timeout_s: float = Field(600.0, gt=0)
+    """Wall-clock limit of one harness trajectory; past it the function is cancelled or the program killed with its process group, and the trajectory fails with reason 'timeout'."""
+    harness_tool_parser: Literal["auto", "hermes", "tool_tokens"] = "auto"
+    """How the harness endpoint reads tool calls from a completion into OpenAI `tool_calls`: hermes = `<tool_call>{json}</tool_call>`; tool_tokens = the tiny model's one token per tool; auto = tool_tokens when the tokenizer has them, else hermes."""
     sampling: SamplingConfig = SamplingConfig()
     """What each generation request asks the engines for."""
     client: ClientConfig = ClientConfig()

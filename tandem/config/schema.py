@@ -136,6 +136,24 @@ class TandemConfig(DerivedSettings, Section):
         return self
 
     @model_validator(mode="after")
+    def _a_harness_owns_its_rollout(self) -> TandemConfig:
+        # A harness is the rollout: a rollout function or environment named beside it would go unused.
+        r = self.rollout
+        if not (r.harness or r.harness_command):
+            return self
+        if r.harness and r.harness_command:
+            raise rule_broken(f"rollout.harness = {r.harness!r} and rollout.harness_command = {r.harness_command!r}: "
+                              f"a harness runs in process or as a program; keep one")
+        key = "rollout.harness" if r.harness else "rollout.harness_command"
+        if self.environment.name:
+            raise rule_broken(f"{key} with environment.name = {self.environment.name!r}: the harness is the agent; "
+                              f"remove environment.name")
+        if r.function != type(r)().function:
+            raise rule_broken(f"rollout.function = {r.function!r} with {key}: the harness is the rollout; "
+                              f"remove rollout.function")
+        return self
+
+    @model_validator(mode="after")
     def _autoscaled_fleet_starts_inside_its_bounds(self) -> TandemConfig:
         scale = self.engine.autoscale
         if not scale.enabled:

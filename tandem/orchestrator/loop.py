@@ -340,6 +340,8 @@ async def orchestrate(cfg: TandemConfig, run_dir: Path, sup: Supervisor, cluster
     try:
         await run_until_first_exit(tasks, producer, view, metrics, ctx, fleet, evaluation)
     finally:
+        if (close_rollout := getattr(rollout_fn, "aclose", None)) is not None:  # a harness's endpoint
+            await close_rollout()
         if autoscaler is not None:
             await autoscaler.close()
         if fleet.recoveries:

@@ -232,6 +232,15 @@ function drawActions(box, sample) {
                                                          (codes[i] === null || codes[i] === undefined ? "" : "  \u2192 rc " + codes[i]))));
     box.append(el("h4", {}, "commands")); box.append(list);
   }
+  const harness = meta.harness || {}, calls = harness.calls || [], segOf = harness.segment_of_call || [];
+  if (calls.length) {  // an outside harness's recorded calls (tandem/harness), in the order it made them
+    const list = el("ol");
+    calls.forEach((c, i) => list.append(el("li", {}, c.kind + " \u2192 segment " + segOf[i] + (c.extended ? " (extends)" : " (rendered whole)") +
+      ": " + c.prompt_tokens + " prompt + " + c.completion_tokens + " completion tokens, v" + c.version + ", " +
+      c.finish_reason + ": " + JSON.stringify(c.text))));
+    box.append(el("h4", {}, "harness calls (" + harness.segments + " segment(s), " + harness.prefix_breaks + " prefix break(s))"));
+    box.append(list);
+  }
   const details = el("details"); details.append(el("summary", {}, "metadata"));
   details.append(el("pre", {class: "json"}, JSON.stringify(meta, null, 1))); box.append(details);
 }

@@ -1,0 +1,255 @@
+"""The per-trajectory OpenAI-compatible endpoint a harness talks to, inside the orchestrator.
+
+One aiohttp server on 127.0.0.1 serves every trajectory of the run; each trajectory gets its own
+base URL (`.../trajectories/<id>/v1`) and key, open while its harness runs. Its routes are
+/v1/chat/completions (with `tools`, plain or streamed), /v1/completions and /v1/models. A request
+becomes token ids here (tandem.harness.capture), goes to the fleet as SGLang's /generate through
+the run's engine client (the router, the trajectory's sticky routing key, the group's priority, the
+drain gate), and the answer is recorded (prompt ids, completion ids, log-probs, weight version)
+before the harness gets an OpenAI response, tool calls parsed by the project's tool-call parser.
+
+Sampling is the run's: temperature, top_p and top_k come from rollout.sampling (the trainer scores
+with them), a request's max_tokens is capped at rollout.sampling.max_new_tokens, and its stop
+strings are added to the run's. n must be 1.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from aiohttp import web
+
+from tandem.env.parsers import ParsedReply
+from tandem.harness.capture import (CapturedCall, ChatPrompts, chat_prompt, completion_prompt, normalised,
+                                    template_message, tools_key)
+from tandem.rollout.client import GROUP_PROGRESS, REQUEST_PRIORITY, GenerationError, RolloutAborted
+from tandem.rollout.single_turn import read_output
+
+
+@dataclass
+class Trajectory:
+    """One harness run's endpoint state: its key, routing key and recorded calls."""
+
+    id: str
+    key: str
+    priority: int | None
+    progress: Any
+    calls: list[CapturedCall] = field(default_factory=list)
+    aborted: RolloutAborted | None = None
+    """Set when the engines aborted a call for a weight update: the group is regenerated."""
+    errors: list[str] = field(default_factory=list)
+    """Requests answered with an error (the harness may have carried on)."""
+
+    @property
+    def routing_key(self) -> str:
+        return f"harness:{self.id}"
+
+
+class _Refused(Exception):
+    def __init__(self, status: int, message: str, kind: str = "invalid_request_error"):
+        super().__init__(message)
+        self.status, self.kind = status, kind
+
+
+def _error(status: int, message: str, kind: str) -> web.Response:
+    return web.json_response({"error": {"message": message, "type": kind, "code": None}}, status=status)
+
+
+class HarnessEndpoint:
+    def __init__(self, engine: Any, tokenizer: Any, sampling_params: dict,
+                 parse: Callable[[str, list[str]], ParsedReply], host: str = "127.0.0.1"):
+        self.engine, self.tok, self.sampling_params, self.parse = engine, tokenizer, dict(sampling_params), parse
+        self.prompts = ChatPrompts(tokenizer)
+        self.host, self.url = host, ""
+        self.open_trajectories: dict[str, Trajectory] = {}
+        self._runner: web.AppRunner | None = None
+
+    async def start(self) -> None:
+        app = web.Application(client_max_size=64 * 1024 * 1024)
+        prefix = "/trajectories/{tid}/v1"
+        app.router.add_post(prefix + "/chat/completions", self._chat)
+        app.router.add_post(prefix + "/completions", self._completions)
+        app.router.add_get(prefix + "/models", self._models)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host, 0)
+        await site.start()
+        port = self._runner.addresses[0][1]
+        self.url = f"http://{self.host}:{port}"
+
+    async def close(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    def open(self) -> Trajectory:
+        """A new trajectory, served under the calling task's request priority and group progress."""
+        traj = Trajectory(uuid.uuid4().hex[:16], f"tandem-{secrets.token_hex(16)}", REQUEST_PRIORITY.get(),
+                          GROUP_PROGRESS.get())
+        self.open_trajectories[traj.id] = traj
+        return traj
+
+    def finish(self, traj: Trajectory) -> None:
+        """Close its endpoint: later requests (a harness's stray child) are refused."""
+        self.open_trajectories.pop(traj.id, None)
+
+    def base_url(self, traj: Trajectory) -> str:
+        return f"{self.url}/trajectories/{traj.id}/v1"
+
+    # ------------------------------------------------------------------ requests
+    def _trajectory(self, request: web.Request) -> Trajectory:
+        traj = self.open_trajectories.get(request.match_info["tid"])
+        if traj is None:
+            raise _Refused(404, "no open trajectory at this URL (it has ended)", "not_found_error")
+        if request.headers.get("Authorization", "") != f"Bearer {traj.key}":
+            raise _Refused(401, "wrong API key for this trajectory", "authentication_error")
+        return traj
+
+    async def _body(self, request: web.Request) -> dict:
+        try:
+            body = await request.json()
+        except ValueError:
+            raise _Refused(400, "the body is not JSON") from None
+        if not isinstance(body, dict):
+            raise _Refused(400, "the body must be a JSON object")
+        if int(body.get("n") or 1) != 1:
+            raise _Refused(400, "n must be 1: each call is one step of the trajectory")
+        return body
+
+    def _params(self, body: dict) -> dict:
+        params = dict(self.sampling_params)
+        asked = body.get("max_completion_tokens") or body.get("max_tokens")
+        if asked:
+            params["max_new_tokens"] = max(1, min(int(asked), int(params.get("max_new_tokens", asked))))
+        stop = body.get("stop")
+        if stop:
+            params["stop"] = [*params.get("stop", []), *([stop] if isinstance(stop, str) else list(stop))]
+        return params
+
+    async def _generate(self, traj: Trajectory, prompt_ids: list[int], body: dict) -> tuple[list, list, int, str, int]:
+        REQUEST_PRIORITY.set(traj.priority)  # this handler's context: the group's priority and progress
+        GROUP_PROGRESS.set(traj.progress)
+        try:
+            out = await self.engine.generate(prompt_ids, self._params(body), routing_key=traj.routing_key)
+        except RolloutAborted as err:
+            traj.aborted = err
+            raise _Refused(503, f"generation aborted for a weight update: {err}", "server_error") from None
+        except GenerationError as err:
+            raise _Refused(502, f"the engines failed: {err}", "server_error") from None
+        return read_output(out)
+
+    async def _serve(self, request: web.Request, handle) -> web.StreamResponse:
+        traj = None
+        try:
+            traj = self._trajectory(request)
+            return await handle(request, traj, await self._body(request))
+        except _Refused as err:
+            if traj is not None:
+                traj.errors.append(f"HTTP {err.status}: {err}")
+            return _error(err.status, str(err), err.kind)
+        except (ValueError, TypeError, KeyError) as err:  # a request the template or parser cannot take
+            if traj is not None:
+                traj.errors.append(f"HTTP 400: {err!r}")
+            return _error(400, f"bad request: {err!r}", "invalid_request_error")
+
+    async def _chat(self, request: web.Request) -> web.StreamResponse:
+        return await self._serve(request, self._chat_call)
+
+    async def _completions(self, request: web.Request) -> web.StreamResponse:
+        return await self._serve(request, self._completion_call)
+
+    async def _models(self, request: web.Request) -> web.Response:
+        try:
+            self._trajectory(request)
+        except _Refused as err:
+            return _error(err.status, str(err), err.kind)
+        return web.json_response({"object": "list", "data": [{"id": "tandem", "object": "model", "created": 0,
+                                                               "owned_by": "tandem"}]})
+
+    async def _chat_call(self, request: web.Request, traj: Trajectory, body: dict) -> web.StreamResponse:
+        messages, tools = body.get("messages"), body.get("tools") or None
+        if not isinstance(messages, list) or not messages:
+            raise _Refused(400, "messages must be a non-empty list")
+        prompt_ids, extended = chat_prompt(traj.calls, self.prompts, messages, tools)
+        ids, lps, version, finish, finished_on = await self._generate(traj, prompt_ids, body)
+        text = self.tok.decode(ids, skip_special_tokens=True)
+        names = [t.get("function", t).get("name", "") for t in tools or []]
+        parsed = self.parse(text, names) if tools else ParsedReply(text)
+        tool_calls = [{"id": f"call_{uuid.uuid4().hex[:24]}", "type": "function",
+                       "function": {"name": c.name, "arguments": json.dumps(c.arguments)}} for c in parsed.calls]
+        message = {"role": "assistant", "content": (parsed.content or None) if tool_calls else text,
+                   "tool_calls": tool_calls or None}
+        traj.calls.append(CapturedCall(
+            "chat", prompt_ids, ids, lps, version, finish, text, extended, [normalised(m) for m in messages],
+            normalised(message), [template_message(m) for m in messages], tools_key(tools), finished_on=finished_on))
+        reason = "tool_calls" if tool_calls and finish == "stop" else (finish or "stop")
+        logprobs = self._logprobs(ids, lps) if body.get("logprobs") else None
+        answer = {"id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion", "created": int(time.time()),
+                  "model": str(body.get("model") or "tandem"),
+                  "choices": [{"index": 0, "message": message, "logprobs": logprobs, "finish_reason": reason}],
+                  "usage": _usage(prompt_ids, ids)}
+        if body.get("stream"):
+            return await self._stream_chat(request, answer, body)
+        return web.json_response(answer)
+
+    async def _completion_call(self, request: web.Request, traj: Trajectory, body: dict) -> web.StreamResponse:
+        prompt_ids, extended, prompt_text = completion_prompt(traj.calls, self.tok, body.get("prompt"))
+        ids, lps, version, finish, finished_on = await self._generate(traj, prompt_ids, body)
+        text = self.tok.decode(ids, skip_special_tokens=True)
+        traj.calls.append(CapturedCall("completion", prompt_ids, ids, lps, version, finish, text, extended,
+                                       prompt_text=prompt_text, finished_on=finished_on))
+        logprobs = None
+        if body.get("logprobs") is not None:
+            tokens = [self.tok.decode([i]) for i in ids]
+            logprobs = {"tokens": tokens, "token_logprobs": lps, "top_logprobs": None,
+                        "text_offset": [sum(len(t) for t in tokens[:k]) for k in range(len(tokens))]}
+        answer = {"id": f"cmpl-{uuid.uuid4().hex}", "object": "text_completion", "created": int(time.time()),
+                  "model": str(body.get("model") or "tandem"),
+                  "choices": [{"index": 0, "text": text, "logprobs": logprobs, "finish_reason": finish or "stop"}],
+                  "usage": _usage(prompt_ids, ids)}
+        if body.get("stream"):
+            head = {k: v for k, v in answer.items() if k != "usage"}
+            return await self._stream(request, [head], {**answer, "choices": []}, body)
+        return web.json_response(answer)
+
+    def _logprobs(self, ids: list[int], lps: list[float]) -> dict:
+        content = []
+        for i, lp in zip(ids, lps):
+            t = self.tok.decode([i])
+            content.append({"token": t, "logprob": lp, "bytes": list(t.encode("utf-8")), "top_logprobs": []})
+        return {"content": content}
+
+    async def _stream_chat(self, request: web.Request, answer: dict, body: dict) -> web.StreamResponse:
+        """The whole answer as a stream (generated first: the trajectory needs it whole anyway)."""
+        choice = answer["choices"][0]
+        message = choice["message"]
+        base = {k: answer[k] for k in ("id", "created", "model")} | {"object": "chat.completion.chunk"}
+        delta: dict[str, Any] = {"role": "assistant", "content": message["content"] or ""}
+        if message["tool_calls"]:
+            delta["tool_calls"] = [{"index": k, **c} for k, c in enumerate(message["tool_calls"])]
+        chunks = [{**base, "choices": [{"index": 0, "delta": delta, "logprobs": choice["logprobs"],
+                                        "finish_reason": None}]},
+                  {**base, "choices": [{"index": 0, "delta": {}, "logprobs": None,
+                                        "finish_reason": choice["finish_reason"]}]}]
+        return await self._stream(request, chunks, {**base, "choices": [], "usage": answer["usage"]}, body)
+
+    @staticmethod
+    async def _stream(request: web.Request, chunks: list[dict], usage_chunk: dict, body: dict) -> web.StreamResponse:
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        await resp.prepare(request)
+        if (body.get("stream_options") or {}).get("include_usage"):
+            chunks = [*chunks, usage_chunk]
+        for chunk in chunks:
+            await resp.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+        await resp.write(b"data: [DONE]\n\n")
+        await resp.write_eof()
+        return resp
+
+
+def _usage(prompt_ids: list[int], ids: list[int]) -> dict:
+    return {"prompt_tokens": len(prompt_ids), "completion_tokens": len(ids), "total_tokens": len(prompt_ids) + len(ids)}

@@ -1,0 +1,225 @@
+"""Harness trajectories rebuilt for training, by hand: segments, masks, log-probs, versions; the prompts
+the endpoint builds; failures of an in-process harness; the config keys.
+
+Tiny byte tokenizer ids: <|im_start|>=257, <|im_end|>=258 (the eos), "\\n"=198; every other
+character is its byte's id (see tests/test_agent_tokens.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from tandem.config import ConfigError, build_config
+from tandem.harness import CapturedCall, HarnessFailed, HarnessRollout, rebuild
+from tandem.harness.capture import ChatPrompts, chat_prompt
+from tandem.losses import assign_advantages
+from tests._harness import ScriptedClient, harness_cfg, harness_ctx
+from tests._swe import tiny_tokenizer
+
+IM_START, IM_END, NL = 257, 258, 198
+
+
+def call(prompt, out, version, lps=None):
+    return CapturedCall("completion", prompt, out, lps or [-0.1 * (k + 1) for k in range(len(out))], version,
+                        "stop", "", False)
+
+
+def test_segments_and_masks_by_hand():
+    """A kept history extends one sequence; a rewrite opens a segment; a later call that extends the
+    first segment again goes back to it (the longest prefix), not to the rewrite."""
+    calls = [call([1, 2, 3], [10, 11], 3),
+             call([1, 2, 3, 10, 11, 20, 21], [12], 4),          # kept history: 20, 21 are the tool result
+             call([1, 2, 3, 99], [13, 14], 4),                  # rewritten: 10, 11 summarised away
+             call([1, 2, 3, 10, 11, 20, 21, 12, 30], [15], 5)]  # back on the main thread
+    rebuilt = rebuild(calls)
+    main, side = rebuilt.samples
+    assert rebuilt.segment_of_call == [0, 0, 1, 0] and rebuilt.prefix_breaks == 1
+    assert main.prompt_ids == [1, 2, 3] and main.response_ids == [10, 11, 20, 21, 12, 30, 15]
+    assert main.loss_mask == [1, 1, 0, 0, 1, 0, 1]
+    assert main.rollout_logprobs == [-0.1, -0.2, 0.0, 0.0, -0.1, 0.0, -0.1]
+    assert main.token_versions == [3, 3, -1, -1, 4, -1, 5] and main.weight_version == 3
+    assert side.prompt_ids == [1, 2, 3, 99] and side.response_ids == [13, 14] and side.loss_mask == [1, 1]
+    assert side.weight_version == 4 and side.token_versions == [4, 4]
+
+
+def test_a_call_that_extends_two_segments_goes_to_the_longer():
+    # the harness truncated its history (a segment of [1, 2] + [3]), then went on from the full one
+    rebuilt = rebuild([call([1, 2, 3], [10, 11], 0), call([1, 2], [3], 0), call([1, 2, 3, 10, 11, 20], [12], 0)])
+    assert rebuilt.segment_of_call == [0, 1, 0]
+    assert rebuilt.samples[0].loss_mask == [1, 1, 0, 1] and rebuilt.samples[1].loss_mask == [1]
+
+
+def test_a_prompt_that_drops_the_sampled_ids_is_a_break_not_a_masked_guess():
+    # the harness re-sent the reply as different ids (a re-tokenisation): the sampled 10, 11 are not in it
+    rebuilt = rebuild([call([1, 2], [10, 11], 0), call([1, 2, 10, 12, 5], [6], 0)])
+    assert rebuilt.prefix_breaks == 1 and [s.loss_mask for s in rebuilt.samples] == [[1, 1], [1]]
+    assert rebuilt.samples[1].prompt_ids == [1, 2, 10, 12, 5]
+    with pytest.raises(ValueError, match="no model call"):
+        rebuild([])
+
+
+def enc(text):
+    return list(tiny_tokenizer().encode(text, add_special_tokens=False))
+
+
+def test_a_kept_history_extends_the_sampled_ids_and_a_rewrite_renders_whole():
+    tok = tiny_tokenizer()
+    prompts = ChatPrompts(tok)
+    user = [{"role": "user", "content": "hi"}]
+    first = CapturedCall("chat", prompts.whole(user, None), enc("ok") + [IM_END], [-0.5] * 3, 1, "stop", "ok",
+                         False, [("user", "hi", ())], ("assistant", "ok", ()), user, "[]")
+    assert first.prompt_ids == [IM_START] + enc("user\nhi") + [IM_END, NL, IM_START] + enc("assistant\n")
+    kept = [*user, {"role": "assistant", "content": "ok", "tool_calls": None, "refusal": None},
+            {"role": "user", "content": "more"}]
+    ids, extended = chat_prompt([first], prompts, kept, None)
+    # the sampled ids, then the turn's close without the eos the model emitted, the message, the next prompt
+    assert extended and ids == first.prompt_ids + enc("ok") + [IM_END, NL, IM_START] + enc("user\nmore") + \
+        [IM_END, NL, IM_START] + enc("assistant\n")
+    edited = [*user, {"role": "assistant", "content": "okay"}, {"role": "user", "content": "more"}]
+    ids, extended = chat_prompt([first], prompts, edited, None)
+    assert not extended and ids == tok.apply_chat_template(edited, add_generation_prompt=True, tokenize=True,
+                                                           return_dict=False)
+
+
+def test_segments_of_one_trajectory_count_once_in_its_group():
+    from tandem.sample import Sample
+
+    # trajectory 0 (reward 1) split in two segments, trajectory 1 reward 0: the group is {1, 0}
+    samples = [Sample([1], reward=r, group_id=0, metadata={"trajectory": t}) for r, t in [(1, 0), (1, 0), (0, 1)]]
+    assign_advantages(samples)
+    assert [round(s.advantage, 4) for s in samples] == [0.7071, 0.7071, -0.7071]
+
+
+# --------------------------------------------------------------------------- in-process harness
+def run_group(cfg, fn, engine, group=2, reward_fn=None, row=None):
+    async def main():
+        rollout = HarnessRollout(fn=fn)
+        try:
+            return await rollout(harness_ctx(cfg, engine, reward_fn), row or {"prompt": "q", "secret": "4"}, group)
+        finally:
+            await rollout.aclose()
+    return asyncio.run(main())
+
+
+TOOL = {"type": "function", "function": {"name": "lookup", "parameters": {"type": "object", "properties": {}}}}
+
+
+def test_hermes_tool_calls_reach_the_harness_and_rollout_reward_scores_a_silent_one(tmp_path):
+    replies = {1: '<tool_call>{"name": "lookup", "arguments": {"key": "a"}}</tool_call>', 2: "4"}
+    engine = ScriptedClient(lambda prompt, n: replies[(n - 1) % 2 + 1])
+    seen = []
+
+    async def harness(client, row):
+        msgs = [{"role": "user", "content": row["prompt"]}]
+        r = await client.chat.completions.create(model="m", messages=msgs, tools=[TOOL])
+        seen.append(r.choices[0])
+        msgs += [r.choices[0].message.model_dump(exclude_none=True), {"role": "tool", "content": "4", "tool_call_id": "x"}]
+        await client.chat.completions.create(model="m", messages=msgs, tools=[TOOL])
+        return None  # leave scoring to rollout.reward
+
+    def reward(sample, row):
+        return float(sample.metadata["harness_transcript"][-1]["content"] == row["secret"]), {"read": True}
+
+    cfg = harness_cfg(tmp_path, harness="x.py:run", harness_tool_parser="hermes", reward="r.py:reward")
+    samples = run_group(cfg, harness, engine, group=1, reward_fn=reward)
+    assert seen[0].finish_reason == "tool_calls" and seen[0].message.content is None
+    assert seen[0].message.tool_calls[0].function.name == "lookup"
+    assert seen[0].message.tool_calls[0].function.arguments == '{"key": "a"}'
+    assert len(samples) == 1 and samples[0].reward == 1.0 and samples[0].reward_info["read"]
+    assert samples[0].metadata["harness"]["calls"][1]["extended"]
+    assert engine.requests[0]["key"] == engine.requests[1]["key"]  # one trajectory, one routing key
+    # the second prompt carries the sampled tool-call ids (the template would drop them: content None)
+    sampled = engine.tok.encode(replies[1], add_special_tokens=False) + [IM_END]
+    assert engine.requests[1]["input_ids"][:len(engine.requests[0]["input_ids"]) + len(sampled)] == \
+        engine.requests[0]["input_ids"] + sampled
+
+
+async def hangs(client, row):
+    await client.completions.create(model="m", prompt="a")
+    await asyncio.sleep(3600)
+
+
+async def raises(client, row):
+    await client.completions.create(model="m", prompt="a")
+    raise KeyError("no such file")
+
+
+async def garbage(client, row):
+    await client.completions.create(model="m", prompt="a")
+    return "yes"
+
+
+async def silent(client, row):
+    return 1.0
+
+
+@pytest.mark.parametrize("fn, reason", [(hangs, "timeout: the harness ran past rollout.harness_timeout_s = 0.5s"),
+                                        (raises, "error: the harness raised KeyError: 'no such file'"),
+                                        (garbage, "garbage: the harness function gave 'yes'"),
+                                        (silent, "error: the harness made no model call")])
+def test_a_failing_harness_fails_its_trajectory_with_the_reason(tmp_path, fn, reason):
+    # only the one that hangs may meet the timeout (a loaded machine may take seconds for a call)
+    cfg = harness_cfg(tmp_path, harness="x.py:run", harness_timeout_s=0.5 if fn is hangs else 300)
+    with pytest.raises(HarnessFailed) as failed:
+        run_group(cfg, fn, ScriptedClient(lambda p, n: "x"), group=2)
+    assert str(failed.value).startswith(reason)
+
+
+def test_no_reward_and_no_rollout_reward_is_garbage(tmp_path):
+    async def quiet(client, row):
+        await client.completions.create(model="m", prompt="a")
+
+    with pytest.raises(HarnessFailed, match="gave no reward"):
+        run_group(harness_cfg(tmp_path, harness="x.py:run"), quiet, ScriptedClient(lambda p, n: "x"), group=1)
+
+
+# --------------------------------------------------------------------------- config
+@pytest.mark.parametrize("rollout, environment, message", [
+    ({"harness": "a.py:run", "harness_command": "python a.py"}, "", "keep one"),
+    ({"harness_command": "python a.py"}, "tandem.envs.lookup:Lookup", "remove environment.name"),
+    ({"harness": "a.py:run", "function": "b.py:rollout"}, "", "remove rollout.function"),
+])
+def test_a_harness_beside_another_rollout_is_refused(rollout, environment, message):
+    with pytest.raises(ConfigError, match=message):
+        build_config({"rollout": rollout, "environment": {"name": environment}})
+
+
+@pytest.mark.parametrize("body, needle", [("def run(client, row):\n    return 1.0\n", "must be an async function"),
+                                          ("async def run(client):\n    return 1.0\n", r"must take \(client, row\)")])
+def test_a_harness_function_that_cannot_be_called_so_is_refused_at_start(tmp_path, body, needle):
+    from tandem.harness.run import load_harness_fn
+    from tandem.rollout import PluginError
+
+    (tmp_path / "agent.py").write_text(body)
+    with pytest.raises(PluginError, match=needle):
+        load_harness_fn(f"{tmp_path / 'agent.py'}:run")
+
+
+def test_a_call_aborted_for_a_weight_update_regenerates_the_group(tmp_path):
+    """partial_rollout = "abort": the harness sees an error (and may carry on or fail); either way the
+    group is regenerated, as for any rollout, not counted as a failed trajectory."""
+    from tandem.rollout import RolloutAborted
+
+    class Aborting(ScriptedClient):
+        async def generate(self, input_ids, sampling_params, return_logprob=True, routing_key=None):
+            if self.requests:
+                raise RolloutAborted("weights changed")
+            return await super().generate(input_ids, sampling_params, return_logprob, routing_key)
+
+    async def carries_on(client, row):
+        await client.completions.create(model="m", prompt="a")
+        try:
+            await client.completions.create(model="m", prompt="b")
+        except Exception:
+            pass
+        return 1.0
+
+    async def fails_on_it(client, row):
+        await client.completions.create(model="m", prompt="a")
+        await client.completions.create(model="m", prompt="b")  # raises openai.InternalServerError
+
+    for fn in (carries_on, fails_on_it):
+        with pytest.raises(RolloutAborted, match="weights changed"):
+            run_group(harness_cfg(tmp_path, harness="x.py:run"), fn, Aborting(lambda p, n: "x"), group=1)
