@@ -9,6 +9,8 @@ configs/*.toml that a test names, sets it in one of the ways a test can:
   (`--engines`, `--mode`, ...) or a flag (`--rehearse`);
 - a nested or dotted dict literal from the root: `{"trainer": {"loss": {"tis": True}}}`, `{"run.steps": 3}`;
 - a section model built with the key as a keyword: `LossConfig(tis=True)`, `SandboxConfig(memory_mb=64)`;
+- a keyword to a helper that forwards its **kwargs into the tree (`harness_cfg(tmp, harness_command=...)` building
+  {"rollout": rollout}), defined in the same file or in a helper module (tests/_*.py);
 - an attribute assignment, `cfg.trainer.loss.tis = True` (or `monkeypatch.setattr(cfg.run, "steps", 3)`): its
   chain of attribute names must end with the key's full path, or with at least its last two components;
 - a TOML table in a string literal or a .toml file: `[trainer.loss]` then `tis = true`.
@@ -204,6 +206,16 @@ class Settings:
         """A section's name -> its path, where the name is unique (sandbox -> environment.args.sandbox)."""
         self.exact: list[tuple[tuple[str, ...], Any, str]] = []
         self.chains: list[tuple[tuple[str, ...], Any, str]] = []
+        self.shared_forwards: dict[str, list[tuple[str, ...]]] = {}
+        """Forwarding helpers of the suite's helper modules (tests/_*.py), which other files import and call."""
+
+    def read_helpers(self, paths: list[Path]) -> None:
+        for path in paths:
+            if path.suffix == ".py" and path.name.startswith("_"):
+                try:
+                    self.shared_forwards.update(_forwarders(ast.parse(path.read_text(errors="replace")), self.models))
+                except SyntaxError:
+                    continue
 
     def read(self, path: Path, where: str) -> None:
         text = path.read_text(errors="replace")
@@ -221,7 +233,7 @@ class Settings:
                 return
 
     def _python(self, tree: ast.AST, where: str) -> None:
-        self.forwards = _forwarders(tree, self.models)
+        self.forwards = {**self.shared_forwards, **_forwarders(tree, self.models)}  # a file's own name wins
         self.exact += [(p, v, where) for p, v in _forwarded_defaults(tree, self.forwards)]
         for node in ast.walk(tree):
             if isinstance(node, (ast.List, ast.Tuple)):
@@ -302,6 +314,7 @@ def coverage(tests_dir: Path) -> dict[str, list[str]]:
     """{every config key: the files that set it off its default ([] for none)}."""
     keys, models = schema_keys()
     settings = Settings(models)
+    settings.read_helpers(test_files(tests_dir))
     for path in test_files(tests_dir):
         settings.read(path, path.name if path.parent == tests_dir else str(path.relative_to(tests_dir.parent)))
     return {key: settings.setters(key, default) for key, default in keys.items()}

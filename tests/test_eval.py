@@ -196,6 +196,28 @@ def test_each_alarm_fires_on_rows_built_to_set_it_off():
     assert fired(normal_rows(), evals={1: 0.5, 11: 0.48}) == []  # within the gap
 
 
+
+def fired_under(rows: list[dict], config: dict) -> list[str]:
+    watch = AlarmWatch(build_config(config).alarms)
+    return [a.name for row in rows for a in watch.check(row)]
+
+
+def test_each_threshold_is_read_from_its_key():
+    """The same rows with one threshold moved off its default: the alarm follows the key."""
+    rows = normal_rows()
+    rows[-1]["entropy"] = 0.1  # the window's training reward is 0.47: under the default 0.5, over 0.3
+    assert fired_under(rows, {}) == ["entropy_collapse"]
+    assert fired_under(rows, {"alarms": {"entropy_collapse_reward": 0.3}}) == []
+    rows = normal_rows()
+    rows[-1]["kl"] = 0.5  # 0.5 > 10 x 0.003, but not 1000 x
+    assert fired_under(rows, {"alarms": {"kl_spike_factor": 1000.0}}) == []
+    rows = normal_rows()
+    rows[-1]["response_len_mean"] = 2.0  # < 0.2 x 41.5, not < 0.02 x 41.5
+    assert fired_under(rows, {"alarms": {"length_collapse_ratio": 0.02}}) == []
+    rows[-1]["response_len_mean"] = 400.0  # > 5 x 41.5, not > 20 x 41.5
+    assert fired_under(rows, {"alarms": {"length_blowup_ratio": 20.0}}) == []
+    assert fired_under(rows, {"alarms": {"length_blowup_ratio": 9.0}}) == ["length_blowup"]
+
 # --------------------------------------------------------------------------- the loop stops on an alarm
 class Producer:
     def __init__(self, rows: list[dict]):

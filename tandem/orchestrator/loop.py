@@ -80,7 +80,11 @@ async def sync_weights(cfg: TandemConfig, step: int, result: dict, fleet: Fleet,
                        producer: RolloutProducer, view: LiveView, colocation: Colocation | None,
                        evaluation: Evaluation) -> float:
     """Load the version the trainer published (if it published one) into every engine, once an
-    evaluation running on the old one has ended; then evaluate the new weights if due. The load's seconds."""
+    evaluation running on the old one has ended (and, with run.reproducible, every running rollout); then
+    evaluate the new weights if due. The load's seconds."""
+    if cfg.run.reproducible and result.get("weight_version") is not None:
+        view.set_status(f"step {step + 1}: run.reproducible: letting the running rollouts finish on their weights")
+        await producer.settled()
     await evaluation.before_sync(result)  # an evaluation ends on the version it started on
     reload_s = await load_published(cfg, step, result, fleet, ctx, producer, view, colocation)
     await evaluation.after_step(step + 1, producer.version)
@@ -129,9 +133,6 @@ async def run_loop(cfg: TandemConfig, run_dir: Path, producer: RolloutProducer, 
         result_at = clock()
         prune_step_files(run_dir, step + 1, cfg.run.keep_rollouts)
         cpu.training_done(result.get("train_time", 0.0), batch.rollout_time)
-        if cfg.run.reproducible and result.get("weight_version") is not None:
-            view.set_status(f"step {step + 1}: run.reproducible: letting the running rollouts finish on their weights")
-            await producer.settled()
         reload_s = await sync_weights(cfg, step, result, fleet, ctx, producer, view, colocation, evaluation)  # 3. sync
         # Rows number steps from 1, as the console, the handoff files and the checkpoints do: the
         # row of step N follows checkpoint N-1 and carries weight version N once it is synced.
