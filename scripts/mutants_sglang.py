@@ -24,7 +24,7 @@ SGLANG = [  # tandem's clients against SGLang 0.5.23, the embedded engine answer
  ("continue policy flushes the cache", "tandem/weights/reload.py", '"flush_cache": pause != "in_place",',
   '"flush_cache": True,', "tests/test_weight_sync.py::test_continue_with_nothing_in_flight_reloads_without_a_pause"),
  ("in-place update with a flush reported as done", "tandem/engine/core.py",
-  "                    return WeightUpdateResult(False, FLUSH_REFUSED)\n", "",
+  "            return WeightUpdateResult(False, FLUSH_REFUSED)", "            pass",
   A + "test_update_weights_abort_all_and_paused[direct]"),
  ("embedded engine still serves /get_load", "tandem/engine/http/native.py", '@router.get("/v1/loads")\n',
   '@router.get("/v1/loads")\n@router.get("/get_load")\n', A + "test_health_and_info[direct]"),

@@ -287,31 +287,37 @@ class EngineCore(MemoryOccupation):
         async with self._update_lock:
             if abort_all_requests:
                 await self.engine_backend.abort(None)
-            ok, msg = await self._load_weights_gated(model_path, load_format)
-            if ok:
-                self.model_path = model_path
-                if flush_cache and not (await self.engine_backend.flush_cache())[0]:
-                    return WeightUpdateResult(False, FLUSH_REFUSED)
-                if weight_version is not None:
-                    self.weight_version = str(weight_version)
-                    msg += f" Weight version updated to {self.weight_version}."
-            return WeightUpdateResult(ok, msg)
+            return await self._load_weights_gated(model_path, load_format, weight_version, flush_cache)
 
-    async def _load_weights_gated(self, model_path: str, load_format: str | None) -> tuple[bool, str]:
-        """Paused: load under the held requests at once. Otherwise drain every admitted request
-        first, holding new ones at the door. Returns (ok, message)."""
+    async def _load_weights_gated(self, model_path: str, load_format: str | None, version: str | None,
+                                  flush_cache: bool) -> WeightUpdateResult:
+        """Paused: swap under the held requests at once. Otherwise drain every admitted request first,
+        holding new ones at the door until the weights, the flush and the version are all in."""
         assert self._gate is not None
         async with self._gate:
             if self._paused:
-                return await self.engine_backend.load_weights(model_path, load_format)
+                return await self._swap_weights(model_path, load_format, version, flush_cache)
             self._updating = True
             try:
                 await self._gate.wait_for(lambda: self._admitted == 0)
-                ok, msg = await self.engine_backend.load_weights(model_path, load_format)
+                return await self._swap_weights(model_path, load_format, version, flush_cache)
             finally:
                 self._updating = False
                 self._gate.notify_all()
-            return ok, msg
+
+    async def _swap_weights(self, model_path: str, load_format: str | None, version: str | None,
+                            flush_cache: bool) -> WeightUpdateResult:
+        """Load, flush the prefix cache the old weights made, take the version: SGLang's order."""
+        ok, msg = await self.engine_backend.load_weights(model_path, load_format)
+        if not ok:
+            return WeightUpdateResult(False, msg)
+        self.model_path = model_path
+        if flush_cache and not (await self.engine_backend.flush_cache())[0]:
+            return WeightUpdateResult(False, FLUSH_REFUSED)
+        if version is not None:
+            self.weight_version = str(version)
+            msg += f" Weight version updated to {self.weight_version}."
+        return WeightUpdateResult(True, msg)
 
     async def health_generate(self, timeout_s: float = 20.0) -> bool:
         """Generate one token end to end (bypassing the pause gate only when paused, where SGLang
