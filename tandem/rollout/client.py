@@ -10,7 +10,6 @@ from typing import Any, Awaitable, Callable
 import aiohttp
 import orjson
 
-from tandem.engine_api import error_message
 from tandem.rollout.direct import DirectDispatch, GetWorkers
 
 
@@ -260,7 +259,7 @@ class EngineClient:
                 status, body = await self._post(payload, headers)
                 if status == 200:
                     return body, adapter_version
-                last = GenerationError(f"/generate answered HTTP {status}: {error_message(body)[:300]}")
+                last = GenerationError(f"/generate answered HTTP {status}: {str(body)[:300]}")
                 if self._fleet_down(status, body, fleet_down_since):
                     # No engine routable (the only one is being restarted): the engine doctor
                     # brings one back or stops the run; wait for it, within one request timeout.
