@@ -28,6 +28,7 @@ from mutants_first_hour import FIRST_HOUR
 from mutants_reward import REWARD
 from mutants_load import LOAD
 from mutants_harness import HARNESS
+from mutants_sglang import SGLANG
 
 ROOT = Path(__file__).resolve().parents[1]
 NL = "\n"
@@ -340,7 +341,7 @@ MEMORY = [  # the flagship's memory features: what makes them equal to the plain
   "            return copy_to_tensor_model_parallel_region(h)", "            return h",
   "tests/test_megatron_lora.py::test_megatron_lora_matches_torch_peft[tp2]"),
 ]
-SETS = {"defences": DEFENCES, "suite": SUITE, "core": CORE, "memory": MEMORY, "moe": MOE, "tests3": TESTS3, "first_hour": FIRST_HOUR, "reward": REWARD, "load": LOAD, "eval": EVAL, "harness": HARNESS}
+SETS = {"defences": DEFENCES, "suite": SUITE, "core": CORE, "memory": MEMORY, "moe": MOE, "tests3": TESTS3, "first_hour": FIRST_HOUR, "reward": REWARD, "load": LOAD, "eval": EVAL, "harness": HARNESS, "sglang": SGLANG}
 OUTCOME = {0: "MISSED", 1: "CAUGHT"}
 """pytest's exit codes: 0 all passed (the mutant lived), 1 tests failed (caught). Anything else
 (2 interrupted, 3 internal error, 4 usage error such as a test that does not exist, 5 no tests

@@ -21,6 +21,7 @@ import subprocess
 from dataclasses import dataclass, field
 from typing import Callable
 
+from tandem import registry
 from tandem.config import ConfigError, TandemConfig
 
 
@@ -93,6 +94,8 @@ class Placement:
     phase_split: bool = False
     """The CPU is shared by phase (run.cpu_split = "phase" applies): see the module docstring."""
     cores: int = 1
+    engine_extra_env: dict[str, str] = field(default_factory=dict)
+    """What every engine process gets on top of its device's variables: its backend's own (tandem.registry.ENGINE_ENVS)."""
 
     @staticmethod
     def _cpu_env(threads: int) -> dict[str, str]:
@@ -109,11 +112,11 @@ class Placement:
         return {"CUDA_VISIBLE_DEVICES": ",".join(self.trainer_gpus)}
 
     def cpu_engine_env(self) -> dict[str, str]:
-        return self._cpu_env(self.cpu_threads)
+        return {**self._cpu_env(self.cpu_threads), **self.engine_extra_env}
 
     def engine_env(self, index: int) -> dict[str, str]:
         gpu = self.engine_gpus[index]
-        return self._cpu_env(self.cpu_threads) if gpu is None else {"CUDA_VISIBLE_DEVICES": gpu}
+        return self.cpu_engine_env() if gpu is None else {"CUDA_VISIBLE_DEVICES": gpu, **self.engine_extra_env}
 
     def engine_device(self, index: int) -> str:
         gpu = self.engine_gpus[index]
@@ -133,8 +136,16 @@ def _needs_gpus(cfg: TandemConfig, visible_gpus: int) -> tuple[bool, bool]:
     node's TOML runs unchanged on a laptop."""
     megatron_on_gpus = cfg.trainer.backend == "megatron" and cfg.trainer.device == "auto" and visible_gpus > 0
     trainer = cfg.trainer.device == "cuda" and cfg.trainer.backend in ("torch", "megatron") or megatron_on_gpus
-    engines = cfg.engine.backend == "sglang" or (cfg.engine.backend == "embedded" and cfg.engine.embedded.device == "cuda")
+    engines = (cfg.engine.backend == "sglang" and cfg.engine.sglang.device == "cuda") or \
+        (cfg.engine.backend == "embedded" and cfg.engine.embedded.device == "cuda")
     return trainer, engines
+
+
+def backend_env(cfg: TandemConfig) -> dict[str, str]:
+    """The variables engine.backend sets for its own processes (tandem.registry.ENGINE_ENVS; none for most)."""
+    if cfg.engine.backend not in registry.ENGINE_ENVS:
+        return {}
+    return registry.named(registry.ENGINE_ENVS, cfg.engine.backend, "engine.backend")(cfg)
 
 
 def plan_placement(cfg: TandemConfig, visible_gpus: int) -> Placement:
@@ -161,7 +172,8 @@ def plan_placement(cfg: TandemConfig, visible_gpus: int) -> Placement:
     ids = _physical_ids(trainer_count + engine_count)
     engine_gpus: list[str | None] = list(ids[trainer_count:trainer_count + engine_count]) or [None] * n
     cpus = os.cpu_count() or 1
-    placement = Placement(trainer_gpus=ids[:trainer_count], engine_gpus=engine_gpus, cores=cpus)
+    placement = Placement(trainer_gpus=ids[:trainer_count], engine_gpus=engine_gpus, cores=cpus,
+                          engine_extra_env=backend_env(cfg))
     if cfg.run.cpu_split == "phase" and not trainer_count and not engine_count and not scale.enabled and \
             cfg.trainer.backend == "torch" and cfg.engine.backend == "embedded":
         placement.phase_split = True
@@ -186,4 +198,4 @@ def colocated_placement(cfg: TandemConfig, n: int, trainer_count: int, visible_g
     cpus = os.cpu_count() or 1
     threads = max(1, cpus // (n + trainer_count))
     return Placement(trainer_gpus=ids, engine_gpus=[ids[i % trainer_count] for i in range(n)], cores=cpus,
-                     cpu_threads=threads, trainer_cpu_threads=threads)
+                     cpu_threads=threads, trainer_cpu_threads=threads, engine_extra_env=backend_env(cfg))

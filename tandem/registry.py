@@ -30,6 +30,9 @@ ENGINE_SERVER = "tandem.engine"
 ENGINE_COMMANDS = {"sglang": "tandem.engine.sglang_launch:sglang_command"}
 """engine.backend -> fn(cfg, port=, model_path=) -> argv of an engine that is not tandem's own server."""
 
+ENGINE_ENVS = {"sglang": "tandem.engine.sglang_launch:sglang_env"}
+"""engine.backend -> fn(cfg) -> environment variables every engine of that backend gets."""
+
 ENGINE_PREFLIGHT = {"sglang": "tandem.engine.sglang_launch:interpreter_problems"}
 """engine.backend -> fn(cfg, run) -> problems found before anything starts."""
 

@@ -77,8 +77,8 @@ class ScriptedEngine:
                     self._send(200, {"model_path": "tiny", "max_total_num_tokens": 65536, "version": "fake"})
                 elif self.path == "/get_model_info":
                     self._send(200, {"model_path": "tiny", "tokenizer_path": "tiny", "is_generation": True})
-                elif self.path == "/get_load":
-                    self._send(200, [{"num_reqs": 0, "num_waiting_reqs": 0}])
+                elif self.path == "/v1/loads":  # SGLang 0.5.23's load report
+                    self._send(200, {"loads": [{"num_running_reqs": 0, "num_waiting_reqs": 0}]})
                 else:
                     self._send(404, {"error": self.path})
 

@@ -41,7 +41,7 @@ E2E_FILES = {
     "test_rehearse.py", "test_reward_derivation.py", "test_reward_fidelity.py", "test_reward_forgery.py",
     "test_routing.py", "test_run_views.py", "test_sandbox.py",
     "test_sandbox_hardening.py",
-    "test_sandbox_shared_state.py", "test_swe_tasks.py", "test_weight_sync.py",
+    "test_sandbox_shared_state.py", "test_sglang_cpu.py", "test_swe_tasks.py", "test_weight_sync.py",
 }
 """Files whose tests start real processes; every other file's tests are unit tests."""
 TIERS = ("unit", "e2e")

@@ -9,13 +9,18 @@ and then runs every test below against up to three targets (the `eng` fixture's 
   direct  - `python -m tandem.engine` as a real subprocess on a free loopback port (tiny model);
   router  - the same engine behind a real sglang-router process (data-plane tests only: the router
             does not forward /update_weights_from_disk, /pause_generation, /continue_generation);
-  sglang  - a real SGLang server at $TANDEM_SGLANG_URL (skipped when unset; set
-            $TANDEM_SGLANG_MODEL_PATH to its model directory to enable the HF-forward checks).
+  sglang  - a real SGLang server: the one at $TANDEM_SGLANG_URL (set $TANDEM_SGLANG_MODEL_PATH to its
+            model directory to enable the HF-forward checks), else, with $TANDEM_SGLANG_PYTHON, one that
+            tandem launches itself on this CPU (scripts/sglang_cpu_tier.sh); skipped when neither is set.
+            Real SGLang 0.5.23 is the reference: where tandem's engine and it could answer differently, the
+            tests pin SGLang's answer.
 
 Capability gates (`eng.caps`) skip checks a target cannot make: "hf" (same weights available
 locally for a reference forward), "deterministic" (greedy decoding is reproducible, so outputs
 can be compared across calls), "tandem" (tandem-only observables such as
-max_running_batch_seen), "control" (pause / weights / abort endpoints reachable). A module adds
+max_running_batch_seen), "control" (pause / weights / abort endpoints reachable), "release"
+(/release_memory_occupation and /resume_memory_occupation: SGLang's need CUDA, and a CPU server exits on
+them, so a server at $TANDEM_SGLANG_URL with $TANDEM_SGLANG_DEVICE=cpu and a self-launched one lack it). A module adds
 capabilities its backend has with `ENGINE_EXTRA_CAPS = {"deterministic"}`, and serves another tiny
 model with `ENGINE_MODEL = {"tiny": {...}}` (the [model] table): "moe" (a mixture-of-experts model,
 tests/test_engine_moe.py; a real SGLang server started with --enable-return-routed-experts when
@@ -38,6 +43,7 @@ from typing import Any, Callable, Iterator
 import httpx
 import pytest
 
+from tandem.engine_api import LOADS_ROUTE, error_message
 from tandem.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -200,10 +206,14 @@ class Eng:
         return r.json()
 
     def load(self) -> dict:
-        r = self.get("/get_load", control=True)
+        """The engine's load entry in SGLang 0.5.23's /v1/loads answer (one DP rank)."""
+        r = self.get(LOADS_ROUTE, control=True)
         assert r.status_code == 200, r.text
-        data = r.json()
-        return data[0] if isinstance(data, list) else data
+        return r.json()["loads"][0]
+
+    def requests_held(self) -> int:
+        load = self.load()
+        return load["num_running_reqs"] + load["num_waiting_reqs"]
 
 
 def _backend(request: pytest.FixtureRequest) -> str:
@@ -233,19 +243,68 @@ def tokenizer(engine_proc: EngineProc) -> Any:
     return load_tokenizer(engine_proc.model_path)
 
 
+SGLANG_STARTUP_S = 900
+"""A real SGLang server's start on a loaded 2-core CPU (tens of seconds when the box is quiet)."""
+
+
+@pytest.fixture(scope="module")
+def sglang_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+    """(url, model path) of a real SGLang server that tandem launches itself, with its own command
+    (tandem.engine.sglang_launch, engine.sglang.device = "cpu") and the interpreter $TANDEM_SGLANG_PYTHON: the
+    opt-in tier (scripts/sglang_cpu_tier.sh). Only for the tiny dense model: SGLang's CPU build has no MoE."""
+    if not os.environ.get("TANDEM_SGLANG_PYTHON"):
+        pytest.skip("neither TANDEM_SGLANG_URL nor TANDEM_SGLANG_PYTHON is set (no real SGLang server to compare "
+                    "with; scripts/sglang_cpu_tier.sh sets one up)")
+    if getattr(request.module, "ENGINE_MODEL", None) is not None or _backend(request) != "embedded":
+        pytest.skip("a self-launched SGLang server serves the tiny dense model beside the embedded engine only")
+    workdir = tmp_path_factory.mktemp("sglang_server")
+    proc, url, model_path = launch_sglang(workdir, "sglang0")
+    yield url, model_path
+    stop_process(proc)
+
+
+def launch_sglang(workdir: Path, name: str, **engine: Any) -> tuple[subprocess.Popen, str, str]:
+    """A real SGLang server on this CPU, started with tandem's own launch command and environment."""
+    from tandem.config import build_config
+    from tandem.engine.sglang_launch import sglang_command
+    from tandem.model_source import resolve_model_path
+    from tandem.placement import plan_placement
+
+    cfg = build_config({"engine": {"backend": "sglang", "count": 1, "max_running_requests": 64,
+                                   "max_total_tokens": 16384, "sglang": {"device": "cpu"}, **engine},
+                        "run": {"cache_dir": str(ROOT / ".cache" / "tandem")}})
+    model_path = resolve_model_path(cfg)
+    port = free_port()
+    log = workdir / f"{name}.log"
+    env = {**os.environ, **plan_placement(cfg, 0).engine_env(0)}
+    with open(log, "wb") as fh:
+        proc = subprocess.Popen(sglang_command(cfg, port, model_path), cwd=workdir, env=env, stdout=fh,
+                                stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_http(url + "/health", proc, SGLANG_STARTUP_S, f"SGLang server {name}", log)
+    except Exception:
+        stop_process(proc)
+        raise
+    return proc, url, model_path
+
+
 @pytest.fixture(scope="module", params=["direct", "router", "sglang"])
 def eng(request: pytest.FixtureRequest) -> Eng:
     backend = _backend(request)
     if request.param == "sglang":
         url = os.environ.get("TANDEM_SGLANG_URL")
         if not url:
-            pytest.skip("TANDEM_SGLANG_URL is not set (no real SGLang server to compare with)")
+            url, mp = request.getfixturevalue("sglang_server")
+            return Eng("sglang", "sglang", url, url, mp, {"control", "deterministic", "hf"})
         mp = os.environ.get("TANDEM_SGLANG_MODEL_PATH")
         caps = {"control", "deterministic"} | ({"hf"} if mp else set()) | ({"moe"} if os.environ.get(
             "TANDEM_SGLANG_MOE") else set())
+        if os.environ.get("TANDEM_SGLANG_DEVICE") != "cpu":
+            caps.add("release")
         return Eng("sglang", "sglang", url.rstrip("/"), url.rstrip("/"), mp, caps)
     e: EngineProc = request.getfixturevalue("engine_proc")
-    caps = {"tandem", "control"} | ({"hf", "deterministic"} if backend == "embedded" else set())
+    caps = {"tandem", "control", "release"} | ({"hf", "deterministic"} if backend == "embedded" else set())
     caps |= set(getattr(request.module, "ENGINE_EXTRA_CAPS", ()))
     if request.param == "direct":
         return Eng("direct", backend, e.url, e.url, e.model_path, caps, e.config_path.parent)
@@ -312,7 +371,8 @@ def test_health_and_info(eng: Eng) -> None:
         assert eng.get("/server_info", control=True).status_code == 200
         assert eng.get("/health_generate", control=True).status_code == 200
     load = eng.load()
-    assert {"num_reqs", "num_waiting_reqs", "num_tokens"} <= set(load)
+    assert {"num_running_reqs", "num_waiting_reqs", "num_used_tokens", "max_total_num_tokens", "token_usage"} <= set(load)
+    assert eng.get("/get_load", control=True).status_code == 404  # SGLang 0.5.23 serves /v1/loads only
 
 
 def test_models_endpoint(eng: Eng) -> None:
@@ -539,9 +599,7 @@ def test_concurrent_requests_are_batched(eng: Eng) -> None:
 
             async def sample(stop: asyncio.Event) -> None:
                 while not stop.is_set() and eng.control_url is not None:
-                    data = (await c.get(eng.control_url + "/get_load")).json()
-                    load = data[0] if isinstance(data, list) else data
-                    running.append(load.get("num_running_reqs", load["num_reqs"] - load.get("num_waiting_reqs", 0)))
+                    running.append((await c.get(eng.control_url + LOADS_ROUTE)).json()["loads"][0]["num_running_reqs"])
                     await asyncio.sleep(0.01)
 
             stop = asyncio.Event()
@@ -563,15 +621,32 @@ def test_concurrent_requests_are_batched(eng: Eng) -> None:
 
 def test_router_extra_fields_accepted(eng: Eng) -> None:
     body = {"text": PROMPT, "sampling_params": {"max_new_tokens": 2, "ignore_eos": True, "no_stop_trim": False,
-                                                "skip_special_tokens": True, "frequency_penalty": 0.0,
-                                                "brand_new_knob": 1},
+                                                "skip_special_tokens": True, "frequency_penalty": 0.0},
             "return_hidden_states": False, "separate_reasoning": False, "stream_options": None, "unknown": {"x": 1},
             "priority": -3}
     assert len(eng.generate(body)["output_ids"]) == 2
-    r = eng.post("/v1/completions", {"model": "any", "prompt": PROMPT, "max_completion_tokens": 3, "ignore_eos": True,
+    # sglang-router sends max_tokens on as max_completion_tokens; SGLang 0.5.23's /v1/completions reads
+    # max_tokens only (16 when absent), so a real server is asked with max_tokens.
+    limit = "max_tokens" if eng.target == "sglang" else "max_completion_tokens"
+    r = eng.post("/v1/completions", {"model": "any", "prompt": PROMPT, limit: 3, "ignore_eos": True,
                                      "separate_reasoning": True, "return_hidden_states": False, "whatever": 1})
     assert r.status_code == 200, r.text
     assert r.json()["usage"]["completion_tokens"] == 3
+
+
+def test_unknown_sampling_params_are_refused(eng: Eng) -> None:
+    """SGLang 0.5.23 checks sampling_params against its JSON contract: a field it does not know is a 400 whose
+    body is {"error": "unknown field `...`, expected one of ..."}, and so is a value of the wrong JSON type
+    (which is why tandem only ever sends the fields of tandem.engine.sampling_params.SGLANG_SAMPLING_FIELDS)."""
+    if eng.target == "router":
+        pytest.skip("sglang-router 0.3.2 re-serialises sampling_params through its own type (checked on the engines)")
+    r = eng.post("/generate", {"text": PROMPT, "sampling_params": {"max_new_tokens": 2, "brand_new_knob": 1}})
+    assert r.status_code == 400, r.text
+    assert isinstance(r.json()["error"], str), r.text
+    assert error_message(r.json()).startswith("unknown field `brand_new_knob`, expected one of `max_new_tokens`")
+    for wrong in ({"max_new_tokens": "many"}, {"max_new_tokens": 2.0}, {"temperature": "0.5"}, {"ignore_eos": 1}):
+        r = eng.post("/generate", {"text": PROMPT, "sampling_params": wrong})
+        assert r.status_code == 400 and isinstance(r.json()["error"], str), (wrong, r.text)
 
 
 def test_bad_input_is_400(eng: Eng) -> None:
@@ -584,13 +659,18 @@ def test_bad_input_is_400(eng: Eng) -> None:
         {"input_ids": [10 ** 9], "sampling_params": {"max_new_tokens": 1}},           # out of vocabulary
     ]
     if eng.target == "sglang":
-        cases = cases[2:4]
+        cases = [cases[0], *cases[2:5]]  # SGLang 0.5.23 serves text + input_ids (its input_ids), and an
+        # out-of-vocabulary id is not asked of it
     for body in cases:
         r = eng.post("/generate", body)
         if eng.target == "router" and r.status_code == 422:
             continue  # sglang-router type-checks some fields itself and answers 422
         assert r.status_code == 400, (body, r.status_code, r.text)
-        assert r.json()["message"]
+        assert error_message(r.json()), r.text
+    if eng.target != "router":
+        # A value SGLang's contract takes but its sampling checks refuse: {"error": {"message": ...}}.
+        r = eng.post("/generate", {"text": "a", "sampling_params": {"temperature": -1}})
+        assert "temperature" in r.json()["error"]["message"], r.text
     if "tandem" in eng.caps and eng.target == "direct":
         r = httpx.post(eng.url + "/generate", content=b"{not json", headers={"content-type": "application/json"})
         assert r.status_code == 400 and "JSON" in r.json()["message"]
@@ -693,7 +773,7 @@ def test_client_disconnect_aborts(eng: Eng) -> None:
             with pytest.raises(httpx.TimeoutException):
                 httpx.post(eng.url + "/generate", json=body, timeout=httpx.Timeout(5, read=0.5))
         deadline = time.time() + 10
-        while eng.load()["num_reqs"] != 0:
+        while eng.requests_held() != 0:
             assert time.time() < deadline, f"stream={stream}: the request kept running after the client left"
             time.sleep(0.1)
 
@@ -764,7 +844,7 @@ def test_pause_in_place_keeps_kv(eng: Eng) -> None:
     ref = greedy(eng, n)["output_ids"] if "deterministic" in eng.caps else None
     t, box = _start_long(eng, f"inplace-{eng.target}", n=n)
     assert eng.post("/pause_generation", {"mode": "in_place"}, control=True).status_code == 200
-    assert eng.load()["num_reqs"] == 1
+    assert eng.requests_held() == 1
     time.sleep(0.3)
     assert not box.get("done")
     # in_place keeps the running request's KV, so flush_cache must refuse.
@@ -816,20 +896,27 @@ def test_update_weights_from_disk(eng: Eng, tmp_path: Path) -> None:
         got = [x[0] for x in after["meta_info"]["output_token_logprobs"]]
         assert max(abs(a - b) for a, b in zip(got, ref)) < LOGPROB_TOL
 
-        # A bad path fails, names the path, and keeps the weights and the version.
+        # A bad path fails and keeps the weights and the version (tandem's engine also names the path; SGLang
+        # 0.5.23 says "Failed to get weights iterator: ..." without it, so tandem's SyncError names it itself).
         bad = str(tmp_path / "does_not_exist")
         r = eng.post("/update_weights_from_disk", {"model_path": bad, "weight_version": "8"}, control=True)
-        assert r.status_code == 400 and r.json()["success"] is False and bad in r.json()["message"]
-        # A truncated shard fails too, with the old weights still serving.
-        broken = tmp_path / "broken"
-        shutil.copytree(new_dir, broken)
-        shard = next(broken.glob("*.safetensors"))
-        shard.write_bytes(shard.read_bytes()[: shard.stat().st_size // 2])
-        r = eng.post("/update_weights_from_disk", {"model_path": str(broken), "weight_version": "9"}, control=True)
-        assert r.status_code == 400 and r.json()["success"] is False
-        assert eng.get("/get_model_info", control=True).json()["weight_version"] == "7"
-        again = greedy(eng, 12)
-        assert again["output_ids"] == after["output_ids"] and again["meta_info"]["weight_version"] == "7"
+        assert r.status_code == 400 and r.json()["success"] is False, r.text
+        if "tandem" in eng.caps:
+            assert bad in r.json()["message"]
+        # A truncated shard fails too, with the old weights still serving. Not asked of SGLang 0.5.23: its
+        # rollback re-reads the weights from the path that failed, raises again, and the server exits
+        # (seen on CPU). tandem never hands an engine such a directory: a version is complete before it is
+        # listed, and a weight agent checks every file's checksum before it loads.
+        if "tandem" in eng.caps:
+            broken = tmp_path / "broken"
+            shutil.copytree(new_dir, broken)
+            shard = next(broken.glob("*.safetensors"))
+            shard.write_bytes(shard.read_bytes()[: shard.stat().st_size // 2])
+            r = eng.post("/update_weights_from_disk", {"model_path": str(broken), "weight_version": "9"}, control=True)
+            assert r.status_code == 400 and r.json()["success"] is False
+            assert eng.get("/get_model_info", control=True).json()["weight_version"] == "7"
+            again = greedy(eng, 12)
+            assert again["output_ids"] == after["output_ids"] and again["meta_info"]["weight_version"] == "7"
     finally:
         r = eng.post("/update_weights_from_disk", {"model_path": base, "weight_version": "0"}, control=True)
         assert r.status_code == 200, r.text
@@ -847,12 +934,18 @@ def test_update_weights_abort_all_and_paused(eng: Eng, tmp_path: Path) -> None:
                                                    "abort_all_requests": True}, control=True)
         assert r.status_code == 200 and r.json()["success"], r.text
         assert _finish(t, box)["meta_info"]["finish_reason"]["type"] == "abort"
-        # While paused in place, the update applies at once under the paused request, which then
-        # continues on the new weights (SGLang: num_paused_requests counts it).
+        # While paused in place, the update applies at once under the paused request, which then continues
+        # on the new weights. Its KV stays, so the default flush_cache fails the call (SGLang 0.5.23: the
+        # weights are in, the answer is 400 and num_paused_requests is 0); tandem's continue policy sends
+        # flush_cache false (tandem.weights.reload), which succeeds.
         t, box = _start_long(eng, f"upd-paused-{eng.target}", n=300)
         assert eng.post("/pause_generation", {"mode": "in_place"}, control=True).status_code == 200
         r = eng.post("/update_weights_from_disk", {"model_path": base, "weight_version": "4"}, control=True)
-        assert r.status_code == 200 and r.json()["success"] and r.json()["num_paused_requests"] == 1, r.text
+        assert r.status_code == 400 and r.json()["success"] is False and r.json()["num_paused_requests"] == 0, r.text
+        assert r.json()["message"].startswith("Weights were updated, but the cache was not flushed"), r.text
+        r = eng.post("/update_weights_from_disk", {"model_path": base, "weight_version": "4", "flush_cache": False},
+                     control=True)
+        assert r.status_code == 200 and r.json()["success"] and r.json()["num_paused_requests"] == 0, r.text
         assert eng.post("/continue_generation", {}, control=True).status_code == 200
         last = _finish(t, box)
         assert last["meta_info"]["finish_reason"]["type"] == "length"
@@ -872,6 +965,48 @@ def test_update_weights_abort_all_and_paused(eng: Eng, tmp_path: Path) -> None:
         eng.post("/continue_generation", {}, control=True)
         r = eng.post("/update_weights_from_disk", {"model_path": base, "weight_version": "0"}, control=True)
         assert r.status_code == 200, r.text
+
+
+def test_tandem_reload_under_each_policy(eng: Eng, tmp_path: Path) -> None:
+    """tandem's own weight-sync client (tandem.weights.reload.reload_engine) against this engine with a request
+    in flight: 'continue' pauses it in place and loads with flush_cache false, and the request finishes on the
+    new version; 'abort' ends it with abort, then loads."""
+    eng.need("control", "hf")
+    from tandem.weights.reload import reload_engine
+
+    async def reload(path: Path | str, version: int, policy: str) -> None:
+        async with httpx.AsyncClient() as http:
+            await reload_engine(http, eng.control_url, path, version, policy, 120.0)
+
+    new_dir = _perturbed_copy(eng.model_path, tmp_path / "weights_v21", scale=0.2)
+    try:
+        t, box = _start_long(eng, f"tandem-continue-{eng.target}", n=300)
+        asyncio.run(reload(new_dir, 21, "continue"))
+        last = _finish(t, box)
+        assert last["meta_info"]["finish_reason"]["type"] == "length" and len(last["output_ids"]) == 300
+        assert last["meta_info"]["weight_version"] == "21"
+        assert eng.get("/get_model_info", control=True).json()["weight_version"] == "21"
+        t, box = _start_long(eng, f"tandem-abort-{eng.target}")
+        asyncio.run(reload(eng.model_path, 22, "abort"))
+        assert _finish(t, box)["meta_info"]["finish_reason"]["type"] == "abort"
+        assert greedy(eng, 2)["meta_info"]["weight_version"] == "22"
+    finally:
+        eng.post("/continue_generation", {}, control=True)
+        r = eng.post("/update_weights_from_disk", {"model_path": eng.model_path, "weight_version": "0"}, control=True)
+        assert r.status_code == 200, r.text
+
+
+def test_control_routes_need_a_body(eng: Eng) -> None:
+    """SGLang 0.5.23's control routes take a JSON body ({} at least): a POST without one is a 400 "Field
+    required" and does nothing."""
+    eng.need("control")
+    try:
+        for route in ("/continue_generation", "/pause_generation", "/abort_request"):
+            r = httpx.post(eng.control_url + route, timeout=30)
+            assert r.status_code == 400 and "Field required" in error_message(r.json()), (route, r.text)
+    finally:
+        eng.post("/continue_generation", {}, control=True)
+    assert greedy(eng, 2)["meta_info"]["completion_tokens"] == 2
 
 
 def test_get_loads_through_router(eng: Eng) -> None:
@@ -900,6 +1035,7 @@ def test_release_and_resume_memory_occupation(eng: Eng, tmp_path: Path) -> None:
 
     from tandem.model_source import load_tokenizer
 
+    eng.need("release")
     t, box = _start_long(eng, f"busy-{eng.target}", n=400)
     r = _memory(eng, "release", None)
     assert r.status_code == 400 and "idle" in r.json()["error"]["message"], r.text
@@ -939,7 +1075,7 @@ def test_release_and_resume_memory_occupation(eng: Eng, tmp_path: Path) -> None:
 def test_resume_without_a_load_serves_the_weights_it_had(eng: Eng) -> None:
     """Released and resumed with no version loaded in between: the engine reads back the version it served
     (SGLang keeps it with --enable-weights-cpu-backup), never generating from storage that holds nothing."""
-    eng.need("control", "hf", "deterministic")
+    eng.need("control", "hf", "deterministic", "release")
     before = greedy(eng, 12)
     assert _memory(eng, "release", ["kv_cache", "weights"]).status_code == 200
     r = _memory(eng, "resume", None)  # none named: every released region

@@ -47,14 +47,21 @@ def test_non_loopback_host_refused(tmp_path: Path) -> None:
 
 def test_sampling_params_parsing() -> None:
     from tandem.engine.core import InvalidRequest, SamplingParams
+    from tandem.engine.sampling_params import ContractError
 
     p = SamplingParams.from_dict({"temperature": 0, "stop": "x", "stop_token_ids": [3], "top_k": 5, "frequency_penalty": 0,
-                                  "max_new_tokens": 7, "unknown_field": 1})
-    assert p.greedy and p.stop == ["x"] and p.stop_token_ids == [3] and p.max_new_tokens == 7
+                                  "max_new_tokens": 7, "sampling_seed": 3, "stream_interval": 2, "top_p": None})
+    assert p.greedy and p.stop == ["x"] and p.stop_token_ids == [3] and p.max_new_tokens == 7 and p.seed == 3
     assert SamplingParams.from_dict(None).max_new_tokens == 128
-    for bad in ({"top_k": 0}, {"min_p": 2}, {"n": 2}, {"temperature": "hot"}, {"stop_token_ids": [999]},
-                {"frequency_penalty": 0.5}, {"regex": "a+"}):
-        with pytest.raises(InvalidRequest):
+    for bad in ({"top_k": 0}, {"min_p": 2}, {"n": 2}, {"stop_token_ids": [999]}, {"frequency_penalty": 0.5},
+                {"regex": "a+"}, {"stop_regex": "a+"}):
+        with pytest.raises(InvalidRequest) as err:
+            SamplingParams.from_dict(bad, vocab_size=259)
+        assert not isinstance(err.value, ContractError), bad  # a value SGLang's contract takes, then refuses
+    # SGLang 0.5.23's JSON contract: an unknown field, or a value of the wrong JSON type.
+    for bad in ({"unknown_field": 1}, {"seed": 1}, {"temperature": "hot"}, {"temperature": True},
+                {"max_new_tokens": 7.0}, {"ignore_eos": 1}, {"stop": [1]}, {"stop_token_ids": 3}):
+        with pytest.raises(ContractError):
             SamplingParams.from_dict(bad, vocab_size=259)
 
 

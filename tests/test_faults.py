@@ -21,7 +21,7 @@
 A phase that lasts milliseconds on a tiny model (a checkpoint's finalize, a weight sync) is
 held open by a FaultHold (tests/_faults.py), a RunHooks object the test's instrumented launcher
 (`python -m tests._faults --hold PHASE:N:S ...`) passes to the real one; the hold announces
-itself on stderr; rollout is caught by polling the engines' /get_load.
+itself on stderr; rollout is caught by polling the engines' /v1/loads.
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ import pytest
 from _faults import (GROUP, INSTRUMENTED, MARGIN_S, PROMPTS, SMALL, Launch, base_weights, batch, check_batches, checkpoint_state,
                      children_gone_bound_s, cursor_draws, final_weights, l2, metrics, mount_tmpfs, prompt_indices, record, rel_l2,
                      remount_tmpfs, replay_weights, rows_done, survivors, umount)
+from tandem.engine_api import LOADS_ROUTE, parse_load
 
 UNRESPONSIVE_S = 3.0
 CHECK_S = 0.5
@@ -281,18 +282,17 @@ each other by this factor (three samples of run-to-run noise; they measured 0.15
 
 
 def in_flight(run: Path, since_wall: float) -> bool:
-    """An engine of the launch started at `since_wall` holds generate requests (GET /get_load)."""
+    """An engine of the launch started at `since_wall` holds generate requests (GET /v1/loads)."""
     path = run / "endpoints.json"
     if not path.exists() or path.stat().st_mtime < since_wall - 1:
         return False
     for e in json.loads(path.read_text())["engines"]:
         try:
-            loads = httpx.get(f"{e['url']}/get_load", timeout=1).json()
+            load = parse_load(httpx.get(f"{e['url']}{LOADS_ROUTE}", timeout=1).json())
         except (httpx.HTTPError, ValueError):
             continue
-        for entry in loads if isinstance(loads, list) else [loads]:
-            if int(entry.get("num_reqs", 0) or 0) > 0:
-                return True
+        if load.requests > 0:
+            return True
     return False
 
 
@@ -405,7 +405,7 @@ def test_crash_chain_resumes_exactly(tmp_path):
         # 4. Ctrl-C during rollout, in async steady state: step j+1's requests are in flight
         #    while the trainer is busy with step j (frozen with SIGSTOP, standing for a long
         #    training step). Long generations in this stage only keep the requests in flight
-        #    for seconds (a /get_load poll can take a few hundred ms on a busy box); nothing it
+        #    for seconds (a /v1/loads poll can take a few hundred ms on a busy box); nothing it
         #    trains is kept, as it stops before its first checkpoint.
         s4, at = resume("4-ctrl-c-rollout", args=["--rollout.sampling.max_new_tokens", "256"])
         assert not (run / "weights" / "step_000005").exists(), "resume kept weights newer than its checkpoint"

@@ -159,3 +159,32 @@ def test_routed_experts_flag_only_with_routing_replay_or_record():
         assert cmd.count("--enable-return-routed-experts") == 1
     with pytest.raises(ConfigError, match=r"--enable-return-routed-experts is managed by tandem; set trainer.moe"):
         sl.sglang_command(cfg_with({"enable_return_routed_experts": True}), port=1, model_path="m")
+
+
+def test_sglang_on_a_cpu_machine(monkeypatch):
+    """engine.sglang.device = "cpu": SGLang's CPU engine (its flag and its switch variable, a KV pool capped at
+    engine.max_total_tokens), no GPU asked for, engine.sglang.env on top; colocation (CUDA-only) refused."""
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    cfg = build_config({"engine": {"backend": "sglang", "count": 2, "max_total_tokens": 16384,
+                                   "sglang": {"device": "cpu", "env": {"SGLANG_CPU_OMP_THREADS_BIND": "0|1"}}},
+                        "model": {"dtype": "float32"}, "run": {"mode": "async"}})
+    cmd = sl.sglang_command(cfg, port=31001, model_path="/m")
+    check_against_sglang(cmd)
+    pairs = dict(zip(cmd[3::2], cmd[4::2]))
+    assert pairs["--device"] == "cpu" and pairs["--max-total-tokens"] == "16384" and pairs["--dtype"] == "float32"
+    gpu_cmd = sl.sglang_command(cfg_with(), port=31001, model_path="/m")
+    assert "--device" not in gpu_cmd and "--max-total-tokens" not in gpu_cmd  # a GPU's pool is SGLang's to size
+    placement = plan_placement(cfg, visible_gpus=0)  # on a GPU node's config this refuses: no GPU for the engines
+    assert placement.engine_gpus == [None, None] and not placement.engines_on_gpu
+    for i in range(2):
+        env = placement.engine_env(i)
+        assert env["SGLANG_USE_CPU_ENGINE"] == "1" and env["SGLANG_CPU_OMP_THREADS_BIND"] == "0|1"
+        assert env["CUDA_VISIBLE_DEVICES"] == "" and env["OMP_NUM_THREADS"] == str(placement.cpu_threads)
+    with pytest.raises(ConfigError, match="need 3 GPU"):
+        plan_placement(cfg_with(), visible_gpus=0)
+    assert "SGLANG_USE_CPU_ENGINE" not in plan_placement(cfg_with(), visible_gpus=8).engine_env(0)
+    with pytest.raises(ConfigError, match="engine.sglang.device = 'cpu'.*need CUDA"):
+        build_config({"engine": {"backend": "sglang", "count": 1, "sglang": {"device": "cpu"}},
+                      "run": {"colocate": True, "mode": "sync"}})
+    with pytest.raises(ConfigError, match="--device is managed by tandem; set engine.sglang.device"):
+        sl.sglang_command(cfg_with({"device": "cpu"}), port=1, model_path="m")

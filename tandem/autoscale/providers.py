@@ -73,7 +73,8 @@ class NodeProvider:
         device = self.free.pop(0)
         port = free_port()
         url = f"http://127.0.0.1:{port}"
-        env = {"CUDA_VISIBLE_DEVICES": device} if device is not None else self.placement.cpu_engine_env()
+        env = {"CUDA_VISIBLE_DEVICES": device, **self.placement.engine_extra_env} if device is not None \
+            else self.placement.cpu_engine_env()
         child = self.sup.start(name, self._command(name, port), env=env, url=url, role="engine", critical=False)
         self.held[name] = device
         try:

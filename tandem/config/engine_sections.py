@@ -23,8 +23,12 @@ class EmbeddedEngineSettings(Section):
 
 
 class SglangEngineSettings(Section):
+    device: Literal["cuda", "cpu"] = "cuda"
+    """Where the SGLang servers run: cuda (one GPU each) or cpu (SGLang's CPU engine: --device cpu with SGLANG_USE_CPU_ENGINE=1, a KV pool of engine.max_total_tokens tokens; it needs sgl-kernel's CPU extension, see docs/deployment.md). On cpu no GPU is asked for."""
     mem_fraction_static: float = Field(0.85, gt=0.0, lt=1.0)
-    """SGLang --mem-fraction-static: the fraction of GPU memory for weights and the KV cache."""
+    """SGLang --mem-fraction-static: the fraction of GPU memory (with device = "cpu": of the host's memory) for weights and the KV cache."""
+    env: dict[str, str] = {}
+    """Environment variables every SGLang server gets on top of tandem's (e.g. {SGLANG_CPU_OMP_THREADS_BIND = "0-15"})."""
     args: dict[str, Any] = {}
     """Extra SGLang server arguments, passed through as --key value (e.g. {context_length = 32768}); each is checked against SGLang's argument list."""
 

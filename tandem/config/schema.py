@@ -188,6 +188,9 @@ class TandemConfig(DerivedSettings, Section):
         if self.engine.autoscale.enabled:
             raise rule_broken("run.colocate = true with engine.autoscale: a colocated fleet is sized to the trainer's "
                               "GPUs, not grown; turn one of them off")
+        if self.engine.backend == "sglang" and self.engine.sglang.device == "cpu":
+            raise rule_broken("run.colocate = true with engine.sglang.device = 'cpu': SGLang's memory saver and "
+                              "/release_memory_occupation need CUDA; set run.colocate = false")
         return self
 
     @model_validator(mode="after")

@@ -154,7 +154,7 @@ class LoggingConfig(Section):
     tensorboard: bool = True
     """Write TensorBoard event files under <run_dir>/tensorboard."""
     queue_sample_interval_s: float = Field(0.5, gt=0)
-    """How often each engine's /get_load is sampled into queue.jsonl."""
+    """How often each engine's load (SGLang's /v1/loads) is sampled into queue.jsonl."""
     verbose: bool = False
     """Let other libraries print their progress bars and warnings (datasets, safetensors, transformers, uvicorn's per-connection notices) in the terminal and the children's logs (`--verbose`); off, tandem says what is loading itself."""
     wandb: WandbConfig = WandbConfig()

@@ -17,11 +17,27 @@ from typing import Any, Literal, Protocol, Sequence
 from tandem.engine.request import GenerateRequest
 
 PauseMode = Literal["abort", "retract", "in_place"]
+SERVER_VERSION = "tandem-0"
+"""What the engine answers for SGLang's server version (/get_server_info, /v1/loads)."""
+
+
+# SGLang 0.5.23's answer when the new weights are in but requests still hold KV of the old ones.
+FLUSH_REFUSED = ("Weights were updated, but the cache was not flushed because requests are still running or queued. "
+                 "Retract or finish them, then call /flush_cache.")
+
+
+@dataclass
+class WeightUpdateResult:
+    success: bool
+    message: str
+    num_paused_requests: int = 0
+    """Always 0, as SGLang 0.5.23's scheduler answers (the field stays for its clients)."""
 
 
 @dataclass
 class LoadInfo:
-    """A core's load; `to_json` is one entry of SGLang's /get_load list (plus tandem extras)."""
+    """A core's load; `to_json` is one entry of the `loads` list SGLang 0.5.23's /v1/loads answers (its
+    core keys, plus tandem's extras)."""
 
     num_running_reqs: int
     num_waiting_reqs: int
@@ -38,13 +54,14 @@ class LoadInfo:
     def to_json(self) -> dict[str, Any]:
         return {
             "dp_rank": 0,
-            "num_reqs": self.num_running_reqs + self.num_waiting_reqs,
-            "num_waiting_reqs": self.num_waiting_reqs,
-            "num_tokens": self.num_tokens,
             "num_running_reqs": self.num_running_reqs,
-            "num_pending_admission": self.num_pending_admission,
-            "max_running_requests": self.max_running_requests,
+            "num_waiting_reqs": self.num_waiting_reqs,
+            "num_used_tokens": self.num_tokens,
             "max_total_num_tokens": self.max_total_tokens,
+            "max_running_requests": self.max_running_requests,
+            "token_usage": round(self.num_tokens / self.max_total_tokens, 4) if self.max_total_tokens else 0.0,
+            # tandem's own
+            "num_pending_admission": self.num_pending_admission,
             "max_running_batch_seen": self.max_running_batch_seen,
             "paused": self.paused,
         }

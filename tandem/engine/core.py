@@ -18,21 +18,14 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from dataclasses import dataclass
 from typing import Any, AsyncIterator, Sequence
 
 from tandem.engine.adapters import Adapters, LoraLimits
-from tandem.engine.backend import EngineBackend, LoadInfo, PauseMode
+from tandem.engine.backend import (FLUSH_REFUSED, SERVER_VERSION, EngineBackend, LoadInfo, PauseMode,
+                                   WeightUpdateResult)
 from tandem.engine.memory_occupation import MemoryOccupation
 from tandem.engine.request import (DEFAULT_MAX_NEW_TOKENS, FinishReason, GenerateRequest, InvalidRequest,
                                    SamplingParams, StopStringMatcher, TokenDelta)
-
-
-@dataclass
-class WeightUpdateResult:
-    success: bool
-    message: str
-    num_paused_requests: int = 0
 
 
 class EngineCore(MemoryOccupation):
@@ -287,38 +280,44 @@ class EngineCore(MemoryOccupation):
                                        abort_all_requests: bool = False, flush_cache: bool = True,
                                        load_format: str | None = None) -> WeightUpdateResult:
         """Load HF safetensors from model_path (SGLang semantics: drain when not paused, immediate when
-        paused). On failure the old weights and version stay and success is False with the reason."""
+        paused). On failure the old weights and version stay and success is False with the reason. As SGLang
+        0.5.23: with flush_cache and requests held in place, the weights load but the answer is FLUSH_REFUSED
+        and the version is not taken (send flush_cache false under an in_place pause)."""
         assert self._update_lock is not None
         async with self._update_lock:
             if abort_all_requests:
                 await self.engine_backend.abort(None)
-            num_paused, ok, msg = await self._load_weights_gated(model_path, load_format)
-            if ok:
-                if weight_version is not None:
-                    self.weight_version = str(weight_version)
-                    msg += f" Weight version updated to {self.weight_version}."
-                self.model_path = model_path
-                if flush_cache:
-                    await self.engine_backend.flush_cache()
-            return WeightUpdateResult(ok, msg, num_paused)
+            return await self._load_weights_gated(model_path, load_format, weight_version, flush_cache)
 
-    async def _load_weights_gated(self, model_path: str, load_format: str | None) -> tuple[int, bool, str]:
-        """Paused: load under the held requests at once. Otherwise drain every admitted request
-        first, holding new ones at the door. Returns (requests held, ok, message)."""
+    async def _load_weights_gated(self, model_path: str, load_format: str | None, version: str | None,
+                                  flush_cache: bool) -> WeightUpdateResult:
+        """Paused: swap under the held requests at once. Otherwise drain every admitted request first,
+        holding new ones at the door until the weights, the flush and the version are all in."""
         assert self._gate is not None
         async with self._gate:
             if self._paused:
-                held = self._admitted
-                ok, msg = await self.engine_backend.load_weights(model_path, load_format)
-                return held, ok, msg
+                return await self._swap_weights(model_path, load_format, version, flush_cache)
             self._updating = True
             try:
                 await self._gate.wait_for(lambda: self._admitted == 0)
-                ok, msg = await self.engine_backend.load_weights(model_path, load_format)
+                return await self._swap_weights(model_path, load_format, version, flush_cache)
             finally:
                 self._updating = False
                 self._gate.notify_all()
-            return 0, ok, msg
+
+    async def _swap_weights(self, model_path: str, load_format: str | None, version: str | None,
+                            flush_cache: bool) -> WeightUpdateResult:
+        """Load, flush the prefix cache the old weights made, take the version: SGLang's order."""
+        ok, msg = await self.engine_backend.load_weights(model_path, load_format)
+        if not ok:
+            return WeightUpdateResult(False, msg)
+        self.model_path = model_path
+        if flush_cache and not (await self.engine_backend.flush_cache())[0]:
+            return WeightUpdateResult(False, FLUSH_REFUSED)
+        if version is not None:
+            self.weight_version = str(version)
+            msg += f" Weight version updated to {self.weight_version}."
+        return WeightUpdateResult(True, msg)
 
     async def health_generate(self, timeout_s: float = 20.0) -> bool:
         """Generate one token end to end (bypassing the pause gate only when paused, where SGLang
@@ -373,7 +372,7 @@ class EngineCore(MemoryOccupation):
             "dp_size": 1,
             "tp_size": 1,
             "internal_states": [{"load": load.to_json(), "paused": self._paused, "released": sorted(self.released)}],
-            "version": "tandem-0",
+            "version": SERVER_VERSION,
             "uptime_s": time.time() - self.started_at,
             "loaded_lora_adapters": dict(self.adapters.loaded),
         }

@@ -1,6 +1,6 @@
 """What one generation request is, identically for every engine backend.
 
-* parsing/validating sampling params (`SamplingParams.from_dict`, SGLang field names),
+* sampling params (tandem.engine.sampling_params, re-exported here),
 * the finish rules (`GenerateRequest.append_token`: max_new_tokens, then stop token ids /
   eos unless ignore_eos, then stop strings), in SGLang's order,
 * stop-string detection over a bounded tail of the output (`StopStringMatcher`),
@@ -18,103 +18,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Literal, Sequence
 
-# SGLang's default when a request names no max_new_tokens.
-DEFAULT_MAX_NEW_TOKENS = 128
-
-
-class InvalidRequest(ValueError):
-    """Bad client input; the HTTP layer answers 400 with this message."""
-
-
-# --------------------------------------------------------------------------- sampling params
-@dataclass
-class SamplingParams:
-    """The subset of SGLang's `sampling_params` that tandem's cores honour (names as SGLang)."""
-
-    temperature: float = 1.0
-    top_p: float = 1.0
-    top_k: int = -1
-    min_p: float = 0.0
-    max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS
-    stop: list[str] = field(default_factory=list)
-    stop_token_ids: list[int] = field(default_factory=list)
-    ignore_eos: bool = False
-    skip_special_tokens: bool = True
-    spaces_between_special_tokens: bool = True
-    no_stop_trim: bool = False
-    n: int = 1
-    seed: int | None = None
-    """SGLang's `sampling_seed` (also read as `seed`): the row's sampling noise at output position t
-    is drawn from a generator seeded with (seed, t) alone, so the same request samples the same
-    tokens whatever else shares its batch (tandem.engine.sampling.seeded_noise). None: the
-    engine's own stream."""
-
-    # SGLang knobs tandem's cores do not implement: accepted at their neutral value (sglang-router
-    # and clients send them), refused otherwise so a request is never silently decoded differently.
-    NEUTRAL = {"frequency_penalty": 0.0, "presence_penalty": 0.0, "repetition_penalty": 1.0, "min_new_tokens": 0}
-    UNSUPPORTED = ("json_schema", "regex", "ebnf", "structural_tag", "custom_params", "logit_bias")
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any] | None, *, vocab_size: int | None = None) -> "SamplingParams":
-        """Validate a client's sampling_params dict; raises InvalidRequest naming the bad field."""
-        d = dict(d or {})
-        p = cls()
-        try:
-            p._read_fields(d)
-        except (TypeError, ValueError) as err:
-            if isinstance(err, InvalidRequest):
-                raise
-            raise InvalidRequest(f"invalid sampling_params: {err}") from None
-        for name in cls.UNSUPPORTED:
-            if d.get(name):
-                raise InvalidRequest(f"sampling_params.{name} is not supported by this engine")
-        p._check_ranges(vocab_size)
-        return p
-
-    def _read_fields(self, d: dict[str, Any]) -> None:
-        """Copy the fields present in `d`, converted to their types (TypeError / ValueError if not)."""
-        for name, kind in (("temperature", float), ("top_p", float), ("top_k", int), ("min_p", float),
-                           ("max_new_tokens", int)):
-            if d.get(name) is not None:
-                setattr(self, name, kind(d[name]))
-        stop = d.get("stop")
-        if stop is not None:
-            self.stop = [stop] if isinstance(stop, str) else [str(s) for s in stop]
-        if d.get("stop_token_ids") is not None:
-            self.stop_token_ids = [int(t) for t in d["stop_token_ids"]]
-        for name in ("ignore_eos", "skip_special_tokens", "spaces_between_special_tokens", "no_stop_trim"):
-            if d.get(name) is not None:
-                setattr(self, name, bool(d[name]))
-        if d.get("n") is not None:
-            self.n = int(d["n"])
-        for name in ("seed", "sampling_seed"):
-            if d.get(name) is not None:
-                self.seed = int(d[name])
-        for name, neutral in self.NEUTRAL.items():
-            if d.get(name) is not None and float(d[name]) != neutral:
-                raise InvalidRequest(f"sampling_params.{name} = {d[name]} is not supported by this engine "
-                                     f"(only the neutral value {neutral})")
-
-    def _check_ranges(self, vocab_size: int | None) -> None:
-        if self.temperature < 0:
-            raise InvalidRequest(f"sampling_params.temperature must be >= 0, got {self.temperature}")
-        if not 0 < self.top_p <= 1:
-            raise InvalidRequest(f"sampling_params.top_p must be in (0, 1], got {self.top_p}")
-        if self.top_k == 0 or self.top_k < -1:
-            raise InvalidRequest(f"sampling_params.top_k must be -1 (disabled) or >= 1, got {self.top_k}")
-        if not 0 <= self.min_p <= 1:
-            raise InvalidRequest(f"sampling_params.min_p must be in [0, 1], got {self.min_p}")
-        if self.max_new_tokens < 0:
-            raise InvalidRequest(f"sampling_params.max_new_tokens must be >= 0, got {self.max_new_tokens}")
-        if self.n != 1:
-            raise InvalidRequest("sampling_params.n > 1 is not supported; send n separate requests")
-        if vocab_size is not None and any(not 0 <= t < vocab_size for t in self.stop_token_ids):
-            raise InvalidRequest(f"sampling_params.stop_token_ids must be in [0, {vocab_size})")
-
-    @property
-    def greedy(self) -> bool:
-        # SGLang treats very small temperatures as greedy too.
-        return self.temperature < 1e-6 or self.top_k == 1
+from tandem.engine.sampling_params import DEFAULT_MAX_NEW_TOKENS, InvalidRequest, SamplingParams
 
 
 # --------------------------------------------------------------------------- finish reasons

@@ -7,7 +7,9 @@ SGLang dropped fails before any process starts, with the config key named, not a
 engine on the GPU node.
 
 Placement (tandem.placement) pins each engine to one GPU through CUDA_VISIBLE_DEVICES, so
-the engine always runs `--tp-size 1` and sees its GPU as device 0. Weight sync goes through
+the engine always runs `--tp-size 1` and sees its GPU as device 0. With engine.sglang.device = "cpu"
+the engines run SGLang's CPU engine instead (`--device cpu` and SGLANG_USE_CPU_ENGINE=1, sglang_env)
+with the torch threads placement gives every CPU engine, and no GPU is asked for. Weight sync goes through
 SGLang's own `/update_weights_from_disk` with `weight_version`; `--weight-version` sets the
 version a fresh engine reports before the first sync (0 = the base model, or the version it
 was restarted on). With run.colocate the engine gets SGLang's memory saver (--enable-memory-saver),
@@ -50,7 +52,10 @@ RESERVED: dict[str, str | None] = {
     "--max-loras-per-batch": "rollout.staleness.max",
     "--enable-memory-saver": "run.colocate",
     "--enable-return-routed-experts": "trainer.moe.routing_replay",
+    "--device": "engine.sglang.device", "--max-total-tokens": "engine.max_total_tokens",
 }
+CPU_ENGINE_ENV = "SGLANG_USE_CPU_ENGINE"
+"""SGLang picks its CPU platform only with this set to 1 (beside --device cpu)."""
 
 
 @lru_cache(maxsize=4)
@@ -131,6 +136,10 @@ def sglang_command(cfg: TandemConfig, port: int, model_path: str, weight_version
         "--max-running-requests", str(e.max_running_requests),
         "--random-seed", str(cfg.run.seed + seed_offset),
     ]
+    if e.sglang.device == "cpu":
+        # On a GPU SGLang sizes its KV pool from mem_fraction_static; on a CPU the fraction is of the
+        # host's memory, so the pool is capped at tandem's own budget instead.
+        cmd += ["--device", "cpu", "--max-total-tokens", str(e.max_total_tokens)]
     if cfg.model.trust_remote_code:
         cmd.append("--trust-remote-code")
     if e.priority_scheduling:
@@ -138,6 +147,13 @@ def sglang_command(cfg: TandemConfig, port: int, model_path: str, weight_version
         # engine does not model either (the sweep would not predict it).
         cmd += ["--enable-priority-scheduling", "--disable-priority-preemption"]
     return cmd + colocation_args(cfg) + lora_args(cfg) + moe_args(cfg) + extra_args(e.sglang.args)
+
+
+def sglang_env(cfg: TandemConfig) -> dict[str, str]:
+    """The variables every SGLang server gets: the CPU engine switch with engine.sglang.device = "cpu", then
+    engine.sglang.env."""
+    own = {CPU_ENGINE_ENV: "1"} if cfg.engine.sglang.device == "cpu" else {}
+    return {**own, **cfg.engine.sglang.env}
 
 
 def _on_off_flag(flag: str, key: str) -> list[str]:

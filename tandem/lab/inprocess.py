@@ -122,7 +122,7 @@ class InProcessEngines:
             await core.shutdown()
 
     def loads(self) -> dict[str, dict]:
-        """Each engine's /get_load body, read from the core (an HTTP round trip per sample would
+        """Each engine's /v1/loads entry, read from the core (an HTTP round trip per sample would
         cost more CPU than the rest of the run)."""
         return {name: core.engine_backend.get_load().to_json() for name, core in list(self.cores.items())}
 

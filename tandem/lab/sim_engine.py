@@ -23,7 +23,7 @@ same k. Token counts in responses are wire tokens.
 Weight updates read every byte of the published safetensors (real disk I/O, so sync
 benchmarks measure the real path) and then hold the GPU for the profile's `reload_s`.
 
-Busy time (every modelled forward) is exposed in /get_load and /get_server_info (`sim` keys)
+Busy time (every modelled forward) is exposed in /v1/loads and /get_server_info (`sim` keys)
 and written as busy spans (unix wall times) to `<run_dir>/sim/<engine name>.jsonl`, from which
 `bench/scaling.py` computes each step's lower bound.
 """
@@ -58,7 +58,7 @@ STREAM_INTERVAL_S = 0.02
 
 @dataclass
 class SimLoadInfo(LoadInfo):
-    """/get_load entry plus the sim's counters (model seconds unless the name says wall)."""
+    """/v1/loads entry plus the sim's counters (model seconds unless the name says wall)."""
 
     busy_s: float = 0.0
     prefill_s: float = 0.0
@@ -208,7 +208,7 @@ class SimBackend(EngineBackend):
     def _pump(self, due: float | None = None) -> None:
         """Catch the model up to now, deliver finished requests, and arm the timer for the next event."""
         # The pending timer (if this pump is not it) is cancelled by _arm: dropping it here instead
-        # would leave it live, and every /get_load would add one more timer firing at every event.
+        # would leave it live, and every /v1/loads would add one more timer firing at every event.
         self._timer_due = None
         now = self.model_now()
         if due is not None:

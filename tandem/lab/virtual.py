@@ -38,7 +38,8 @@ from tandem.orchestrator.fleet import Fleet
 from tandem.orchestrator.launcher import absolutize_paths, check_inputs
 from tandem.orchestrator.live_view import LiveView
 from tandem.orchestrator.loop import make_producer, run_loop, run_until_first_exit
-from tandem.orchestrator.metrics import MetricsLog, parse_load
+from tandem.engine_api import parse_load
+from tandem.orchestrator.metrics import MetricsLog
 from tandem.supervisor import Supervisor
 from tandem.paths import PROJECT_ROOT
 from tandem.rollout import DataError, EngineClient, PluginError, RolloutContext, \
@@ -88,8 +89,8 @@ async def sample_queues(engines: InProcessEngines, path: Path, interval_s: float
         while True:
             now = virtual_clock.unix_time()
             for name, load in engines.loads().items():
-                waiting, running = parse_load(load)
-                f.write(json.dumps({"t": now, "engine": name, "waiting": waiting, "running": running}) + "\n")
+                seen = parse_load(load)
+                f.write(json.dumps({"t": now, "engine": name, "waiting": seen.waiting, "running": seen.running}) + "\n")
             await asyncio.sleep(interval_s)
 
 

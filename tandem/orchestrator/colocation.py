@@ -23,6 +23,7 @@ from pathlib import Path
 
 import httpx
 
+from tandem.engine_api import error_message
 from tandem.orchestrator.fleet import Fleet
 from tandem.orchestrator.hooks import NO_HOOKS, RunHooks
 
@@ -96,7 +97,7 @@ async def post_memory(http: httpx.AsyncClient, url: str, route: str, tags: list[
     except httpx.HTTPError as err:
         raise HandOverError(f"{url}/{route} failed: {err!r}") from err
     if resp.status_code != 200:
-        raise HandOverError(f"{url}/{route} answered HTTP {resp.status_code}: {resp.text[:300]}")
+        raise HandOverError(f"{url}/{route} answered HTTP {resp.status_code}: {error_message(resp.text)[:300]}")
 
 
 class Colocation:

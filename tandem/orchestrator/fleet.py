@@ -21,7 +21,8 @@ import httpx
 
 from tandem.lora import adapter_name, adapter_versions, doomed_adapters
 from tandem.weights import SyncError, reload_engines, sync_engines
-from tandem.weights.reload import engine_adapters, engine_weight_version, parse_load, unload_adapters
+from tandem.engine_api import read_load
+from tandem.weights.reload import engine_adapters, engine_weight_version, unload_adapters
 from tandem.weights.delta import DELTA_FILE
 from tandem.weights.transport import local_copies, reload_by_agent
 from tandem.config import TandemConfig
@@ -250,18 +251,15 @@ class Fleet:
         return int(version) if version is not None else None
 
     async def loads(self) -> dict[str, dict[str, float]]:
-        """Every serving engine's queue and KV use from its /get_load ({waiting, running,
-        kv_usage}); an engine that does not answer is left out."""
+        """Every serving engine's queue and KV use from its load report (tandem.engine_api: {waiting,
+        running, kv_usage}); an engine that does not answer is left out."""
         async def one(url: str) -> dict[str, float] | None:
             try:
-                body = (await self._client().get(f"{url}/get_load", timeout=5.0)).json()
+                load = await read_load(self._client(), url)
             except (httpx.HTTPError, ValueError):
                 return None
-            waiting, running = parse_load(body)
-            entries = [e for e in (body if isinstance(body, list) else [body]) if isinstance(e, dict)]
-            tokens = sum(int(e.get("num_tokens", 0) or 0) for e in entries)
-            capacity = sum(int(e.get("max_total_num_tokens", 0) or 0) for e in entries)
-            return {"waiting": waiting, "running": running, "kv_usage": tokens / capacity if capacity else 0.0}
+            return None if load is None else {"waiting": load.waiting, "running": load.running,
+                                              "kv_usage": load.kv_usage}
         serving = {n: u for n, u in self.engines.items() if n not in self.recovering}
         answers = await asyncio.gather(*(one(u) for u in serving.values()))
         return {n: a for n, a in zip(serving, answers) if a is not None}
@@ -272,11 +270,12 @@ class Fleet:
         deadline = clock() + timeout_s
         while True:
             try:
-                waiting, running = parse_load((await self._client().get(f"{url}/get_load", timeout=5.0)).json())
+                load = await read_load(self._client(), url)
             except (httpx.HTTPError, ValueError):
                 return 0  # gone already: whatever it held failed and is being retried
-            if waiting + running == 0 or clock() > deadline:
-                return waiting + running
+            held = load.requests if load is not None else 0
+            if held == 0 or clock() > deadline:
+                return held
             await asyncio.sleep(poll_s)
 
     async def _watch(self, name: str) -> None:

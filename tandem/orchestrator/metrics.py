@@ -15,7 +15,7 @@ import httpx
 from tandem.metric_groups import grouped_name, numeric
 from tandem.orchestrator.wandb_log import WandbLog
 from tandem.sample import Sample
-from tandem.weights.reload import parse_load
+from tandem.engine_api import read_load
 
 REQUIRED_KEYS = (
     "step", "weight_version", "samples", "reward_mean", "reward_std", "response_len_mean",
@@ -119,8 +119,7 @@ class QueueMonitor:
     async def _sample(self, client: httpx.AsyncClient, f) -> None:
         async def one(name: str, url: str):
             try:
-                r = await client.get(f"{url}/get_load")
-                return name, parse_load(r.json()) if r.status_code == 200 else None
+                return name, await read_load(client, url, timeout_s=max(1.0, self.interval_s * 4))
             except (httpx.HTTPError, ValueError):
                 return name, None
 
@@ -128,7 +127,7 @@ class QueueMonitor:
         for name, load in await asyncio.gather(*(one(n, u) for n, u in list(self.engines.items()))):
             if load is None:
                 continue  # an engine being restarted has no queue to report
-            waiting, running = load
+            waiting, running = load.waiting, load.running
             self.history.setdefault(name, deque(maxlen=self.window)).append(waiting + running)
             self.peak_waiting[name] = max(self.peak_waiting.get(name, 0), waiting)
             f.write(json.dumps({"t": now, "engine": name, "waiting": waiting, "running": running}) + "\n")

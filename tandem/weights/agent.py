@@ -26,8 +26,8 @@ import httpx
 from tandem.weights.delta import DeltaError
 from tandem.weights.materialize import LocalVersions, fingerprint, kind
 from tandem.lora import adapter_versions, doomed_adapters
-from tandem.weights.reload import (SyncError, engine_adapters, engine_weight_version, parse_load, reload_engine,
-                                   unload_adapters)
+from tandem.engine_api import read_load
+from tandem.weights.reload import SyncError, engine_adapters, engine_weight_version, reload_engine, unload_adapters
 from tandem.weights.store import ChecksumError, StoreError, WeightStore
 
 
@@ -107,8 +107,8 @@ class WeightAgent:
                  f"{asyncio.get_running_loop().time() - started:.2f}s)")
 
     async def _engine_idle(self) -> bool:
-        resp = await self.http.get(f"{self.engine_url}/get_load", timeout=5.0)
-        return resp.status_code == 200 and parse_load(resp.json()) == (0, 0)
+        load = await read_load(self.http, self.engine_url)
+        return load is not None and load.requests == 0
 
     async def run(self, poll_s: float) -> None:
         last = None

@@ -9,10 +9,9 @@ import asyncio
 import contextlib
 import os
 from dataclasses import dataclass
-from typing import Any
-
 import httpx
 
+from tandem.engine_api import error_message
 from tandem.lora import adapter_name, is_adapter_dir
 
 # How each partial-rollout policy pauses an engine around a reload (SGLang pause modes).
@@ -38,7 +37,7 @@ class ReloadReport:
 async def _post(client: httpx.AsyncClient, url: str, payload: dict, timeout_s: float) -> dict:
     resp = await client.post(url, json=payload, timeout=timeout_s)
     if resp.status_code != 200:
-        raise SyncError(f"{url} answered HTTP {resp.status_code}: {resp.text[:300]}")
+        raise SyncError(f"{url} answered HTTP {resp.status_code}: {error_message(resp.text)[:300]}")
     return resp.json() if resp.content else {}
 
 
@@ -139,19 +138,6 @@ async def reload_engines(engine_urls: list[str], path: str | os.PathLike, versio
                         + "; ".join(f"{url}: {r!r}" if not isinstance(r, SyncError) else f"{url}: {r}" for url, r in failed),
                         [url for url, _ in failed])
     return ReloadReport(version, clock() - start, sum(results))
-
-
-def parse_load(payload: Any) -> tuple[int, int]:
-    """(waiting, running) from SGLang's /get_load answer (a list per DP rank, or one dict)."""
-    entries = payload if isinstance(payload, list) else [payload]
-    waiting = running = 0
-    for e in entries:
-        if isinstance(e, dict):
-            # SGLang's num_reqs counts running and waiting requests together.
-            w = int(e.get("num_waiting_reqs", 0) or 0)
-            waiting += w
-            running += max(0, int(e.get("num_reqs", 0) or 0) - w)
-    return waiting, running
 
 
 async def engine_weight_version(http: httpx.AsyncClient, base_url: str, timeout_s: float = 5.0) -> str | None:

@@ -2,7 +2,7 @@
 
 Field names, response shapes and status codes follow SGLang's http_server.py / io_struct.py.
 Streams are SSE `data: {json}\\n\\n` chunks ending with `data: [DONE]\\n\\n`. Bad input answers
-400 with SGLang's error body {object: "error", message, type, param, code}.
+400 in the shape SGLang 0.5.23 gives that error on that route (common.invalid_request_response).
 
 The routes live in one module per concern (native: /generate, health and info; control: weights,
 pause, cache, abort; openai: /v1/*). Handlers are plain module-level functions that find the core
@@ -23,7 +23,7 @@ from fastapi.responses import Response
 from tandem.engine.core import EngineCore, InvalidRequest
 from tandem.auth import add_api_key_middleware
 from tandem.engine.http import control, native, openai
-from tandem.engine.http.common import ClientGone, error_response
+from tandem.engine.http.common import ClientGone, error_response, invalid_request_response
 
 __all__ = ["build_app"]
 
@@ -43,8 +43,8 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         await core.shutdown()
 
 
-async def _bad_request(_: Request, exc: InvalidRequest) -> Response:
-    return error_response(str(exc), 400)
+async def _bad_request(request: Request, exc: InvalidRequest) -> Response:
+    return invalid_request_response(request.url.path, exc)
 
 
 async def _client_gone(_: Request, exc: ClientGone) -> Response:

@@ -14,6 +14,7 @@ from fastapi.responses import Response
 from pydantic import BaseModel, ValidationError
 
 from tandem.engine.core import EngineCore, GenerateRequest, InvalidRequest
+from tandem.engine.sampling_params import ContractError
 
 SSE_DONE = b"data: [DONE]\n\n"
 
@@ -28,9 +29,25 @@ def json_response(content: Any, status: int = 200) -> Response:
 
 
 def error_response(message: str, status: int = 400) -> Response:
-    """SGLang's error body."""
+    """SGLang's ErrorResponse body: its OpenAI routes' errors, and a body that fails validation anywhere."""
     kind = {400: "BadRequestError", 404: "NotFoundError", 503: "ServiceUnavailableError"}.get(status, "Error")
     return json_response({"object": "error", "message": message, "type": kind, "param": None, "code": status}, status)
+
+
+class InvalidBody(InvalidRequest):
+    """The body is not what the route takes (no body, not JSON, a field missing or of the wrong type)."""
+
+
+def invalid_request_response(path: str, err: InvalidRequest) -> Response:
+    """The 400 SGLang 0.5.23 answers for `err` on `path`, in its shape: a body that fails validation and
+    any OpenAI route's error, {object: "error", message, ...}; a /generate body that breaks its JSON
+    contract, {"error": "<text>"}; any other native route's ValueError, {"error": {"message": ...}}
+    (tandem.engine_api.error_message reads all three)."""
+    if isinstance(err, InvalidBody) or path.startswith("/v1/"):
+        return error_response(str(err), 400)
+    if isinstance(err, ContractError):
+        return json_response({"error": str(err)}, 400)
+    return json_response({"error": {"message": str(err)}}, 400)
 
 
 def sse(obj: Any) -> bytes:
@@ -40,18 +57,18 @@ def sse(obj: Any) -> bytes:
 async def read_body(request: Request) -> dict[str, Any]:
     raw = await request.body()
     if not raw:
-        return {}
+        raise InvalidBody("invalid request: body: Field required")  # SGLang's routes all take a body
     try:
         body = orjson.loads(raw)
     except orjson.JSONDecodeError as err:
-        raise InvalidRequest(f"the request body is not valid JSON: {err}") from None
+        raise InvalidBody(f"the request body is not valid JSON: {err}") from None
     if not isinstance(body, dict):
-        raise InvalidRequest("the request body must be a JSON object")
+        raise InvalidBody("the request body must be a JSON object")
     return body
 
 
 def validate(model: type[BaseModel], body: dict[str, Any]) -> Any:
-    """`model` parsed from `body`; pydantic's errors become one InvalidRequest (a 400)."""
+    """`model` parsed from `body`; pydantic's errors become one InvalidBody (a 400)."""
     try:
         return model.model_validate(body)
     except ValidationError as err:
@@ -59,7 +76,7 @@ def validate(model: type[BaseModel], body: dict[str, Any]) -> Any:
         for e in err.errors():
             loc = ".".join(str(p) for p in e["loc"])
             parts.append(f"{loc}: {e['msg']}" if loc else e["msg"])
-        raise InvalidRequest("invalid request: " + "; ".join(parts)) from None
+        raise InvalidBody("invalid request: " + "; ".join(parts)) from None
 
 
 async def parse(request: Request, model: type[BaseModel]) -> Any:

@@ -9,10 +9,10 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from tandem.engine.http.common import core_of, json_response, parse
-from tandem.engine.http.models import (AbortReq, LoadLoRAAdapterReqInput, PauseGenerationReqInput,
-                                      ReleaseMemoryOccupationReqInput, ResumeMemoryOccupationReqInput,
-                                      SetCpuThreadsReqInput, UnloadLoRAAdapterReqInput,
-                                      UpdateWeightFromDiskReqInput)
+from tandem.engine.http.models import (AbortReq, ContinueGenerationReqInput, LoadLoRAAdapterReqInput,
+                                      PauseGenerationReqInput, ReleaseMemoryOccupationReqInput,
+                                      ResumeMemoryOccupationReqInput, SetCpuThreadsReqInput,
+                                      UnloadLoRAAdapterReqInput, UpdateWeightFromDiskReqInput)
 
 router = APIRouter()
 
@@ -44,13 +44,13 @@ async def unload_lora_adapter(request: Request) -> Response:
 @router.post("/pause_generation")
 async def pause_generation(request: Request) -> Response:
     obj = await parse(request, PauseGenerationReqInput)
-    n = await core_of(request).pause(obj.mode)
-    return json_response({"message": "Generation paused successfully.", "status": "ok", "mode": obj.mode,
-                          "num_requests": n})
+    await core_of(request).pause(obj.mode)
+    return json_response({"message": "Generation paused successfully.", "status": "ok"})  # SGLang's whole answer
 
 
 @router.post("/continue_generation")
 async def continue_generation(request: Request) -> Response:
+    await parse(request, ContinueGenerationReqInput)  # SGLang requires the body, {} at least
     await core_of(request).resume()
     return json_response({"message": "Generation continued successfully.", "status": "ok"})
 
@@ -78,8 +78,8 @@ async def set_cpu_threads(request: Request) -> Response:
 # SGLang answers both with 200 and no value (`null`) when done, and a failure with its
 # _create_error_response body, {"error": {"message": ...}}, status 400.
 async def _occupation(request: Request, model, change: str) -> Response:
+    obj = await parse(request, model)  # a malformed body is a validation error, as every route's
     try:
-        obj = await parse(request, model)
         await getattr(core_of(request), change)(obj.tags)
     except Exception as err:  # noqa: BLE001 - SGLang turns any failure into this answer
         return json_response({"error": {"message": str(err)}}, 400)

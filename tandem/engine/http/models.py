@@ -76,6 +76,11 @@ class PauseGenerationReqInput(_Open):
     mode: Literal["abort", "retract", "in_place"] = "abort"
 
 
+class ContinueGenerationReqInput(_Open):
+    torch_empty_cache: bool = True
+    """SGLang: empty the CUDA allocator's cache before generation resumes (nothing to do on a CPU)."""
+
+
 class AbortReq(_Open):
     rid: str | None = ""
     abort_all: bool = False

@@ -1,5 +1,5 @@
 """SGLang's native data-plane and info routes: /generate (plain and streamed, single and
-batched), /health, /health_generate, model / server info, load and weight version.
+batched), /health, /health_generate, model / server info, load (/v1/loads) and weight version.
 
 /generate returns {text, output_ids, meta_info{id, finish_reason, prompt_tokens, completion_tokens,
 cached_tokens, weight_version, e2e_latency, output_token_logprobs [[logprob, id, text|null]]...,
@@ -10,12 +10,14 @@ non-incremental stream output).
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from typing import Any, AsyncIterator
 
 import numpy as np
 from fastapi import APIRouter, Request
 from fastapi.responses import Response, StreamingResponse
 
+from tandem.engine.backend import SERVER_VERSION
 from tandem.engine.core import EngineCore, GenerateRequest, InvalidRequest, SamplingParams
 from tandem.engine.http.common import (SSE_DONE, TextView, core_of, generate_all, json_response, merged, parse, sse,
                                        token_texts)
@@ -51,9 +53,13 @@ async def server_info(request: Request) -> Response:
     return json_response(info)
 
 
-@router.get("/get_load")
-async def get_load(request: Request) -> Response:
-    return json_response([core_of(request).get_load().to_json()])
+@router.get("/v1/loads")
+async def loads(request: Request) -> Response:
+    """SGLang 0.5.23's load report (it serves no /get_load any more, and neither does this engine, so a
+    client still asking there fails against either): one entry per DP rank under `loads`."""
+    core = core_of(request)
+    return json_response({"timestamp": datetime.now(timezone.utc).isoformat(), "version": SERVER_VERSION,
+                          "accelerator": None, "num_accelerators": 1, "loads": [core.get_load().to_json()]})
 
 
 @router.get("/get_weight_version")
