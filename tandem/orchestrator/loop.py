@@ -37,7 +37,7 @@ from tandem.rollout import EngineClient, PromptCursor, RolloutContext, sampling_
 from tandem.rollout.direct import router_workers
 from tandem.orchestrator.signal import prepare_step, trained
 
-TRAIN_KEYS = ("loss", "kl", "entropy", "clip_frac", "grad_norm", "logprob_mismatch", "train_time")
+TRAIN_KEYS = ("loss", "kl", "entropy", "clip_frac", "seq_clip_frac", "grad_norm", "logprob_mismatch", "train_time")
 SYNC_KEYS = ("publish_bytes", "changed_fraction", "encode_time", "upload_time")
 """What the trainer reports about each publish (bytes written, the changed-element fraction of a delta)."""
 
