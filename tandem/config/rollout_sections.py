@@ -75,6 +75,11 @@ class SignalConfig(Section):
     """With overlong = "penalty": L_cache, the length of the band below rollout.sampling.max_new_tokens where the penalty grows (1 .. max_new_tokens)."""
     overlong_penalty: float = Field(1.0, gt=0.0)
     """With overlong = "penalty": the penalty a response of max_new_tokens model tokens gets (DAPO: 1)."""
+    dynamic_sampling: bool = False
+    """DAPO's dynamic sampling: a group whose valid rewards are all equal (zero variance: no GRPO signal) is dropped as it finishes and another prompt is admitted in its place, up to max_refills_per_step such groups per step."""
+    max_refills_per_step: int = Field(8, ge=0)
+    """With dynamic_sampling: how many zero-variance groups one step may drop and replace. Past it the step trains on fewer groups: each further zero-variance group gives up its slot, down to one group (the last slot takes the next group to finish, whatever its rewards)."""
+
     @model_validator(mode="after")
     def _penalty_has_a_buffer(self) -> SignalConfig:
         if self.overlong == "penalty" and self.overlong_buffer_tokens < 1:
@@ -103,7 +108,7 @@ class RolloutConfig(Section):
     staleness: StalenessConfig = StalenessConfig()
     """How far rollouts may run ahead of the trainer (async mode) and what happens to them at a weight update."""
     signal: SignalConfig = SignalConfig()
-    """Which samples carry a learning signal: DAPO's overlong handling of truncated samples."""
+    """Which samples and groups carry a learning signal: truncated samples, zero-variance groups (DAPO)."""
 
     @model_validator(mode="after")
     def _overlong_buffer_fits_the_response(self) -> RolloutConfig:
