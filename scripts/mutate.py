@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from mutants_moe import MOE  # scripts/ is on the path of `python scripts/mutate.py`
+from mutants_signal import SIGNAL
 
 ROOT = Path(__file__).resolve().parents[1]
 NL = "\n"
@@ -328,7 +329,7 @@ MEMORY = [  # the flagship's memory features: what makes them equal to the plain
   "    if rehearsal.plan_fits is False:  # the run here worked", "    if False:  # the run here worked",
   "tests/test_rehearse.py::test_rehearsal_of_the_example_node_configs[4b-async-does-not-fit]"),
 ]
-SETS = {"defences": DEFENCES, "suite": SUITE, "core": CORE, "memory": MEMORY, "moe": MOE}
+SETS = {"defences": DEFENCES, "suite": SUITE, "core": CORE, "memory": MEMORY, "moe": MOE, "signal": SIGNAL}
 OUTCOME = {0: "MISSED", 1: "CAUGHT"}
 """pytest's exit codes: 0 all passed (the mutant lived), 1 tests failed (caught). Anything else
 (2 interrupted, 3 internal error, 4 usage error such as a test that does not exist, 5 no tests
