@@ -35,6 +35,7 @@ ROLLOUT = frozenset({
     "length_bias_turns", "length_bias_tokens", "finished_in_window", "cancelled_in_window", "buffered_groups",
     "running_groups", "admission_lag_mean", "reward_failed", "groups_dropped_failed", "samples_trained",
     "overlong_masked", "overlong_penalized", "groups_filtered", "groups_forfeited", "groups_filtered_fraction",
+    "filtered_reward_mean",
 })
 """What the producer measured of the step's samples (besides every `token_lag_K`)."""
 

@@ -515,6 +515,8 @@ def test_dynamic_sampling_replaces_zero_variance_groups_up_to_the_bound_then_tra
 
     async def go():
         producer.start()
+        await settle()
+        assert launches == [0, 1, 2] and producer.room() == 0, "the forfeited slot stays empty"
         first = await producer.take(0)
         await producer.set_version(1)
         second = await producer.take(1)
@@ -525,6 +527,7 @@ def test_dynamic_sampling_replaces_zero_variance_groups_up_to_the_bound_then_tra
     assert rows_of(first) == [1] and rows_of(second) == [3, 5]
     assert (first.stats["groups_filtered"], first.stats["groups_forfeited"]) == (2, 1)
     assert first.stats["groups_filtered_fraction"] == pytest.approx(2 / 3)
+    assert first.stats["filtered_reward_mean"] == pytest.approx(0.5)  # rows 0 (all 1) and 2 (all 0)
     assert (second.stats["groups_filtered"], second.stats["groups_forfeited"]) == (1, 0)
     assert second.stats["groups_filtered_fraction"] == pytest.approx(1 / 3)
     assert launches == [0, 1, 2, 3, 4, 5], "no prompt beyond the refills was drawn"

@@ -63,6 +63,7 @@ from typing import Callable
 from tandem.errors import RunFatal
 from tandem.orchestrator.signal import zero_variance
 from tandem.orchestrator.stream_stats import StreamWindow
+from tandem.rollout.scoring import reward_failed
 from tandem.rollout import (GROUP_PROGRESS, REQUEST_PRIORITY, GroupProgress, PromptCursor, RolloutAborted,
                             RolloutContext, check_rollout_result)
 from tandem.sample import Sample
@@ -159,6 +160,8 @@ class RolloutProducer:
         """Zero-variance groups dropped since the last take (dynamic sampling)."""
         self._forfeited = 0
         """Of those, the ones past max_refills_per_step: slots the next step gives up."""
+        self._filtered_reward = 0.0
+        """The sum of their (equal, valid) rewards, one per group."""
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -259,6 +262,7 @@ class RolloutProducer:
                 return False
             self._forfeited += 1
         self._filtered += 1
+        self._filtered_reward += next(s.reward for s in samples if not reward_failed(s))
         return True
 
     async def _fail_run(self, err: BaseException) -> None:
@@ -341,8 +345,10 @@ class RolloutProducer:
                              buffered=len(self._buffer), running=len(self._running),
                              admission_lags=[step - g.admitted_version for g in taken])
         stats.update(groups_filtered=self._filtered, groups_forfeited=self._forfeited,
-                     groups_filtered_fraction=self._filtered / (self._filtered + len(taken)))
+                     groups_filtered_fraction=self._filtered / (self._filtered + len(taken)),
+                     filtered_reward_mean=self._filtered_reward / self._filtered if self._filtered else 0.0)
         self._filtered = self._forfeited = 0
+        self._filtered_reward = 0.0
         return StepBatch(
             step=step, samples=samples,
             rollout_time=max(g.finished for g in taken) - min(g.started for g in taken),
