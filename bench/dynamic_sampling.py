@@ -2,6 +2,7 @@
 
     python bench/dynamic_sampling.py                  # seeds 1-3, each variant, 120 steps
     python bench/dynamic_sampling.py --seeds 1 --steps 80
+    python bench/dynamic_sampling.py --report-from DIR [DIR ...]   # the report of runs split over several calls
 
 configs/counter.toml as it ships, with and without `rollout.signal.dynamic_sampling` (its
 max_refills_per_step at the default, 8 = one step's groups), seed by seed, the two variants back
@@ -49,20 +50,36 @@ def first_success(rows: list[dict]) -> tuple[int | None, int | None]:
     return None, None
 
 
-def run(seeds: list[int], steps: int, scratch: Path) -> list[dict]:
+def summary(seed: int, variant: str, rows: list[dict]) -> dict:
+    step, samples = first_success(rows)
+    return {"seed": seed, "variant": variant, "success_step": step, "samples_to_success": samples,
+            "samples_total": sum(generated(r)[1] for r in rows), "steps": len(rows),
+            "step_time_s": round(sum(r["step_time"] for r in rows), 1),
+            "filtered_fraction_mean": statistics.fmean(r.get("groups_filtered_fraction", 0.0) for r in rows),
+            "forfeited_total": sum(r.get("groups_forfeited", 0) for r in rows),
+            "final_reward": statistics.fmean(generated(r)[0] for r in rows[-WINDOW:])}
+
+
+def run(seeds: list[int], steps: int, scratch: Path, variants: list[str]) -> list[dict]:
     out = []
     for seed in seeds:
-        for variant, extra in VARIANTS.items():
+        for variant in variants:
+            extra = VARIANTS[variant]
             args = ["--config", "configs/counter.toml", "--run.seed", str(seed), "--run.steps", str(steps), *extra]
-            rows, wall = train(scratch / f"{variant}_{seed}", args)
-            step, samples = first_success(rows)
-            out.append({"seed": seed, "variant": variant, "success_step": step, "samples_to_success": samples,
-                        "samples_total": sum(generated(r)[1] for r in rows), "wall_s": round(wall, 1),
-                        "filtered_fraction_mean": statistics.fmean(r.get("groups_filtered_fraction", 0.0) for r in rows),
-                        "forfeited_total": sum(r.get("groups_forfeited", 0) for r in rows),
-                        "final_reward": statistics.fmean(generated(r)[0] for r in rows[-WINDOW:])})
+            rows, _ = train(scratch / f"{variant}_{seed}", args)
+            out.append(summary(seed, variant, rows))
             print(json.dumps(out[-1]), flush=True)
     return out
+
+
+def collect(scratches: list[Path]) -> list[dict]:
+    """The summaries of finished runs already in `scratches` (runs split over several invocations)."""
+    out = []
+    for scratch in scratches:
+        for metrics in sorted(scratch.glob("*_*/metrics.jsonl")):
+            variant, seed = metrics.parent.name.rsplit("_", 1)
+            out.append(summary(int(seed), variant, [json.loads(x) for x in metrics.read_text().splitlines()]))
+    return sorted(out, key=lambda r: (r["seed"], list(VARIANTS).index(r["variant"])))
 
 
 def report(runs: list[dict], steps: int) -> str:
@@ -70,13 +87,14 @@ def report(runs: list[dict], steps: int) -> str:
              f"`python bench/dynamic_sampling.py --steps {steps}`: configs/counter.toml, with and without "
              "rollout.signal.dynamic_sampling, random tiny model, this machine (2 CPU cores, shared). Success: 5-step "
              "mean reward over every generated group >= 0.8.", "",
-             "| seed | variant | success step | samples generated to success | samples generated, whole run | "
-             "mean filtered fraction | groups forfeited | final 5-step reward | wall s |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "| seed | variant | success step | samples generated to success | steps | samples generated, whole run | "
+             "mean filtered fraction | groups forfeited | final 5-step reward | sum of step_time s |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in runs:
         lines.append(f"| {r['seed']} | {r['variant']} | {r['success_step'] or 'not reached'} | "
-                     f"{r['samples_to_success'] or '-'} | {r['samples_total']} | {r['filtered_fraction_mean']:.3f} | "
-                     f"{r['forfeited_total']} | {r['final_reward']:.3f} | {r['wall_s']} |")
+                     f"{r['samples_to_success'] or '-'} | {r['steps']} | {r['samples_total']} | "
+                     f"{r['filtered_fraction_mean']:.3f} | {r['forfeited_total']} | {r['final_reward']:.3f} | "
+                     f"{r['step_time_s']} |")
     lines.append("")
     for variant in VARIANTS:
         mine = [r for r in runs if r["variant"] == variant]
@@ -95,8 +113,14 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--steps", type=int, default=120)
     parser.add_argument("--scratch", type=Path, default=REPO / "runs" / "bench_dynamic_sampling")
+    parser.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=list(VARIANTS))
+    parser.add_argument("--report-from", type=Path, nargs="+", default=None,
+                        help="write the report from the finished runs in these scratch directories, training nothing")
     args = parser.parse_args(argv)
-    runs = run(args.seeds, args.steps, args.scratch)
+    if args.report_from:
+        runs = collect(args.report_from)
+    else:
+        runs = run(args.seeds, args.steps, args.scratch, args.variants)
     results = REPO / "bench" / "results"
     (results / "dynamic_sampling.json").write_text(json.dumps(runs, indent=1))
     (results / "dynamic_sampling.md").write_text(report(runs, args.steps))
