@@ -29,6 +29,7 @@ from mutants_reward import REWARD
 from mutants_load import LOAD
 from mutants_harness import HARNESS
 from mutants_sglang import SGLANG
+from mutants_signal import SIGNAL
 
 ROOT = Path(__file__).resolve().parents[1]
 NL = "\n"
@@ -262,8 +263,8 @@ CORE = [  # one or more mutants per core guarantee, each guarded by a fast, hand
   P + "test_admission_rule_by_hand"),
  ("sync mode keeps a leftover running", "tandem/orchestrator/producer.py", "        if self.staleness == 0:" + NL + "            return True",
   "        if self.staleness == 0:" + NL + "            return False", P + "test_sync_oversampling_keeps_the_first_to_finish"),
- ("advantages ignore use_std_norm", "tandem/orchestrator/loop.py", "assign_advantages(batch.samples, cfg.trainer.loss.use_std_norm)",
-  "assign_advantages(batch.samples)", "tests/test_loop.py::test_the_loop_gives_each_group_its_own_advantages_as_configured"),
+ ("advantages ignore use_std_norm", "tandem/orchestrator/loop.py", "prepare_step(batch.samples, cfg.rollout, cfg.trainer.loss.use_std_norm)",
+  "prepare_step(batch.samples, cfg.rollout, True)", "tests/test_loop.py::test_the_loop_gives_each_group_its_own_advantages_as_configured"),
  ("one group id per step", "tandem/orchestrator/producer.py", "s.group_id, s.prompt_index = seq, ", "s.group_id, s.prompt_index = 0, ",
   P + "test_every_group_of_a_step_has_its_own_group_id"),
  ("publish: a version deleted while listed", "tandem/weights/publish.py",
@@ -341,7 +342,7 @@ MEMORY = [  # the flagship's memory features: what makes them equal to the plain
   "            return copy_to_tensor_model_parallel_region(h)", "            return h",
   "tests/test_megatron_lora.py::test_megatron_lora_matches_torch_peft[tp2]"),
 ]
-SETS = {"defences": DEFENCES, "suite": SUITE, "core": CORE, "memory": MEMORY, "moe": MOE, "tests3": TESTS3, "first_hour": FIRST_HOUR, "reward": REWARD, "load": LOAD, "eval": EVAL, "harness": HARNESS, "sglang": SGLANG}
+SETS = {"defences": DEFENCES, "suite": SUITE, "core": CORE, "memory": MEMORY, "moe": MOE, "tests3": TESTS3, "first_hour": FIRST_HOUR, "reward": REWARD, "load": LOAD, "eval": EVAL, "harness": HARNESS, "sglang": SGLANG, "signal": SIGNAL}
 OUTCOME = {0: "MISSED", 1: "CAUGHT"}
 """pytest's exit codes: 0 all passed (the mutant lived), 1 tests failed (caught). Anything else
 (2 interrupted, 3 internal error, 4 usage error such as a test that does not exist, 5 no tests

@@ -9,6 +9,10 @@ slime's:
 - PPO clip: L = max(-rho*A, -clip(rho, 1-eps, 1+eps_high)*A); dual clip for A < 0 caps L at -c*A.
 - KL with x = logp - logp_ref: k1 = x, k2 = x^2/2, k3 = exp(-x) - 1 + x clamped to [-10, 10].
 - TIS: w = clamp(exp(logp_old - logp_rollout), low, high) multiplies the token loss.
+- GSPO (Zheng et al. 2025): the PPO clip on the sequence ratio s_i = exp(mean_t(logp - logp_old))
+  over sample i's trained tokens, so a whole sequence is kept or clipped (`gspo_loss`).
+- CISPO (MiniMax-M1, 2025): -sg(clip(rho, 1-eps, 1+eps_high)) * A * logp: every token keeps
+  its gradient, the importance weight is clipped and not differentiated (`cispo_loss`).
 
 All per-token tensors share one shape (usually [batch, seq]); `mask` is 1.0 where a token
 is trained on and 0.0 elsewhere (prompt, padding, tool/observation tokens). A packed row
@@ -36,6 +40,7 @@ if TYPE_CHECKING:  # only for typing; keeps this module free of runtime deps bes
     from tandem.sample import Sample
 
 Aggregation = Literal["seq_mean_token_mean", "token_mean"]
+Objective = Literal["ppo", "gspo", "cispo"]
 KLEstimator = Literal["k1", "k2", "k3"]
 
 
@@ -198,6 +203,58 @@ def policy_loss(
     return loss * mask, clip_flag * mask
 
 
+def sequence_mean(values: Tensor, mask: Tensor, segments: Tensor | None = None) -> Tensor:
+    """Each position's value replaced by the masked mean of its sample's values (same shape).
+
+    A sample is a row ([batch, seq]) or, with `segments`, the positions of a packed row that
+    carry its index; positions of no sample (-1) get 0.
+    """
+    mask = mask.to(values.dtype)
+    if segments is None:
+        means = (values * mask).sum(-1, keepdim=True) / mask.sum(-1, keepdim=True).clamp_min(1.0)
+        return means.expand_as(values)
+    means = segment_sum(values * mask, segments) / segment_sum(mask, segments).clamp_min(1.0)
+    if means.numel() == 0:
+        return torch.zeros_like(values)
+    return torch.where(segments >= 0, means[segments.clamp_min(0)], torch.zeros_like(values))
+
+
+def sequences_with(flags: Tensor, segments: Tensor | None = None) -> Tensor:
+    """How many samples have at least one nonzero per-token flag (rows, or packed `segments`)."""
+    per_sample = flags.reshape(-1, flags.shape[-1]).sum(-1) if segments is None else segment_sum(flags, segments)
+    return (per_sample > 0).sum().to(flags.dtype)
+
+
+def gspo_loss(logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: Tensor, eps_clip: float = 3e-4,
+              eps_clip_high: float | None = None, dual_clip_c: float | None = None,
+              tis_weights: Tensor | None = None, segments: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    """GSPO: `policy_loss` with every token's ratio replaced by its sample's sequence ratio
+    s = exp(mean_t(logp - old_logp)), which carries the gradient s * mean_t(grad logp).
+
+    Every trained token of a sample then has the same loss and clip flag, so the sample-mean
+    aggregation gives the paper's per-sequence objective. Returns (loss, clip flag) per token.
+    """
+    seq_log_ratio = sequence_mean(logp - old_logp, mask, segments)
+    return policy_loss(seq_log_ratio, torch.zeros_like(seq_log_ratio), advantages, mask, eps_clip, eps_clip_high,
+                       dual_clip_c, tis_weights)
+
+
+def cispo_loss(logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: Tensor, eps_clip: float = 0.2,
+               eps_clip_high: float | None = None,
+               tis_weights: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    """CISPO: -sg(clip(rho, 1 - eps_clip, 1 + eps_clip_high)) * A * logp per token. Unlike the PPO
+    clip no token loses its gradient; a clipped weight only bounds it. The clip flag is 1 where
+    rho fell outside the range. Returns (loss, clip flag) per token, zero where mask is 0."""
+    eps_high = eps_clip if eps_clip_high is None else eps_clip_high
+    ratio = torch.exp(logp - old_logp).detach()
+    weight = ratio.clamp(1.0 - eps_clip, 1.0 + eps_high)
+    loss = -weight * advantages * logp
+    if tis_weights is not None:
+        loss = loss * tis_weights.detach()
+    mask = mask.to(loss.dtype)
+    return loss * mask, (weight != ratio).to(loss.dtype) * mask
+
+
 def kl_penalty(logp: Tensor, ref_logp: Tensor, estimator: KLEstimator = "k3") -> Tensor:
     """Per-token KL(pi || pi_ref) estimate from sampled-token logprobs."""
     x = logp - ref_logp
@@ -301,15 +358,19 @@ class LossInputs(Protocol):
 
 @dataclass(frozen=True)
 class PolicyLoss:
-    """PPO-clip policy gradient (TIS-weighted when `tis`) + kl_coef * KL - entropy_coef * entropy.
+    """Policy gradient (`objective`: PPO clip, GSPO or CISPO; TIS-weighted when `tis`) + kl_coef * KL
+    - entropy_coef * entropy.
 
     Call it once per micro-batch with the denominators of the whole mini-batch (see
     `aggregate`), so the micro-batch losses sum to the mini-batch loss and their gradients
     accumulate to its gradient. It returns the loss to back-propagate and detached metric
     sums: `loss` and `pg_loss` as this micro-batch's share, the others (`METRICS[2:]`) as
-    sums over its trained tokens, for the caller to divide by the token count.
+    sums over its trained tokens, for the caller to divide by the token count, except `seq_clip_frac`:
+    the number of its samples with a clipped token (GSPO: whose sequence ratio was clipped), for the
+    caller to divide by the sample count.
     """
 
+    objective: Objective = "ppo"
     eps_clip: float = 0.2
     eps_clip_high: float | None = None
     dual_clip_c: float | None = None
@@ -320,7 +381,8 @@ class PolicyLoss:
     tis: bool = False
     tis_clip_high: float = 2.0
 
-    METRICS: ClassVar[tuple[str, ...]] = ("loss", "pg_loss", "kl", "entropy", "clip_frac", "ppo_kl", "mismatch")
+    METRICS: ClassVar[tuple[str, ...]] = ("loss", "pg_loss", "kl", "entropy", "clip_frac", "ppo_kl", "mismatch",
+                                          "seq_clip_frac")
 
     @classmethod
     def from_config(cls, loss_cfg: Any) -> PolicyLoss:
@@ -337,8 +399,7 @@ class PolicyLoss:
         mask = batch.mask
         old = logp.detach() if batch.old_logp is None else batch.old_logp
         w = tis_weights(old, batch.rollout_logp, high=self.tis_clip_high) if self.tis else None
-        pg, clipped = policy_loss(logp, old, batch.advantages, mask, self.eps_clip, self.eps_clip_high,
-                                  self.dual_clip_c, w)
+        pg, clipped = self.policy_gradient(logp, old, batch, w)
         pg_loss = aggregate(pg, mask, **agg)
         loss = pg_loss
         kl_sum = torch.zeros((), device=logp.device)
@@ -352,5 +413,17 @@ class PolicyLoss:
             loss = loss - self.entropy_coef * aggregate(ent, mask, **agg)
         sums = dict(loss=loss.detach(), pg_loss=pg_loss.detach(), kl=kl_sum, entropy=(ent.detach() * mask).sum(),
                     clip_frac=clipped.sum(), ppo_kl=((old - logp.detach()) * mask).sum(),
-                    mismatch=((old - batch.rollout_logp).abs() * mask).sum())
+                    mismatch=((old - batch.rollout_logp).abs() * mask).sum(),
+                    seq_clip_frac=sequences_with(clipped, agg["segments"]))
         return loss, sums
+
+    def policy_gradient(self, logp: Tensor, old: Tensor, batch: LossInputs,
+                        tis: Tensor | None) -> tuple[Tensor, Tensor]:
+        """The `objective`'s per-token loss and clip flag."""
+        if self.objective == "gspo":
+            return gspo_loss(logp, old, batch.advantages, batch.mask, self.eps_clip, self.eps_clip_high,
+                             self.dual_clip_c, tis, getattr(batch, "segments", None))
+        if self.objective == "cispo":
+            return cispo_loss(logp, old, batch.advantages, batch.mask, self.eps_clip, self.eps_clip_high, tis)
+        return policy_loss(logp, old, batch.advantages, batch.mask, self.eps_clip, self.eps_clip_high,
+                           self.dual_clip_c, tis)

@@ -16,7 +16,7 @@ NAMED = ("eval/", "alarm/")
 """Prefixes of the keys named with their group (an eval.jsonl row's figures, a step's alarms)."""
 
 TRAIN = frozenset({
-    "loss", "pg_loss", "kl", "ppo_kl", "entropy", "clip_frac", "grad_norm", "logprob_mismatch", "lr",
+    "loss", "pg_loss", "kl", "ppo_kl", "entropy", "clip_frac", "seq_clip_frac", "grad_norm", "logprob_mismatch", "lr",
     "train_time", "step_time", "trainer_wait_time", "trainer_idle_ratio", "trainer_cpu_threads", "eval_wait_time",
 })
 """The trainer's step: its loss terms, and the step's cadence (timed at the trainer)."""
@@ -36,7 +36,9 @@ ROLLOUT = frozenset({
     "recycled_groups", "oversample_discarded", "longest_group_s", "token_lag_mean", "token_lag_max",
     "trained_turns_mean", "finished_turns_mean", "trained_tokens_mean", "finished_tokens_mean",
     "length_bias_turns", "length_bias_tokens", "finished_in_window", "cancelled_in_window", "buffered_groups",
-    "running_groups", "admission_lag_mean",
+    "running_groups", "admission_lag_mean", "reward_failed", "groups_dropped_failed", "samples_trained",
+    "overlong_masked", "overlong_penalized", "groups_filtered", "groups_forfeited", "groups_filtered_fraction",
+    "filtered_reward_mean",
 })
 """What the producer measured of the step's samples (besides every `token_lag_K`)."""
 

@@ -26,6 +26,10 @@ class Sample:
     reward: float = 0.0
     reward_info: dict[str, Any] = field(default_factory=dict)
     advantage: float = 0.0
+    excluded: str = ""
+    """Why this sample has no loss weight ("" = trained on): its reward failed, its group kept fewer than
+    two valid rewards, or it was truncated under rollout.signal.overlong = "mask". An excluded sample stays in
+    the step's batch file (for inspection) and the trainer skips it (tandem.orchestrator.signal)."""
     group_id: int = 0
     """Index of the prompt group within its step."""
     prompt_index: int = -1
@@ -102,3 +106,8 @@ class Sample:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Sample":
         return cls(**d)
+
+
+def trained(samples: list[Sample]) -> list[Sample]:
+    """The samples with a loss weight (`Sample.excluded` empty): what a trainer backend trains on."""
+    return [s for s in samples if not s.excluded]

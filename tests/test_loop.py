@@ -97,3 +97,44 @@ def test_the_loop_stops_before_training_a_step_whose_every_reward_failed(tmp_pat
     rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [1], "the failing step was not trained"
     assert json.loads((tmp_path / "failures.json").read_text())["stopped"].startswith("every sample of step 2")
+
+
+def test_a_reward_that_raises_on_a_quarter_of_samples_trains_only_the_others(tmp_path):
+    """The reward raises for the last sample of each group of 4 (a quarter). Those samples reach the
+    batch with no loss weight (excluded, advantage 0) and the others' advantages come from the valid
+    rewards only. Group 1 valid [1, 0, 1]: mean 2/3, centred [1/3, -2/3, 1/3], unbiased var
+    (1/9 + 4/9 + 1/9) / 2 = 1/3, std 0.577350 -> [0.577350, -1.154701, 0.577350]. Group 2 valid
+    [1, 0, 0]: centred [2/3, -1/3, -1/3] / 0.577350 -> [1.154701, -0.577350, -0.577350]. (Scored as
+    0 and kept, the failed ones would have made group 1 [1, 0, 1, 0] -> +-0.866025.)"""
+    from tandem.rollout.scoring import score_sample
+
+    def reward(sample, row):
+        if sample.metadata["i"] == 3:
+            raise KeyError("label")
+        return row["rewards"][sample.metadata["i"]]
+
+    batch = group(1, [0, 0, 0, 0]) + group(2, [0, 0, 0, 0])
+    for k, s in enumerate(batch):
+        s.metadata["i"] = k % 4
+        row = {"rewards": [1.0, 0.0, 1.0] if s.group_id == 1 else [1.0, 0.0, 0.0]}
+        s.reward, s.reward_info = asyncio.run(score_sample(reward, s, row, 5.0, None))
+    given = run(tmp_path, [batch]).given[0]
+    assert [s.excluded for s in given] == ["", "", "", "reward failed"] * 2, "the batch keeps every sample"
+    assert [s.advantage for s in given] == pytest.approx(
+        [0.577350, -1.154701, 0.577350, 0.0, 1.154701, -0.577350, -0.577350, 0.0], abs=1e-5)
+    row = json.loads((tmp_path / "metrics.jsonl").read_text().splitlines()[0])
+    assert (row["reward_failed"], row["reward_errors"], row["groups_dropped_failed"], row["samples_trained"]) == \
+        (2, 2, 0, 6)
+
+
+def test_a_step_whose_failures_leave_no_group_two_valid_rewards_stops_the_run(tmp_path):
+    """Groups of two, one reward failed in each: half the samples failed (not all, so the old rule
+    would train), but no group has two valid rewards to compare, so nothing is left to train."""
+    from tandem.orchestrator.failures import RunStopped
+
+    batch = group(1, [1, 0]) + group(2, [0, 1])
+    for s in (batch[0], batch[3]):
+        s.reward_info = {"reason": "timeout: reward took longer than 30s"}
+    with pytest.raises(RunStopped, match="no sample of step 1 is left to train"):
+        run(tmp_path, [batch])
+    assert not (tmp_path / "metrics.jsonl").exists()

@@ -16,8 +16,10 @@ from tandem.losses import (
     aggregate,
     assign_advantages,
     chunked_scores,
+    cispo_loss,
     entropy_from_logits,
     grpo_advantages,
+    gspo_loss,
     kl_penalty,
     logprob_mismatch,
     policy_loss,
@@ -316,6 +318,78 @@ def test_policy_loss_object_on_policy_with_defaults():
     loss.backward()
     # d/dlogp = -A / (tokens of the sample) / 4: sample 0: -2 / 2 / 4 = -0.25; sample 1: +1 / 1 / 4 = 0.25
     close(logp.grad, [[-0.25, -0.25], [0.25, 0.0]])
+
+
+# --------------------------------------------------------------------------- GSPO and CISPO
+def gspo_case():
+    """Two samples: 0 trains 2 tokens with ratios [1.2, 1.5] and A = +1; 1 trains 3 with ratios
+    [0.9, 1.1, 1.0] and A = -2 (old logp 0, so logp is the log-ratio)."""
+    logp = torch.log(torch.tensor([[1.2, 1.5, 1.0], [0.9, 1.1, 1.0]])).requires_grad_()
+    mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 1.0, 1.0]])
+    adv = torch.tensor([[1.0] * 3, [-2.0] * 3])
+    return logp, mask, adv
+
+
+def test_gspo_clips_whole_sequences_on_the_sequence_ratio():
+    logp, mask, adv = gspo_case()
+    loss_fn = PolicyLoss.from_config(LossConfig(objective="gspo", eps_clip=0.2, eps_clip_high=0.28))
+    batch = SimpleNamespace(mask=mask, advantages=adv, old_logp=torch.zeros(2, 3), rollout_logp=torch.zeros(2, 3),
+                            ref_logp=None)
+    loss, sums = loss_fn(logp, lambda: torch.zeros(2, 3), batch, num_samples=2, num_tokens=5)
+    # s0 = exp((ln 1.2 + ln 1.5) / 2) = sqrt(1.8) = 1.341641 > 1.28 with A > 0: clipped, loss -1.28
+    #   on both its tokens (token PPO would clip only the 1.5 token).
+    # s1 = exp(ln(0.9 * 1.1 * 1.0) / 3) = 0.99^(1/3) = 0.996655, inside [0.8, 1.28]: loss -s1 * A = 1.993310.
+    # seq_mean_token_mean over 2 samples: (-1.28 + 1.993310) / 2 = 0.356655.
+    close(loss, 0.356655)
+    close(sums["clip_frac"], 2.0)  # both tokens of sample 0
+    close(sums["seq_clip_frac"], 1.0)  # one sequence of two
+    loss.backward()
+    # sample 0 clipped: no gradient. sample 1: d(-s1 A)/dlogp_t = -A * s1 / 3 = 2 * 0.996655 / 3 = 0.664437,
+    # the same for each of its tokens (the sample mean of equal token losses), / 2 samples = 0.332218.
+    close(logp.grad, [[0.0, 0.0, 0.0], [0.332218, 0.332218, 0.332218]])
+
+
+def test_gspo_of_a_packed_row_is_the_padded_batch_s():
+    # The two samples of gspo_case end to end in one row, a padding position (-1) between them.
+    padded, _, _ = gspo_case()
+    logp = torch.cat([padded[0, :2], torch.zeros(1), padded[1]]).detach().unsqueeze(0).requires_grad_()
+    segments = torch.tensor([[0, 0, -1, 1, 1, 1]])
+    mask, adv = (segments >= 0).float(), torch.tensor([[1.0, 1.0, 0.0, -2.0, -2.0, -2.0]])
+    loss, clipped = gspo_loss(logp, torch.zeros(1, 6), adv, mask, 0.2, 0.28, segments=segments)
+    total = aggregate(loss, mask, segments=segments)
+    close(total, 0.356655)  # as in the padded case above
+    close(clipped, [[1.0, 1.0, 0.0, 0.0, 0.0, 0.0]])
+    total.backward()
+    close(logp.grad, [[0.0, 0.0, 0.0, 0.332218, 0.332218, 0.332218]])
+
+
+def test_cispo_clips_the_weight_and_keeps_every_gradient():
+    logp = torch.tensor([-1.0, -2.0, -0.5], requires_grad=True)
+    old = torch.tensor([-1.5, -2.0, -0.1])
+    adv = torch.tensor([1.0, 1.0, -1.0])
+    # rho = exp(logp - old) = [e^0.5 = 1.648721 -> 1.28, 1, e^-0.4 = 0.670320 -> 0.8] in [0.8, 1.28].
+    loss, clipped = cispo_loss(logp, old, adv, torch.ones(3), eps_clip=0.2, eps_clip_high=0.28)
+    # -w * A * logp: -1.28 * 1 * -1 = 1.28; -1 * 1 * -2 = 2; -0.8 * -1 * -0.5 = -0.4
+    close(loss, [1.28, 2.0, -0.4])
+    close(clipped, [1.0, 0.0, 1.0])
+    loss.sum().backward()
+    # d/dlogp = -w * A (w is not differentiated): [-1.28, -1, +0.8]. The PPO clip would give 0 at
+    # tokens 0 and 2 (clipped on the side of their advantage).
+    close(logp.grad, [-1.28, -1.0, 0.8])
+
+
+def test_cispo_through_the_policy_loss_object():
+    loss_fn = PolicyLoss.from_config(LossConfig(objective="cispo", eps_clip=0.2, eps_clip_high=0.28,
+                                                aggregation="token_mean"))
+    logp = torch.tensor([[-1.0, -2.0, -0.5]], requires_grad=True)
+    batch = SimpleNamespace(mask=torch.ones(1, 3), advantages=torch.tensor([[1.0, 1.0, -1.0]]),
+                            old_logp=torch.tensor([[-1.5, -2.0, -0.1]]), rollout_logp=torch.zeros(1, 3), ref_logp=None)
+    loss, sums = loss_fn(logp, lambda: torch.zeros(1, 3), batch, num_samples=1, num_tokens=3)
+    close(loss, (1.28 + 2.0 - 0.4) / 3)  # token_mean of the per-token losses above: 0.96
+    close(sums["clip_frac"], 2.0)
+    close(sums["seq_clip_frac"], 1.0)
+    loss.backward()
+    close(logp.grad, [[-1.28 / 3, -1.0 / 3, 0.8 / 3]])
 
 
 # --------------------------------------------------------------------------- the chunked loss head

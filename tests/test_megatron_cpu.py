@@ -52,10 +52,12 @@ TRAINER = {"micro_batch_size": 3, "minibatches": 2, "lr": 3e-3, "grad_clip": 1.0
            "loss": {"kl_coef": 0.1, "entropy_coef": 0.01, "tis": True}}
 
 
-def make_cfg(cache_dir: str, backend: str, tp: int = 1):
+def make_cfg(cache_dir: str, backend: str, tp: int = 1, loss: dict | None = None):
+    trainer = json.loads(json.dumps(TRAINER))
+    trainer["loss"].update(loss or {})
     return build_config({
         "run": {"cache_dir": cache_dir, "seed": 0},
-        "trainer": {"backend": backend, "device": "cpu", **json.loads(json.dumps(TRAINER)),
+        "trainer": {"backend": backend, "device": "cpu", **trainer,
                     **({"megatron": {"tensor_parallel": tp}} if backend == "megatron" else {})},
         "rollout": {"sampling": {"temperature": 0.9}},  # tempered log-probs on both sides
     })
@@ -256,6 +258,51 @@ def test_megatron_backend_matches_torch_backend(tmp_path, cache_dir, torch_refer
     print(f"\n[{world=} {tp=}] logits err {logit_err:.1e}, export->HF logits err {reload_err:.1e}, "
           f"vp logp/entropy err {res.get('vp_logp_err', 0):.1e}/{res.get('vp_ent_err', 0):.1e}, grad err {grad_err:.1e}, update diff max {worst:.2e} rel-L2 {rel:.1e}, loss {m['loss']:.6f} vs {r['loss']:.6f}, "
           f"grad_norm {m['grad_norm']:.6f} vs {r['grad_norm']:.6f}, {time.perf_counter() - t0:.1f}s")
+
+
+# --------------------------------------------------------------------------- the other objectives
+OBJECTIVES = {"gspo": {"objective": "gspo", "eps_clip": 3e-4, "eps_clip_high": 4e-4},
+              "cispo": {"objective": "cispo", "eps_clip": 1.0, "eps_clip_high": 0.01}}
+"""Clip ranges tight enough that the second (off-policy) mini-batch clips: GSPO the paper's, CISPO an
+upper clip only, as MiniMax-M1 sets it, made small so that it bites after one update."""
+
+
+def _objective_worker(rank: int, world: int, port: int, cache_dir: str, objective: str, out_dir: str) -> None:
+    """One rank of a data-parallel Megatron trainer on OBJECTIVES[objective]: one train step's metrics
+    and the weights after it."""
+    os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1",
+                      MASTER_PORT=str(port), TANDEM_TORCH_THREADS="1")
+    import warnings
+
+    warnings.filterwarnings("ignore")
+    from tandem.trainer.megatron_backend import MegatronTrainer
+
+    trainer = MegatronTrainer(make_cfg(cache_dir, "megatron", 1, OBJECTIVES[objective]))
+    res = {"metrics": trainer.train_step(make_batch())}
+    res["export"] = trainer.export_hf_state_dict()
+    if rank == 0:
+        torch.save(res, Path(out_dir) / "result.pt")
+    trainer.close()
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("objective", sorted(OBJECTIVES))
+def test_megatron_and_torch_agree_on_gspo_and_cispo(tmp_path, cache_dir, objective):
+    """Two data-parallel ranks against the torch backend, one step of two mini-batches (the second
+    off-policy, where the objectives differ from PPO and clip): the loss and metrics summed over the
+    ranks, the sequence clip fraction among them, and the weights after."""
+    import torch.multiprocessing as mp
+
+    ref, _ = torch_reference_step(make_cfg(cache_dir, "torch", loss=OBJECTIVES[objective]), make_batch())
+    mp.spawn(_objective_worker, args=(2, _free_port(), cache_dir, objective, str(tmp_path)), nprocs=2, join=True)
+    res = torch.load(tmp_path / "result.pt")
+    m, r = res["metrics"], ref["metrics"]
+    assert r["clip_frac"] > 0 and r["seq_clip_frac"] > 0, "the second mini-batch clips"
+    for key in ("loss", "pg_loss", "kl", "entropy", "clip_frac", "seq_clip_frac", "ppo_kl"):
+        assert m[key] == pytest.approx(r[key], abs=1e-5), (key, m[key], r[key])
+    for k, after in ref["after"].items():
+        delta_mg, delta_torch = res["export"][k] - ref["before"][k], after - ref["before"][k]
+        assert ((delta_mg - delta_torch).norm() / delta_torch.norm()).item() < 1e-3, k
 
 
 # --------------------------------------------------------------------------- the real launch path

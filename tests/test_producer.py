@@ -17,11 +17,12 @@ from tandem.sample import Sample
 
 
 def make(mode="async", staleness=1, prompts=2, group=2, oversample=1.0, steps=4, fn=None, version=0,
-         staleness_by="oldest_token", start_step=0, cursor=None, in_flight=(), hold=False):
+         staleness_by="oldest_token", start_step=0, cursor=None, in_flight=(), hold=False, signal=None):
     cfg = TandemConfig.model_validate({
         "run": {"mode": mode, "steps": steps},
         "rollout": {"prompts_per_step": prompts, "samples_per_prompt": group, "oversample": oversample,
-                    "staleness": {"max": staleness, "measured_by": staleness_by, "admission_hold": hold}},
+                    "staleness": {"max": staleness, "measured_by": staleness_by, "admission_hold": hold},
+                    "signal": signal or {}},
     })
     launches = []
 
@@ -472,3 +473,76 @@ def test_a_running_group_whose_answers_are_already_too_old_is_cancelled():
     # tokens. Trained: row 3. Tokens: 1 / ((1 + 5) / 2) = 1/3; turns: 1 / 1.
     assert batch.stats["cancelled_in_window"] == 1 and batch.stats["finished_in_window"] == 1
     assert batch.stats["length_bias_tokens"] == pytest.approx(1 / 3) and batch.stats["length_bias_turns"] == 1.0
+
+
+# ----------------------------------------------------------------------------- dynamic sampling
+def rewarded_producer(rewards_by_row: dict[int, list[float]], steps: int, **signal):
+    """Sync, B = 2, G = 2: a producer whose group for row i has the rewards rewards_by_row[i]
+    (default [1, 0]), generated under the version it serves; and the rows it launched, in order."""
+    launches: list = []
+
+    async def fn(ctx, row, g):
+        launches.append(row["_index"])
+        await asyncio.sleep(0)
+        out = []
+        for r in rewards_by_row.get(row["_index"], [1.0, 0.0]):
+            s = one_token(producer.version)
+            s.reward = r
+            out.append(s)
+        return out
+
+    producer, _ = make(mode="sync", prompts=2, group=2, steps=steps, fn=fn, signal=signal)
+    return producer, launches
+
+
+def take_one(producer):
+    async def go():
+        producer.start()
+        batch = await producer.take(0)
+        await producer.stop()
+        return batch
+    return asyncio.run(go())
+
+
+def test_dynamic_sampling_replaces_zero_variance_groups_up_to_the_bound_then_trains_fewer():
+    """Sync, B = 2, G = 2, max_refills_per_step = 1. Rows 0, 2 and 4 give equal rewards (no signal).
+    Step 0: rows 0, 1 admitted; row 0 is dropped and replaced (the one refill) by row 2; row 2 is
+    dropped too, past the bound: it gives up its slot (room = 2 - 1 forfeited - 1 buffered = 0), so
+    the step trains row 1 alone; filtered fraction 2 / (2 + 1). Step 1: rows 3, 4; row 4 dropped and
+    replaced by row 5 -> rows 3 and 5, fraction 1 / 3."""
+    zero = {0: [1.0, 1.0], 2: [0.0, 0.0], 4: [1.0, 1.0]}
+    producer, launches = rewarded_producer(zero, 2, dynamic_sampling=True, max_refills_per_step=1)
+
+    async def go():
+        producer.start()
+        await settle()
+        assert launches == [0, 1, 2] and producer.room() == 0, "the forfeited slot stays empty"
+        first = await producer.take(0)
+        await producer.set_version(1)
+        second = await producer.take(1)
+        await producer.stop()
+        return first, second
+
+    first, second = asyncio.run(go())
+    assert rows_of(first) == [1] and rows_of(second) == [3, 5]
+    assert (first.stats["groups_filtered"], first.stats["groups_forfeited"]) == (2, 1)
+    assert first.stats["groups_filtered_fraction"] == pytest.approx(2 / 3)
+    assert first.stats["filtered_reward_mean"] == pytest.approx(0.5)  # rows 0 (all 1) and 2 (all 0)
+    assert (second.stats["groups_filtered"], second.stats["groups_forfeited"]) == (1, 0)
+    assert second.stats["groups_filtered_fraction"] == pytest.approx(1 / 3)
+    assert launches == [0, 1, 2, 3, 4, 5], "no prompt beyond the refills was drawn"
+
+
+def test_dynamic_sampling_keeps_the_last_slot_whatever_comes():
+    """B = 2, no refills allowed, every group zero-variance: the first gives up its slot, the
+    second is the step's last slot and is trained although it has no signal."""
+    producer, launches = rewarded_producer({i: [1.0, 1.0] for i in range(9)}, 1, dynamic_sampling=True,
+                                           max_refills_per_step=0)
+    batch = take_one(producer)
+    assert len(batch.groups) == 1 and launches == [0, 1]
+    assert (batch.stats["groups_filtered"], batch.stats["groups_forfeited"]) == (1, 1)
+
+
+def test_without_dynamic_sampling_zero_variance_groups_are_trained():
+    batch = take_one(rewarded_producer({0: [1.0, 1.0]}, 1)[0])
+    assert rows_of(batch) == [0, 1] and batch.stats["groups_filtered"] == 0

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
-from tandem.config.base import Section
+from tandem.config.base import Section, rule_broken
 
 
 class DataConfig(Section):
@@ -68,6 +68,26 @@ class StalenessConfig(Section):
     """What in-flight rollouts do at a weight update: drain (finish, then sync), abort (abort and regenerate the group), continue (keep decoding on the new weights)."""
 
 
+class SignalConfig(Section):
+    overlong: Literal["train", "mask", "penalty"] = "train"
+    """Samples the engine cut at rollout.sampling.max_new_tokens (finish_reason "length"): train = as any other; mask = no loss weight (their rewards still count in their group's statistics; DAPO's overlong filtering); penalty = DAPO's soft overlong punishment, added to the reward of a response longer than max_new_tokens - overlong_buffer_tokens model tokens, growing linearly to -overlong_penalty at max_new_tokens."""
+    overlong_buffer_tokens: int = Field(0, ge=0)
+    """With overlong = "penalty": L_cache, the length of the band below rollout.sampling.max_new_tokens where the penalty grows (1 .. max_new_tokens)."""
+    overlong_penalty: float = Field(1.0, gt=0.0)
+    """With overlong = "penalty": the penalty a response of max_new_tokens model tokens gets (DAPO: 1)."""
+    dynamic_sampling: bool = False
+    """DAPO's dynamic sampling: a group whose valid rewards are all equal (zero variance: no GRPO signal) is dropped as it finishes and another prompt is admitted in its place, up to max_refills_per_step such groups per step."""
+    max_refills_per_step: int = Field(8, ge=0)
+    """With dynamic_sampling: how many zero-variance groups one step may drop and replace. Past it the step trains on fewer groups: each further zero-variance group gives up its slot, down to one group (the last slot takes the next group to finish, whatever its rewards)."""
+
+    @model_validator(mode="after")
+    def _penalty_has_a_buffer(self) -> SignalConfig:
+        if self.overlong == "penalty" and self.overlong_buffer_tokens < 1:
+            raise rule_broken("rollout.signal.overlong = \"penalty\" needs rollout.signal.overlong_buffer_tokens >= 1 "
+                              "(the band below max_new_tokens where the penalty grows)")
+        return self
+
+
 class RolloutConfig(Section):
     function: str = "tandem.rollout:single_turn"
     """Rollout plug-in, 'module:function' or 'path/to/file.py:function'; it turns one prompt row into a group of samples. Not used with environment.name (the environment's episodes run on the shared agent loop)."""
@@ -95,3 +115,13 @@ class RolloutConfig(Section):
     """The HTTP client that sends generation requests to the router."""
     staleness: StalenessConfig = StalenessConfig()
     """How far rollouts may run ahead of the trainer (async mode) and what happens to them at a weight update."""
+    signal: SignalConfig = SignalConfig()
+    """Which samples and groups carry a learning signal: truncated samples, zero-variance groups (DAPO)."""
+
+    @model_validator(mode="after")
+    def _overlong_buffer_fits_the_response(self) -> RolloutConfig:
+        buffer, limit = self.signal.overlong_buffer_tokens, self.sampling.max_new_tokens
+        if self.signal.overlong == "penalty" and buffer > limit:
+            raise rule_broken(f"rollout.signal.overlong_buffer_tokens ({buffer}) must be at most "
+                              f"rollout.sampling.max_new_tokens ({limit})")
+        return self

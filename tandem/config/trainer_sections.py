@@ -14,6 +14,8 @@ from tandem.config.base import DecayRate, Section, by_backend, rule_broken
 
 
 class LossConfig(Section):
+    objective: Literal["ppo", "gspo", "cispo"] = "ppo"
+    """Policy-gradient objective: ppo = the PPO clip per token; gspo = GSPO, the PPO clip on each sample's sequence ratio exp(mean of its token log-ratios), so whole samples are kept or clipped (its paper clips at eps_clip = 3e-4, eps_clip_high = 4e-4); cispo = CISPO, -sg(clip(ratio)) * A * logp per token, which clips the importance weight but keeps every token's gradient (its paper sets only an upper clip: a large eps_clip such as 1.0). docs/algorithms.md has the equations."""
     eps_clip: float = Field(0.2, ge=0.0, le=1.0)
     """PPO lower clip: ratio is clipped at 1 - eps_clip."""
     eps_clip_high: float = Field(0.28, ge=0.0)

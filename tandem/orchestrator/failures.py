@@ -21,18 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tandem.orchestrator.producer import FailedGroup, StepBatch
-from tandem.sample import Sample
-
-FAILED_REASONS = ("error", "timeout")
-"""How score_sample starts the reason of a reward that raised or ran out of time."""
+from tandem.rollout.scoring import reward_failed
 
 
 class RunStopped(RuntimeError):
     """The run stopped itself (too many failures); the message names the cause and how to resume."""
-
-
-def reward_failed(sample: Sample) -> bool:
-    return str(sample.reward_info.get("reason", "")).startswith(FAILED_REASONS)
 
 
 @dataclass

@@ -36,9 +36,9 @@ from tandem.orchestrator.producer import RolloutProducer, RolloutsFailing, StepB
 from tandem.supervisor import ChildFailed, Supervisor
 from tandem.rollout import EngineClient, PromptCursor, RolloutContext, sampling_params_from_config
 from tandem.rollout.direct import router_workers
-from tandem.losses import assign_advantages
+from tandem.orchestrator.signal import prepare_step, trained
 
-TRAIN_KEYS = ("loss", "kl", "entropy", "clip_frac", "grad_norm", "logprob_mismatch", "train_time")
+TRAIN_KEYS = ("loss", "kl", "entropy", "clip_frac", "seq_clip_frac", "grad_norm", "logprob_mismatch", "train_time")
 SYNC_KEYS = ("publish_bytes", "changed_fraction", "encode_time", "upload_time")
 """What the trainer reports about each publish (bytes written, the changed-element fraction of a delta)."""
 
@@ -121,7 +121,6 @@ async def run_loop(cfg: TandemConfig, run_dir: Path, producer: RolloutProducer, 
     for step in range(start_step, cfg.run.steps):
         view.set_status(f"step {step + 1}: rolling out (waiting on engines)")
         batch, failures = await take_step(step, producer, guard, trainer, run_dir, cfg, hooks)  # 1. rollout
-        assign_advantages(batch.samples, cfg.trainer.loss.use_std_norm)
         threads = await cpu.training_starts()
         if colocation is not None:
             view.set_status(f"step {step + 1}: engines releasing their memory")
@@ -177,6 +176,10 @@ async def take_step(step: int, producer: RolloutProducer, guard: FailureGuard, t
         await stop_run(str(err), step, [], rows, producer, trainer, run_dir, cfg, guard, hooks)
     counts = guard.observe(step + 1, batch)
     reason = guard.stop_reason(step + 1, counts)
+    if not reason:  # advantages, and which samples carry a signal (tandem.orchestrator.signal)
+        batch.stats.update(prepare_step(batch.samples, cfg.rollout, cfg.trainer.loss.use_std_norm))
+        if batch.samples and not trained(batch.samples):
+            reason = f"no sample of step {step + 1} is left to train: failed rewards left no group two valid samples"
     if reason:
         rows = [g.row_pos for g in batch.groups] + [g.row_pos for g in batch.failed_groups]
         await stop_run(reason, step, batch.samples, rows, producer, trainer, run_dir, cfg, guard, hooks)

@@ -31,6 +31,15 @@ started later; that is the remedy for the length bias streaming otherwise has (s
 stream_stats.length_bias). Requests carry a priority (`rollout.staleness.request_priority`): the
 admission version, or the trajectory's age.
 
+Dynamic sampling (`rollout.signal.dynamic_sampling`, DAPO). A group whose valid rewards are all
+equal carries no GRPO signal: it is dropped as it finishes (never buffered), which frees its place
+under the admission rule, so another prompt is admitted in its stead. At most
+`max_refills_per_step` groups are dropped and replaced per step (counted from one take to the
+next); past that bound the step trains on fewer groups: each further zero-variance group gives up
+its slot (`forfeited`: admission leaves it empty and the take needs one group fewer), down to a
+single group, whose slot takes the next group to finish whatever its rewards. A dropped group
+counts as used: its prompt is not in flight at a checkpoint.
+
 A rollout that raises (anything but RunFatal, which stops the run at once) fails its group: the
 group is dropped and counted (`FailedGroup`, handed to the step that takes next), admission
 replaces it, and a run whose groups keep failing, a step's worth in a row without one success,
@@ -58,7 +67,9 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from tandem.errors import RunFatal
+from tandem.orchestrator.signal import zero_variance
 from tandem.orchestrator.stream_stats import StreamWindow
+from tandem.rollout.scoring import reward_failed
 from tandem.rollout import (GROUP_PROGRESS, REQUEST_PRIORITY, REQUEST_SEED, GroupProgress, PromptCursor,
                             RolloutAborted, RolloutContext, check_rollout_result, trajectory_seed)
 from tandem.sample import Sample
@@ -151,6 +162,13 @@ class RolloutProducer:
         self._runner: asyncio.Task | None = None
         self._failed: list[FailedGroup] = []
         self._failed_in_a_row: list[FailedGroup] = []
+        self.signal, self.max_new_tokens = cfg.signal, cfg.sampling.max_new_tokens
+        self._filtered = 0
+        """Zero-variance groups dropped since the last take (dynamic sampling)."""
+        self._forfeited = 0
+        """Of those, the ones past max_refills_per_step: slots the next step gives up."""
+        self._filtered_reward = 0.0
+        """The sum of their (equal, valid) rewards, one per group."""
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -173,7 +191,7 @@ class RolloutProducer:
         ahead = min(self.version + self.staleness + 1, self.total_steps) - self.next_step
         if ahead <= 0 or (self.hold and self._tail_waiting()):
             return 0
-        return ahead * self.prompts_per_step + self.slack - len(self._running) - len(self._buffer)
+        return ahead * self.prompts_per_step + self.slack - len(self._running) - len(self._buffer) - self._forfeited
 
     def _tail_waiting(self) -> bool:
         """A running group is at its last chance: too stale for any step after the next one."""
@@ -238,9 +256,23 @@ class RolloutProducer:
                 s.group_id, s.prompt_index = seq, int(row.get("_index", flight.row_pos))
                 s.metadata.setdefault("sample_in_group", i)
             group = Group(seq, flight.row_pos, samples, started, loop.time(), flight.admitted_version)
-            self._buffer.append(group)
-            self._window.finished(group)
+            if not self._filtered_out(samples):
+                self._buffer.append(group)
+                self._window.finished(group)
             self._cond.notify_all()
+
+    def _filtered_out(self, samples: list[Sample]) -> bool:
+        """Dynamic sampling: drop a zero-variance group (module docstring), replaced while the step has
+        refills left, else giving up its slot; the last slot keeps whatever group comes."""
+        if not self.signal.dynamic_sampling or not zero_variance(samples, self.signal, self.max_new_tokens):
+            return False
+        if self._filtered >= self.signal.max_refills_per_step:
+            if self._forfeited >= self.prompts_per_step - 1:
+                return False
+            self._forfeited += 1
+        self._filtered += 1
+        self._filtered_reward += next(s.reward for s in samples if not reward_failed(s))
+        return True
 
     async def _fail_run(self, err: BaseException) -> None:
         async with self._cond:
@@ -296,11 +328,12 @@ class RolloutProducer:
                     dropped += len(g.samples)
                 if stale:
                     self._cond.notify_all()
-                if self._ready():
+                need = self.prompts_per_step - self._forfeited  # dynamic sampling may forfeit slots
+                if self._ready(need):
                     break
                 await self._cond.wait()
             self._buffer.sort(key=lambda g: g.seq)
-            taken, self._buffer = self._buffer[: self.prompts_per_step], self._buffer[self.prompts_per_step:]
+            taken, self._buffer = self._buffer[:need], self._buffer[need:]
             self.next_step = step + 1
             doomed = [self._running.pop(seq) for seq, f in list(self._running.items()) if self._doomed(f, self.next_step)]
             for flight in doomed:
@@ -313,14 +346,14 @@ class RolloutProducer:
         await asyncio.gather(*cancelled, return_exceptions=True)
         return batch
 
-    def _ready(self) -> bool:
-        """A step's worth of groups is buffered (reproducible: the oldest-admitted ones, none of
+    def _ready(self, need: int) -> bool:
+        """`need` groups (a step's worth) are buffered (reproducible: the oldest-admitted ones, none of
         which still runs)."""
-        if len(self._buffer) < self.prompts_per_step:
+        if len(self._buffer) < need:
             return False
         if not self.reproducible or not self._running:
             return True
-        return sorted(g.seq for g in self._buffer)[self.prompts_per_step - 1] < min(self._running)
+        return sorted(g.seq for g in self._buffer)[need - 1] < min(self._running)
 
     async def settled(self) -> None:
         """Return once no group is running (reproducible runs wait for it before a weight sync)."""
@@ -334,6 +367,11 @@ class RolloutProducer:
         stats = window.stats(step, samples, self.staleness,
                              buffered=len(self._buffer), running=len(self._running),
                              admission_lags=[step - g.admitted_version for g in taken])
+        stats.update(groups_filtered=self._filtered, groups_forfeited=self._forfeited,
+                     groups_filtered_fraction=self._filtered / (self._filtered + len(taken)),
+                     filtered_reward_mean=self._filtered_reward / self._filtered if self._filtered else 0.0)
+        self._filtered = self._forfeited = 0
+        self._filtered_reward = 0.0
         return StepBatch(
             step=step, samples=samples,
             rollout_time=max(g.finished for g in taken) - min(g.started for g in taken),

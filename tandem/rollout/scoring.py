@@ -16,6 +16,9 @@ from typing import Callable
 from tandem.errors import RunFatal
 from tandem.sample import Sample
 
+FAILED_REASONS = ("error", "timeout")
+"""How score_sample starts the reason of a reward that raised, ran out of time or returned no number."""
+
 TRACEBACK_CHARS = 4000
 """The end of a failed reward's traceback kept with its sample (the run prints the first one)."""
 
@@ -42,3 +45,8 @@ async def score_sample(reward_fn: Callable, sample: Sample, row: dict, timeout_s
     except (TypeError, ValueError):
         return 0.0, {"reason": f"error: reward function returned {reward!r}, not a number"}
     return reward, {**dict(info), "reward_time": time.monotonic() - start}
+
+
+def reward_failed(sample: Sample) -> bool:
+    """The reward of `sample` failed (score_sample gave it 0 and a reason): its 0 is not a grade."""
+    return str(sample.reward_info.get("reason", "")).startswith(FAILED_REASONS)

@@ -19,6 +19,7 @@ from typing import Any, Callable, Protocol
 from tandem import checkpoint, handoff, registry
 from tandem.config import TRAINER_VIEW, TandemConfig, read_view
 from tandem.model_source import resolve_model_path
+from tandem.sample import trained
 from tandem.trainer.backend import TrainerBackend
 from tandem.weights.transport import WeightPublisher
 
@@ -102,7 +103,7 @@ def run_loop(
 
             torch.set_num_threads(int(extra["cpu_threads"]))
         onloaded = backend.onload() if cfg.colocated else {}  # run.colocate: back from the host
-        metrics = backend.train_step(samples)
+        metrics = backend.train_step(trained(samples))  # excluded samples stay in the batch file, untrained
         result: dict[str, Any] = {**metrics, **onloaded, "wait_time": wait_time,
                                   "weight_version": None, "weights_path": None, "publish_time": 0.0}
         if sync_due(cfg, step):

@@ -120,6 +120,7 @@ def summarize_step(totals: dict[str, float], norms: list[float], skipped: int, n
         "kl": per_token("kl"),
         "entropy": per_token("entropy"),
         "clip_frac": per_token("clip_frac"),
+        "seq_clip_frac": totals.get("seq_clip_frac", 0.0) / num_samples if num_samples else 0.0,
         "ppo_kl": per_token("ppo_kl"),
         "grad_norm": sum(norms) / n,
         "logprob_mismatch": per_token("mismatch"),
