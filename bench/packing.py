@@ -46,7 +46,7 @@ MODES = {"padded": {"micro_batch_size": MICRO_BATCH},
 
 def make_batch(seed: int = 0):
     """32 samples, lengths log-uniform in [96, 960], two model turns with an observation between them."""
-    from tandem import losses
+    from tandem.advantages import assign_advantages
     from tandem.sample import Sample
 
     g = torch.Generator().manual_seed(seed)
@@ -58,7 +58,7 @@ def make_batch(seed: int = 0):
         out.append(Sample(prompt_ids=torch.randint(0, 256, (PROMPT,), generator=g).tolist(),
                           response_ids=torch.randint(0, 256, (r,), generator=g).tolist(), loss_mask=mask,
                           rollout_logprobs=[-5.5 * m for m in mask], reward=float(i % 2), group_id=i // 4))
-    losses.assign_advantages(out)
+    assign_advantages(out)
     return out
 
 

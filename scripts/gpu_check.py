@@ -34,6 +34,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 
 from tandem import losses
+from tandem.advantages import assign_advantages
 from tandem.config import build_config, write_views
 from tandem.model_source import resolve_model_path
 from tandem.sample import Sample
@@ -73,7 +74,7 @@ def synthetic_batch(step: int, n_groups: int = 4, group: int = 4) -> list[Sample
             out.append(Sample(prompt_ids=prompt, response_ids=resp, loss_mask=[1] * len(resp),
                               rollout_logprobs=[-5.5] * len(resp), group_id=gid,
                               reward=float(torch.rand((), generator=g) > 0.5)))
-    losses.assign_advantages(out)
+    assign_advantages(out)
     return out
 
 

@@ -49,7 +49,7 @@ TESTS3 = [  # the eight breaks of issue 45, then the trainer's hand-back trace
   "if run_dir.exists() and describe_run(run_dir) else ():",
   G + "test_overwrite_keeps_the_users_own_directories_inside_the_run_dir"),
  ("--overwrite: the user's data/ counted as tandem's", "tandem/orchestrator/run_state.py",
-  '"wandb", "inspect.html")', '"wandb", "inspect.html", "data")',
+  '"eval_offline", "eval_offline.jsonl")', '"eval_offline", "eval_offline.jsonl", "data")',
   G + "test_overwrite_keeps_the_users_own_directories_inside_the_run_dir"),
  ("preflight: the environment's requirements not asked", "tandem/orchestrator/preflight.py",
   "        problems += environment_problems(cfg, inputs[1])", "        pass",

@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 
 from tandem.config import build_config
-from tandem.losses import assign_advantages
+from tandem.advantages import assign_advantages
 from tandem.model_source import load_tokenizer, resolve_model_path
 from tandem.envs.echo import echo_reward
 from tandem.sample import Sample

@@ -1,11 +1,10 @@
-"""The RL math every trainer backend shares: advantages, policy loss, KL, TIS, aggregation.
+"""The RL math every trainer backend shares: policy loss, KL, TIS, aggregation (advantages:
+tandem.advantages).
 
 Pure tensor functions (no model, no HF, no config objects) so the torch backend, a
 Megatron backend and the tests all compute exactly the same numbers. Definitions follow
 slime's:
 
-- GRPO advantage: r' = r - mean_g(r); r'' = r' / (std_g(r') + eps), unbiased std; the std
-  step is skipped when disabled or when a group has a single sample.
 - PPO clip: L = max(-rho*A, -clip(rho, 1-eps, 1+eps_high)*A); dual clip for A < 0 caps L at -c*A.
 - KL with x = logp - logp_ref: k1 = x, k2 = x^2/2, k3 = exp(-x) - 1 + x clamped to [-10, 10].
 - TIS: w = clamp(exp(logp_old - logp_rollout), low, high) multiplies the token loss.
@@ -30,75 +29,17 @@ its settings from a loss config but holds no model or device state.
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterable, Literal, Protocol
+from typing import Any, Callable, ClassVar, Literal, Protocol
 
 import torch
 from torch import Tensor
 from torch.utils.checkpoint import checkpoint
-
-if TYPE_CHECKING:  # only for typing; keeps this module free of runtime deps besides torch
-    from tandem.sample import Sample
 
 Aggregation = Literal["seq_mean_token_mean", "token_mean"]
 Objective = Literal["ppo", "gspo", "cispo"]
 KLEstimator = Literal["k1", "k2", "k3"]
 
 
-# --------------------------------------------------------------------------- advantages
-def _normalize_group(r: Tensor, use_std_norm: bool, eps: float) -> Tensor:
-    centred = r - r.mean()
-    # A single-sample group has no spread to estimate (unbiased std is NaN), so only centre it.
-    if use_std_norm and r.numel() > 1:
-        centred = centred / (centred.std(unbiased=True) + eps)
-    return centred
-
-
-def grpo_advantages(
-    rewards: Tensor,
-    use_std_norm: bool = True,
-    eps: float = 1e-6,
-    group_ids: Tensor | None = None,
-) -> Tensor:
-    """Group-normalized rewards.
-
-    `rewards` is either [num_groups, G] (one row per prompt), or flat [N] together with
-    `group_ids` [N] (groups may then differ in size, e.g. after dropped samples).
-    Returns a float tensor of the same shape as `rewards`.
-    """
-    r = rewards.to(torch.float64)  # small groups of near-equal rewards: keep the std step exact
-    if group_ids is None:
-        if r.dim() != 2:
-            raise ValueError(f"rewards must be [num_groups, G] without group_ids; got shape {tuple(r.shape)}")
-        out = torch.stack([_normalize_group(row, use_std_norm, eps) for row in r]) if r.shape[0] else r.clone()
-    else:
-        if r.dim() != 1 or group_ids.shape != r.shape:
-            raise ValueError("flat rewards and group_ids must both be 1-D and of equal length")
-        out = torch.empty_like(r)
-        for gid in torch.unique(group_ids):
-            sel = group_ids == gid
-            out[sel] = _normalize_group(r[sel], use_std_norm, eps)
-    return out.to(torch.float32)
-
-
-def assign_advantages(samples: "Iterable[Sample]", use_std_norm: bool = True, eps: float = 1e-6) -> None:
-    """Fill `sample.advantage` in place, grouping samples by `sample.group_id`. Samples of one group that
-    share `metadata["trajectory"]` are segments of one trajectory (an outside harness that rewrote its
-    history, tandem.harness): it counts once in its group's statistics and every segment gets its advantage."""
-    samples = list(samples)
-    if not samples:
-        return
-    trajectory_of: dict[tuple, int] = {}
-    index = [trajectory_of.setdefault((int(s.group_id), s.metadata.get("trajectory", ("sample", i))), i)
-             for i, s in enumerate(samples)]
-    firsts = sorted(set(index))
-    rewards = torch.tensor([float(samples[i].reward) for i in firsts], dtype=torch.float64)
-    groups = torch.tensor([int(samples[i].group_id) for i in firsts], dtype=torch.long)
-    adv = dict(zip(firsts, grpo_advantages(rewards, use_std_norm=use_std_norm, eps=eps, group_ids=groups).tolist()))
-    for s, i in zip(samples, index):
-        s.advantage = float(adv[i])
-
-
-# --------------------------------------------------------------------------- log-probs
 def token_logprobs(logits: Tensor, targets: Tensor, temperature: float = 1.0) -> Tensor:
     """log_softmax(logits / T) at `targets`: [..., V] x [...] -> [...].
 

@@ -14,7 +14,7 @@ import pytest
 from tandem.config import ConfigError, build_config
 from tandem.harness import CapturedCall, HarnessFailed, HarnessRollout, rebuild
 from tandem.harness.capture import ChatPrompts, chat_prompt
-from tandem.losses import assign_advantages
+from tandem.advantages import assign_advantages
 from tests._harness import ScriptedClient, harness_cfg, harness_ctx
 from tests._swe import tiny_tokenizer
 

@@ -10,15 +10,14 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from tandem.advantages import assign_advantages, grpo_advantages
 from tandem.config import LossConfig
 from tandem.losses import (
     PolicyLoss,
     aggregate,
-    assign_advantages,
     chunked_scores,
     cispo_loss,
     entropy_from_logits,
-    grpo_advantages,
     gspo_loss,
     kl_penalty,
     logprob_mismatch,

@@ -10,6 +10,7 @@ import asyncio
 import pytest
 
 from tandem.config import TandemConfig
+from tandem.config.rollout_sections import SignalConfig
 from tandem.orchestrator.producer import RolloutProducer
 from tandem.orchestrator.stream_stats import lag_histogram, turns_of
 from tandem.rollout import PromptCursor, RolloutAborted, RolloutContext
@@ -491,7 +492,8 @@ def rewarded_producer(rewards_by_row: dict[int, list[float]], steps: int, **sign
             out.append(s)
         return out
 
-    producer, _ = make(mode="sync", prompts=2, group=2, steps=steps, fn=fn, signal=signal)
+    # through the section's model, so a test's keywords are [rollout.signal] keys (tests/_config_keys.py sees them)
+    producer, _ = make(mode="sync", prompts=2, group=2, steps=steps, fn=fn, signal=SignalConfig(**signal).model_dump())
     return producer, launches
 
 

@@ -51,16 +51,16 @@ def test_overlong_penalty_is_dapos_linear_band():
 
 
 def test_overlong_penalty_shapes_the_rewards_before_the_advantages():
-    """max_new_tokens 10, buffer 4, penalty 1: lengths [3, 8, 10] -> penalties [0, -0.5, -1];
-    rewards [1, 1, 1] -> [1, 0.5, 0], mean 0.5 -> advantages [0.5, 0, -0.5] (no std step). Without
+    """max_new_tokens 10, buffer 4, penalty 2: lengths [3, 8, 10] -> penalties [0, -1, -2];
+    rewards [1, 1, 1] -> [1, 0, -1], mean 0 -> advantages [1, 0, -1] (no std step). Without
     the penalty this group has zero variance; with it, it does not."""
     batch = [sample(1, 1.0, tokens=3), sample(1, 1.0, tokens=8), sample(1, 1.0, tokens=10, finish="length")]
-    cfg = rollout(overlong="penalty", overlong_buffer_tokens=4, overlong_penalty=1.0)
+    cfg = rollout(overlong="penalty", overlong_buffer_tokens=4, overlong_penalty=2.0)
     assert zero_variance(batch, rollout().signal, 10) and not zero_variance(batch, cfg.signal, 10)
     counts = prepare_step(batch, cfg, use_std_norm=False)
-    assert [s.reward for s in batch] == pytest.approx([1.0, 0.5, 0.0])
-    assert [s.advantage for s in batch] == pytest.approx([0.5, 0.0, -0.5])
-    assert batch[2].reward_info["overlong_penalty"] == pytest.approx(-1.0)
+    assert [s.reward for s in batch] == pytest.approx([1.0, 0.0, -1.0])
+    assert [s.advantage for s in batch] == pytest.approx([1.0, 0.0, -1.0])
+    assert batch[2].reward_info["overlong_penalty"] == pytest.approx(-2.0)
     assert counts["overlong_penalized"] == 2
 
 

@@ -10,7 +10,7 @@ Between the producer's batch and the trainer (tandem.orchestrator.loop), in this
    reward_failed) is a grader's failure, not a wrong answer: it gets no loss weight, and its
    group's statistics are taken over the valid samples only. A group that failures left with
    fewer than two valid samples has nothing to compare against and gets no loss weight at all.
-3. GRPO advantages (tandem.losses.grpo_advantages) over the valid samples of each kept group;
+3. GRPO advantages (tandem.advantages.assign_advantages) over the valid samples of each kept group;
    every excluded sample gets advantage 0.
 4. rollout.signal.overlong = "mask": a truncated sample (finish_reason "length") gets no loss
    weight; its reward still counts in its group's statistics (DAPO's overlong filtering masks
@@ -25,9 +25,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
 
-from tandem.losses import grpo_advantages
+from tandem.advantages import assign_advantages
 from tandem.rollout.scoring import reward_failed
 from tandem.sample import Sample, trained
 
@@ -83,11 +82,7 @@ def prepare_step(samples: list[Sample], rollout_cfg: Any, use_std_norm: bool) ->
                 s.excluded = GROUP_FAILED
         else:
             valid += ok
-    if valid:
-        rewards = torch.tensor([s.reward for s in valid], dtype=torch.float64)
-        ids = torch.tensor([s.group_id for s in valid], dtype=torch.long)
-        for s, a in zip(valid, grpo_advantages(rewards, use_std_norm, group_ids=ids).tolist()):
-            s.advantage = float(a)
+    assign_advantages(valid, use_std_norm)  # a harness trajectory's segments count once in their group
     masked = 0
     if signal.overlong == "mask":
         for s in valid:
