@@ -6,8 +6,8 @@ directly and through a real sglang-router."""
 
 from __future__ import annotations
 
-from engine_conformance import (engine_proc, eng, router_url, test_logprobs_match_hf_forward,  # noqa: F401
-                                test_routed_experts, test_update_weights_from_disk)
+from engine_conformance import (engine_proc, eng, router_url, sglang_server,  # noqa: F401
+                                test_logprobs_match_hf_forward, test_routed_experts, test_update_weights_from_disk)
 
 ENGINE_BACKEND = "embedded"
 ENGINE_MODEL = {"tiny": {"num_experts": 4, "num_experts_per_tok": 2}}

@@ -89,7 +89,7 @@ class LiveView:
         self.eval_line = ""
         """The newest evaluation's figures, with the step and version they measured."""
         self.alarms: list[str] = []
-        """Every alarm fired so far (tandem.eval.alarms), one line each; the panel shows the last few."""
+        """Every alarm fired so far (tandem.eval.alarms), one line each; the panel shows the latest."""
         self.enabled = mode == "on" or (mode == "auto" and sys.stdout.isatty())
         self._live = None
         self._progress = Progress(TextColumn("[bold]steps"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -108,7 +108,6 @@ class LiveView:
         width = width or (self._live.console.width if self._live is not None else 80)
         parts = [self._progress, f"[dim]{self.status}[/dim]", self.reward.line()]
         parts += [self.eval_line] if self.eval_line else []
-        parts += [f"[bold red]{line}[/bold red]" for line in self.alarms[-3:]]
         parts += [cells(self.shown_metrics(), width)]
         env = [(k, _fmt(self.latest[k])) for k in HEADLINE_ENV if k in self.latest]
         if env:
@@ -116,6 +115,9 @@ class LiveView:
         parts += ["engine queue depth (waiting + running)", self._queue_rows(width)]
         if self.engine_counts:
             parts += [f"engines per step (autoscaled): {sparkline(self.engine_counts, 30)} {self.engine_counts[-1]}"]
+        if self.alarms:  # one line, last: a small terminal keeps the engines' rows (alarm/* are in every row)
+            earlier = f" (+{len(self.alarms) - 1} earlier)" if len(self.alarms) > 1 else ""
+            parts += [f"[bold red]{self.alarms[-1]}{earlier}[/bold red]"]
         return Group(*parts)
 
     def _queue_rows(self, width: int) -> Table:
