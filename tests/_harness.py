@@ -6,7 +6,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
 from tandem.config import TandemConfig
-from tandem.rollout import RolloutContext, sampling_params_from_config
+from tandem.rollout import REQUEST_PRIORITY, RolloutContext, sampling_params_from_config
 from tests._fakes import fake_logprob
 from tests._swe import REPO, tiny_tokenizer
 
@@ -20,7 +20,8 @@ class ScriptedClient:
         self.requests: list[dict] = []
 
     async def generate(self, input_ids, sampling_params, return_logprob=True, routing_key=None) -> dict:
-        self.requests.append({"input_ids": list(input_ids), "params": dict(sampling_params), "key": routing_key})
+        self.requests.append({"input_ids": list(input_ids), "params": dict(sampling_params), "key": routing_key,
+                              "priority": REQUEST_PRIORITY.get()})
         text = self.reply(self.tok.decode(input_ids, skip_special_tokens=False), len(self.requests))
         out = list(self.tok.encode(text, add_special_tokens=False)) + [self.tok.eos_token_id]
         return {"text": text, "output_ids": out, "meta_info": {

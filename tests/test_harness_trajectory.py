@@ -199,11 +199,15 @@ def test_a_harness_function_that_cannot_be_called_so_is_refused_at_start(tmp_pat
 
 def test_a_call_aborted_for_a_weight_update_regenerates_the_group(tmp_path):
     """partial_rollout = "abort": the harness sees an error (and may carry on or fail); either way the
-    group is regenerated, as for any rollout, not counted as a failed trajectory."""
+    group is regenerated, as for any rollout, not counted as a failed trajectory. Once a call is
+    aborted, the trajectory's later calls are refused without generating (it is discarded anyway)."""
     from tandem.rollout import RolloutAborted
 
     class Aborting(ScriptedClient):
+        attempts = 0
+
         async def generate(self, input_ids, sampling_params, return_logprob=True, routing_key=None):
+            self.attempts += 1
             if self.requests:
                 raise RolloutAborted("weights changed")
             return await super().generate(input_ids, sampling_params, return_logprob, routing_key)
@@ -221,5 +225,100 @@ def test_a_call_aborted_for_a_weight_update_regenerates_the_group(tmp_path):
         await client.completions.create(model="m", prompt="b")  # raises openai.InternalServerError
 
     for fn in (carries_on, fails_on_it):
+        engine = Aborting(lambda p, n: "x")
         with pytest.raises(RolloutAborted, match="weights changed"):
-            run_group(harness_cfg(tmp_path, harness="x.py:run"), fn, Aborting(lambda p, n: "x"), group=1)
+            run_group(harness_cfg(tmp_path, harness="x.py:run"), fn, engine, group=1)
+        # the client's retries of the aborted call are refused at the endpoint: nothing more is generated
+        assert engine.attempts == 2
+
+
+# --------------------------------------------------------------------------- evaluation
+def test_held_out_rows_are_evaluated_through_the_harness_greedily_at_their_version(tmp_path):
+    """[eval] with rollout.harness: evaluate() runs the harness on each held-out row, its calls at
+    eval.temperature and evaluation's priority (the endpoint the training groups share keeps
+    training's sampling for them), its samples at the version evaluated, the harness metrics under eval/."""
+    from tandem.eval.measure import EVAL_PRIORITY, evaluate
+
+    async def answers(client, row):
+        msgs = [{"role": "user", "content": row["prompt"]}]
+        first = await client.chat.completions.create(model="m", messages=msgs)
+        msgs += [first.choices[0].message.model_dump(exclude_none=True), {"role": "user", "content": "sure?"}]
+        second = await client.chat.completions.create(model="m", messages=msgs)
+        return float(second.choices[0].message.content == row["secret"])
+
+    cfg = harness_cfg(tmp_path, harness="x.py:run", sampling={"temperature": 0.7})
+    cfg = cfg.model_copy(update={"eval": cfg.eval.model_copy(update={"enabled": True, "samples_per_prompt": 2})})
+    engine = ScriptedClient(lambda prompt, n: "4", version=3)
+    rows = [{"prompt": "q", "secret": "4"}, {"prompt": "r", "secret": "5"}]
+
+    async def main():
+        rollout = HarnessRollout(fn=answers)
+        ctx = harness_ctx(cfg, engine)
+        try:
+            trained = await rollout(ctx, rows[0], 1)  # a training group first: the endpoint starts on its context
+            return trained, await evaluate(ctx, rollout, rows, 5, 3)
+        finally:
+            await rollout.aclose()
+
+    trained, outcome = asyncio.run(main())
+    assert [r["params"]["temperature"] for r in engine.requests] == [0.7] * 2 + [0.0] * 8
+    assert [r["priority"] for r in engine.requests] == [None] * 2 + [EVAL_PRIORITY] * 8
+    assert len(trained) == 1 and len(outcome.samples) == 4 and not outcome.errors
+    row = outcome.row
+    assert row["eval/pass@1"] == 0.5 and row["eval/pass@k"] == 0.5 and row["eval/harness_calls_mean"] == 2.0
+    assert row["eval/harness_prefix_breaks"] == 0 and row["weight_version"] == 3 and not row["cut_short"]
+    assert all(s.metadata["harness"]["calls"][1]["extended"] for s in outcome.samples)
+
+
+# --------------------------------------------------------------------------- n > 1
+def test_the_choices_of_an_n_call_are_branches_by_hand():
+    """Choices 0 and 1 of one call share its prompt; the harness goes on from choice 1: that branch
+    grows, choice 0's segment keeps only its own sampled ids. Branches are not prefix breaks."""
+    c0, c1 = call([1, 2, 3], [10, 11], 2), call([1, 2, 3], [12], 2)
+    c1.choice = 1
+    rebuilt = rebuild([c0, c1, call([1, 2, 3, 12, 20], [13], 3)])
+    first, branch = rebuilt.samples
+    assert rebuilt.segment_of_call == [0, 1, 1] and rebuilt.branches == 1 and rebuilt.prefix_breaks == 0
+    assert first.prompt_ids == [1, 2, 3] and first.response_ids == [10, 11] and first.loss_mask == [1, 1]
+    assert branch.prompt_ids == [1, 2, 3] and branch.response_ids == [12, 20, 13] and branch.loss_mask == [1, 0, 1]
+    assert branch.rollout_logprobs == [-0.1, 0.0, -0.1] and branch.token_versions == [2, -1, 3]
+
+
+def test_a_harness_asking_n_choices_gets_each_recorded_and_trained_as_its_branch(tmp_path):
+    import openai
+
+    replies = {1: "ab", 2: "c", 3: "d", 4: "e", 5: "f"}
+    engine = ScriptedClient(lambda prompt, n: replies[n])
+    got = {}
+
+    async def picks_the_second(client, row):
+        msgs = [{"role": "user", "content": row["prompt"]}]
+        both = await client.chat.completions.create(model="m", messages=msgs, n=2)
+        got["texts"] = [c.message.content for c in both.choices]
+        got["indexes"] = [c.index for c in both.choices]
+        got["usage"] = both.usage.completion_tokens
+        msgs += [both.choices[1].message.model_dump(exclude_none=True), {"role": "user", "content": "go"}]
+        stream = await client.chat.completions.create(model="m", messages=msgs, n=2, stream=True)
+        got["streamed"] = {}
+        async for chunk in stream:
+            for c in chunk.choices:
+                got["streamed"][c.index] = got["streamed"].get(c.index, "") + (c.delta.content or "")
+        for n in (0, 65, "2"):
+            try:
+                await client.chat.completions.create(model="m", messages=msgs, n=n)
+            except openai.BadRequestError as err:
+                got.setdefault("refused", []).append(err.message)
+        return 1.0
+
+    samples = run_group(harness_cfg(tmp_path, harness="x.py:run"), picks_the_second, engine, group=1)
+    assert got["texts"] == ["ab", "c"] and got["indexes"] == [0, 1] and got["usage"] == 5  # "ab"+eos, "c"+eos
+    assert got["streamed"] == {0: "d", 1: "e"} and len(got["refused"]) == 3
+    assert all("n must be an integer from 1 to 64" in m for m in got["refused"])
+    first, second, third, fourth = (r["input_ids"] for r in engine.requests)
+    assert first == second and third == fourth == first + enc("c") + [IM_END] + third[len(first) + 2:]
+    assert [s.response_ids for s in samples] == [enc("ab") + [IM_END], third[len(first):] + enc("d") + [IM_END],
+                                                  enc("e") + [IM_END]]
+    meta = samples[0].metadata["harness"]
+    assert meta["segment_of_call"] == [0, 1, 1, 2] and meta["branches"] == 2 and meta["prefix_breaks"] == 0
+    assert [c["choice"] for c in meta["calls"]] == [0, 1, 0, 1]
+    assert HarnessRollout.step_metrics(samples)["harness_branches"] == 2.0

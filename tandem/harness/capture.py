@@ -45,12 +45,15 @@ class CapturedCall:
     """Completion calls: the prompt text the harness sent."""
     finished_on: int = 0
     """The version the engine finished on (newer than `version` when weights changed meanwhile)."""
+    choice: int = 0
+    """Which of the request's n choices this is (each choice is recorded as a call of its own)."""
 
     def summary(self) -> dict[str, Any]:
         """What the inspector and metadata keep of the call (no token lists: the sample holds them)."""
         return {"kind": self.kind, "prompt_tokens": len(self.prompt_ids), "completion_tokens": len(self.output_ids),
-                "version": self.version, "finish_reason": self.finish_reason, "extended": self.extended,
-                "text": self.text[:400]}
+                "version": self.version, "finished_on": self.finished_on, "finish_reason": self.finish_reason,
+                "extended": self.extended,
+                "choice": self.choice, "text": self.text[:400]}
 
 
 def message_text(content: Any) -> str:

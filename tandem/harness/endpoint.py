@@ -8,13 +8,15 @@ the run's engine client (the router, the trajectory's sticky routing key, the gr
 drain gate), and the answer is recorded (prompt ids, completion ids, log-probs, weight version)
 before the harness gets an OpenAI response, tool calls parsed by the project's tool-call parser.
 
-Sampling is the run's: temperature, top_p and top_k come from rollout.sampling (the trainer scores
-with them), a request's max_tokens is capped at rollout.sampling.max_new_tokens, and its stop
-strings are added to the run's. n must be 1.
+Sampling is the rollout's: temperature, top_p and top_k come from rollout.sampling (the trainer
+scores with them; a held-out row under evaluation gets eval.temperature), a request's max_tokens is capped at rollout.sampling.max_new_tokens, and its stop
+strings are added to the run's. A call may ask for n choices: each is sampled by its own /generate,
+recorded as a call of its own, and trained as a branch of the trajectory (tandem.harness.trajectory).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import secrets
 import time
@@ -30,6 +32,9 @@ from tandem.harness.capture import (CapturedCall, ChatPrompts, chat_prompt, comp
 from tandem.rollout.client import GROUP_PROGRESS, REQUEST_PRIORITY, GenerationError, RolloutAborted
 from tandem.rollout.single_turn import read_output
 
+MAX_CHOICES = 64
+"""The most choices (`n`) one call may ask for."""
+
 
 @dataclass
 class Trajectory:
@@ -39,6 +44,8 @@ class Trajectory:
     key: str
     priority: int | None
     progress: Any
+    sampling_params: dict
+    """The rollout's sampling settings (training's, or evaluation's greedy ones for a held-out row)."""
     calls: list[CapturedCall] = field(default_factory=list)
     aborted: RolloutAborted | None = None
     """Set when the engines aborted a call for a weight update: the group is regenerated."""
@@ -61,9 +68,9 @@ def _error(status: int, message: str, kind: str) -> web.Response:
 
 
 class HarnessEndpoint:
-    def __init__(self, engine: Any, tokenizer: Any, sampling_params: dict,
-                 parse: Callable[[str, list[str]], ParsedReply], host: str = "127.0.0.1"):
-        self.engine, self.tok, self.sampling_params, self.parse = engine, tokenizer, dict(sampling_params), parse
+    def __init__(self, engine: Any, tokenizer: Any, parse: Callable[[str, list[str]], ParsedReply],
+                 host: str = "127.0.0.1"):
+        self.engine, self.tok, self.parse = engine, tokenizer, parse
         self.prompts = ChatPrompts(tokenizer)
         self.host, self.url = host, ""
         self.open_trajectories: dict[str, Trajectory] = {}
@@ -87,10 +94,11 @@ class HarnessEndpoint:
             await self._runner.cleanup()
             self._runner = None
 
-    def open(self) -> Trajectory:
-        """A new trajectory, served under the calling task's request priority and group progress."""
+    def open(self, sampling_params: dict) -> Trajectory:
+        """A new trajectory sampled with `sampling_params` (its rollout context's: evaluation's differ
+        from training's), served under the calling task's request priority and group progress."""
         traj = Trajectory(uuid.uuid4().hex[:16], f"tandem-{secrets.token_hex(16)}", REQUEST_PRIORITY.get(),
-                          GROUP_PROGRESS.get())
+                          GROUP_PROGRESS.get(), dict(sampling_params))
         self.open_trajectories[traj.id] = traj
         return traj
 
@@ -117,12 +125,14 @@ class HarnessEndpoint:
             raise _Refused(400, "the body is not JSON") from None
         if not isinstance(body, dict):
             raise _Refused(400, "the body must be a JSON object")
-        if int(body.get("n") or 1) != 1:
-            raise _Refused(400, "n must be 1: each call is one step of the trajectory")
+        n = body.get("n") if body.get("n") is not None else 1
+        if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= MAX_CHOICES:
+            raise _Refused(400, f"n must be an integer from 1 to {MAX_CHOICES}, got {n!r}")
         return body
 
-    def _params(self, body: dict) -> dict:
-        params = dict(self.sampling_params)
+    @staticmethod
+    def _params(traj: Trajectory, body: dict) -> dict:
+        params = dict(traj.sampling_params)
         asked = body.get("max_completion_tokens") or body.get("max_tokens")
         if asked:
             params["max_new_tokens"] = max(1, min(int(asked), int(params.get("max_new_tokens", asked))))
@@ -132,16 +142,32 @@ class HarnessEndpoint:
         return params
 
     async def _generate(self, traj: Trajectory, prompt_ids: list[int], body: dict) -> tuple[list, list, int, str, int]:
+        if traj.aborted is not None:  # its group is regenerated anyway: the harness need not go on
+            raise _Refused(503, f"generation aborted for a weight update: {traj.aborted} (this trajectory "
+                                "is discarded and run again)", "server_error")
         REQUEST_PRIORITY.set(traj.priority)  # this handler's context: the group's priority and progress
         GROUP_PROGRESS.set(traj.progress)
         try:
-            out = await self.engine.generate(prompt_ids, self._params(body), routing_key=traj.routing_key)
+            out = await self.engine.generate(prompt_ids, self._params(traj, body), routing_key=traj.routing_key)
         except RolloutAborted as err:
             traj.aborted = err
             raise _Refused(503, f"generation aborted for a weight update: {err}", "server_error") from None
         except GenerationError as err:
             raise _Refused(502, f"the engines failed: {err}", "server_error") from None
         return read_output(out)
+
+    async def _generate_choices(self, traj: Trajectory, prompt_ids: list[int], body: dict) -> list[tuple]:
+        """The request's n choices: n independent samples of one prompt, each its own /generate on the
+        trajectory's engine (its own ids, log-probs and version). One aborted or failed fails the call."""
+        n = body.get("n") or 1
+        if n == 1:
+            return [await self._generate(traj, prompt_ids, body)]
+        try:
+            async with asyncio.TaskGroup() as group:
+                tasks = [group.create_task(self._generate(traj, prompt_ids, body)) for _ in range(n)]
+        except BaseExceptionGroup as eg:
+            raise eg.exceptions[0] from None
+        return [t.result() for t in tasks]
 
     async def _serve(self, request: web.Request, handle) -> web.StreamResponse:
         traj = None
@@ -176,7 +202,20 @@ class HarnessEndpoint:
         if not isinstance(messages, list) or not messages:
             raise _Refused(400, "messages must be a non-empty list")
         prompt_ids, extended = chat_prompt(traj.calls, self.prompts, messages, tools)
-        ids, lps, version, finish, finished_on = await self._generate(traj, prompt_ids, body)
+        outs = await self._generate_choices(traj, prompt_ids, body)
+        choices = [self._chat_choice(traj, k, prompt_ids, extended, messages, tools, out, body)
+                   for k, out in enumerate(outs)]
+        answer = {"id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion", "created": int(time.time()),
+                  "model": str(body.get("model") or "tandem"), "choices": choices,
+                  "usage": _usage(prompt_ids, [i for out in outs for i in out[0]])}
+        if body.get("stream"):
+            return await self._stream_chat(request, answer, body)
+        return web.json_response(answer)
+
+    def _chat_choice(self, traj: Trajectory, index: int, prompt_ids: list[int], extended: bool, messages: list[dict],
+                     tools: list[dict] | None, out: tuple, body: dict) -> dict:
+        """Choice `index` of a chat call, recorded as a call of its own (a branch when index > 0)."""
+        ids, lps, version, finish, finished_on = out
         text = self.tok.decode(ids, skip_special_tokens=True)
         names = [t.get("function", t).get("name", "") for t in tools or []]
         parsed = self.parse(text, names) if tools else ParsedReply(text)
@@ -186,32 +225,29 @@ class HarnessEndpoint:
                    "tool_calls": tool_calls or None}
         traj.calls.append(CapturedCall(
             "chat", prompt_ids, ids, lps, version, finish, text, extended, [normalised(m) for m in messages],
-            normalised(message), [template_message(m) for m in messages], tools_key(tools), finished_on=finished_on))
+            normalised(message), [template_message(m) for m in messages], tools_key(tools), finished_on=finished_on,
+            choice=index))
         reason = "tool_calls" if tool_calls and finish == "stop" else (finish or "stop")
         logprobs = self._logprobs(ids, lps) if body.get("logprobs") else None
-        answer = {"id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion", "created": int(time.time()),
-                  "model": str(body.get("model") or "tandem"),
-                  "choices": [{"index": 0, "message": message, "logprobs": logprobs, "finish_reason": reason}],
-                  "usage": _usage(prompt_ids, ids)}
-        if body.get("stream"):
-            return await self._stream_chat(request, answer, body)
-        return web.json_response(answer)
+        return {"index": index, "message": message, "logprobs": logprobs, "finish_reason": reason}
 
     async def _completion_call(self, request: web.Request, traj: Trajectory, body: dict) -> web.StreamResponse:
         prompt_ids, extended, prompt_text = completion_prompt(traj.calls, self.tok, body.get("prompt"))
-        ids, lps, version, finish, finished_on = await self._generate(traj, prompt_ids, body)
-        text = self.tok.decode(ids, skip_special_tokens=True)
-        traj.calls.append(CapturedCall("completion", prompt_ids, ids, lps, version, finish, text, extended,
-                                       prompt_text=prompt_text, finished_on=finished_on))
-        logprobs = None
-        if body.get("logprobs") is not None:
-            tokens = [self.tok.decode([i]) for i in ids]
-            logprobs = {"tokens": tokens, "token_logprobs": lps, "top_logprobs": None,
-                        "text_offset": [sum(len(t) for t in tokens[:k]) for k in range(len(tokens))]}
+        outs = await self._generate_choices(traj, prompt_ids, body)
+        choices = []
+        for index, (ids, lps, version, finish, finished_on) in enumerate(outs):
+            text = self.tok.decode(ids, skip_special_tokens=True)
+            traj.calls.append(CapturedCall("completion", prompt_ids, ids, lps, version, finish, text, extended,
+                                           prompt_text=prompt_text, finished_on=finished_on, choice=index))
+            logprobs = None
+            if body.get("logprobs") is not None:
+                tokens = [self.tok.decode([i]) for i in ids]
+                logprobs = {"tokens": tokens, "token_logprobs": lps, "top_logprobs": None,
+                            "text_offset": [sum(len(t) for t in tokens[:k]) for k in range(len(tokens))]}
+            choices.append({"index": index, "text": text, "logprobs": logprobs, "finish_reason": finish or "stop"})
         answer = {"id": f"cmpl-{uuid.uuid4().hex}", "object": "text_completion", "created": int(time.time()),
-                  "model": str(body.get("model") or "tandem"),
-                  "choices": [{"index": 0, "text": text, "logprobs": logprobs, "finish_reason": finish or "stop"}],
-                  "usage": _usage(prompt_ids, ids)}
+                  "model": str(body.get("model") or "tandem"), "choices": choices,
+                  "usage": _usage(prompt_ids, [i for out in outs for i in out[0]])}
         if body.get("stream"):
             head = {k: v for k, v in answer.items() if k != "usage"}
             return await self._stream(request, [head], {**answer, "choices": []}, body)
@@ -225,17 +261,19 @@ class HarnessEndpoint:
         return {"content": content}
 
     async def _stream_chat(self, request: web.Request, answer: dict, body: dict) -> web.StreamResponse:
-        """The whole answer as a stream (generated first: the trajectory needs it whole anyway)."""
-        choice = answer["choices"][0]
-        message = choice["message"]
+        """The whole answer as a stream, two chunks per choice (its reply, its finish), sent once every
+        choice is generated: the engine client's /generate returns whole answers, not a token stream."""
         base = {k: answer[k] for k in ("id", "created", "model")} | {"object": "chat.completion.chunk"}
-        delta: dict[str, Any] = {"role": "assistant", "content": message["content"] or ""}
-        if message["tool_calls"]:
-            delta["tool_calls"] = [{"index": k, **c} for k, c in enumerate(message["tool_calls"])]
-        chunks = [{**base, "choices": [{"index": 0, "delta": delta, "logprobs": choice["logprobs"],
-                                        "finish_reason": None}]},
-                  {**base, "choices": [{"index": 0, "delta": {}, "logprobs": None,
-                                        "finish_reason": choice["finish_reason"]}]}]
+        chunks = []
+        for choice in answer["choices"]:
+            message, index = choice["message"], choice["index"]
+            delta: dict[str, Any] = {"role": "assistant", "content": message["content"] or ""}
+            if message["tool_calls"]:
+                delta["tool_calls"] = [{"index": k, **c} for k, c in enumerate(message["tool_calls"])]
+            chunks += [{**base, "choices": [{"index": index, "delta": delta, "logprobs": choice["logprobs"],
+                                             "finish_reason": None}]},
+                       {**base, "choices": [{"index": index, "delta": {}, "logprobs": None,
+                                             "finish_reason": choice["finish_reason"]}]}]
         return await self._stream(request, chunks, {**base, "choices": [], "usage": answer["usage"]}, body)
 
     @staticmethod

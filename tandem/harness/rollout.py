@@ -49,8 +49,8 @@ class HarnessRollout:
     async def _endpoint(self, ctx) -> HarnessEndpoint:
         async with self._starting:
             if self.endpoint is None:
-                endpoint = HarnessEndpoint(ctx.engine, ctx.tokenizer, ctx.sampling_params,
-                                           pick_parser(ctx.cfg.rollout.harness_tool_parser, ctx.tokenizer))
+                parse = pick_parser(ctx.cfg.rollout.harness_tool_parser, ctx.tokenizer)
+                endpoint = HarnessEndpoint(ctx.engine, ctx.tokenizer, parse)
                 await endpoint.start()
                 self.endpoint = endpoint
                 if self.fn is not None:
@@ -77,7 +77,7 @@ class HarnessRollout:
         return [s for t in tasks for s in t.result()]
 
     async def one(self, ctx, endpoint: HarnessEndpoint, row: dict, index: int) -> list[Sample]:
-        traj = endpoint.open()
+        traj = endpoint.open(ctx.sampling_params)
         timeout = ctx.cfg.rollout.harness_timeout_s
         try:
             if self.fn is not None:
@@ -113,6 +113,7 @@ class HarnessRollout:
             sample.metadata["trajectory"] = index
             sample.metadata["harness"] = {
                 "segment": k, "segments": len(samples), "prefix_breaks": rebuilt.prefix_breaks if k == 0 else 0,
+                "branches": rebuilt.branches if k == 0 else 0,
                 **({"calls": [c.summary() for c in traj.calls], "segment_of_call": rebuilt.segment_of_call,
                     "endpoint_errors": traj.errors[:10], **outcome.details} if k == 0 else {})}
         return samples
@@ -123,6 +124,7 @@ class HarnessRollout:
         if not firsts:
             return {}
         return {"harness_prefix_breaks": float(sum(h["prefix_breaks"] for h in firsts)),
+                "harness_branches": float(sum(h.get("branches", 0) for h in firsts)),
                 "harness_segments_mean": statistics.fmean(h["segments"] for h in firsts),
                 "harness_calls_mean": statistics.fmean(len(h["calls"]) for h in firsts),
                 "harness_time_mean": statistics.fmean(float(h.get("elapsed_s", 0.0)) for h in firsts)}

@@ -5,8 +5,12 @@ sequence of a segment so far (its prompt + completions + what came between) exte
 the ids between are context (mask 0, log-prob 0), the completion's ids are the model's (mask 1,
 the engine's log-probs and weight version). A call that extends no segment (the harness rewrote
 its history: summarised, truncated, edited a reply; or branched) opens a new segment with its own
-prompt, and is counted as a prefix break. Every sampled token is trained exactly once, in the
-segment of the call that sampled it, and nothing the model did not sample is ever trained on.
+prompt, and is counted as a prefix break. The choices of a call that asked for n > 1 are recorded as
+calls of their own, in choice order: the first goes where the call goes, each other one opens a
+segment of its own on the same prompt (a branch, counted apart from prefix breaks), and a later call
+that continues from a choice's reply extends that choice's segment. Every sampled token is trained
+exactly once, in the segment of the call that sampled it, and nothing the model did not sample is
+ever trained on.
 """
 
 from __future__ import annotations
@@ -23,11 +27,14 @@ class Rebuilt:
     """One per segment, in the order the segments were opened."""
     segment_of_call: list[int]
     """For each call, the segment it went into."""
+    branches: int = 0
+    """Segments opened by a choice other than the first of an n > 1 call."""
 
     @property
     def prefix_breaks(self) -> int:
-        """Calls that extended no earlier segment, after the first (0: the harness kept its history)."""
-        return len(self.samples) - 1
+        """Calls other than a call's later choices that extended no earlier segment, after the first
+        (0: the harness kept its history)."""
+        return len(self.samples) - 1 - self.branches
 
 
 def _extends(tokens: list[int], prompt: list[int]) -> bool:
@@ -40,6 +47,7 @@ def rebuild(calls: list[CapturedCall]) -> Rebuilt:
         raise ValueError("a trajectory with no model call has nothing to train on")
     samples: list[Sample] = []
     segment_of_call: list[int] = []
+    branches = 0
     for call in calls:
         # The longest segment the prompt extends (a side query must not capture the main thread's next call).
         candidates = [i for i, s in enumerate(samples) if _extends(s.tokens, call.prompt_ids)]
@@ -48,7 +56,7 @@ def rebuild(calls: list[CapturedCall]) -> Rebuilt:
             sample = samples[index]
             sample.append_context_tokens(call.prompt_ids[len(sample.tokens):])
         else:
-            index = len(samples)
+            index, branches = len(samples), branches + (call.choice > 0)
             sample = Sample(prompt_ids=list(call.prompt_ids), weight_version=call.version)
             samples.append(sample)
         sample.append_model_tokens(call.output_ids, call.logprobs, call.version)
@@ -58,4 +66,4 @@ def rebuild(calls: list[CapturedCall]) -> Rebuilt:
         sample.metadata["finish_weight_version"] = max(sample.metadata.get("finish_weight_version", 0),
                                                        call.finished_on)
         segment_of_call.append(index)
-    return Rebuilt(samples, segment_of_call)
+    return Rebuilt(samples, segment_of_call, branches)

@@ -24,16 +24,16 @@ from pathlib import Path
 from tandem import checkpoint
 from tandem.auth import bearer_headers
 from tandem.config import ConfigError, TandemConfig, config_from_json
-from tandem.env import EnvRollout
 from tandem.eval.heldout import with_held_out
 from tandem.eval.in_run import write_samples
 from tandem.eval.measure import evaluate
 from tandem.model_source import load_tokenizer, resolve_model_path
 from tandem.orchestrator.cluster import start_engines, start_router
+from tandem.orchestrator.launcher import rollout_of_config
 from tandem.paths import PROJECT_ROOT
 from tandem.placement import plan_placement, visible_gpu_count
 from tandem.rollout import (DataError, EngineClient, PluginError, RolloutContext, load_dataset_rows, load_reward_fn,
-                            load_rollout_fn, sampling_params_from_config)
+                            sampling_params_from_config)
 from tandem.supervisor import ChildFailed, Supervisor
 from tandem.weights import SyncError
 from tandem.weights.publish import published_versions, version_dir
@@ -99,7 +99,7 @@ async def evaluate_versions(cfg: TandemConfig, engines: dict[str, str], router_u
     """Each version loaded into every engine in turn, then evaluated as the run evaluates it."""
     client = EngineClient(router_url, cfg.rollout.client.concurrency, cfg.rollout.client.request_timeout_s,
                           headers=bearer_headers(cfg.engine.api_key_env))
-    rollout_fn = EnvRollout.from_config(cfg) if cfg.environment.name else load_rollout_fn(cfg.rollout.function)
+    rollout_fn = rollout_of_config(cfg)  # a harness's: the run's harness, on an endpoint of its own
     executor = ThreadPoolExecutor(max_workers=cfg.rollout.client.concurrency + 16, thread_name_prefix="eval")
     ctx = RolloutContext(cfg, load_tokenizer(model_path, cfg.model.trust_remote_code), client, executor,
                          load_reward_fn(cfg.rollout.reward), sampling_params_from_config(cfg))
@@ -118,6 +118,8 @@ async def evaluate_versions(cfg: TandemConfig, engines: dict[str, str], router_u
                   flush=True)
             out.append(row)
     finally:
+        if (close_rollout := getattr(rollout_fn, "aclose", None)) is not None:
+            await close_rollout()
         await client.close()
         executor.shutdown(wait=False, cancel_futures=True)
     return out

@@ -125,16 +125,20 @@ def check_inputs(cfg: TandemConfig, reward: Callable | None = None, rollout: Cal
     if dataset.skipped:
         print(f"warning: skipped {dataset.skipped} malformed row(s) of {cfg.data.path}: "
               f"{'; '.join(dataset.skipped_examples[:3])}", file=sys.stderr)
-    if rollout is not None:
-        rollout_fn = check_contract(rollout, "rollout", cfg.rollout.function)
-    elif cfg.environment.name:
-        rollout_fn = EnvRollout.from_config(cfg)
-    elif cfg.rollout.harness or cfg.rollout.harness_command:
-        rollout_fn = HarnessRollout.from_config(cfg)
-    else:
-        rollout_fn = load_rollout_fn(cfg.rollout.function)
+    rollout_fn = (check_contract(rollout, "rollout", cfg.rollout.function) if rollout is not None
+                  else rollout_of_config(cfg))
     reward_fn = check_contract(reward, "reward", cfg.rollout.reward) if reward else load_reward_fn(cfg.rollout.reward)
     return dataset, rollout_fn, reward_fn
+
+
+def rollout_of_config(cfg: TandemConfig) -> Callable:
+    """The rollout the config names: an environment's, an outside harness's, or rollout.function.
+    (A harness's has an `aclose` to call at the end: its endpoint.)"""
+    if cfg.environment.name:
+        return EnvRollout.from_config(cfg)
+    if cfg.rollout.harness or cfg.rollout.harness_command:
+        return HarnessRollout.from_config(cfg)
+    return load_rollout_fn(cfg.rollout.function)
 
 
 def invoked_as() -> str:
