@@ -201,6 +201,8 @@ def test_a_call_aborted_for_a_weight_update_regenerates_the_group(tmp_path):
     """partial_rollout = "abort": the harness sees an error (and may carry on or fail); either way the
     group is regenerated, as for any rollout, not counted as a failed trajectory. Once a call is
     aborted, the trajectory's later calls are refused without generating (it is discarded anyway)."""
+    import openai
+
     from tandem.rollout import RolloutAborted
 
     class Aborting(ScriptedClient):
@@ -212,12 +214,13 @@ def test_a_call_aborted_for_a_weight_update_regenerates_the_group(tmp_path):
                 raise RolloutAborted("weights changed")
             return await super().generate(input_ids, sampling_params, return_logprob, routing_key)
 
-    async def carries_on(client, row):
+    async def carries_on(client, row):  # makes two more calls after the aborted one
         await client.completions.create(model="m", prompt="a")
-        try:
-            await client.completions.create(model="m", prompt="b")
-        except Exception:
-            pass
+        for prompt in ("b", "c"):
+            try:
+                await client.completions.create(model="m", prompt=prompt)
+            except openai.InternalServerError:
+                pass
         return 1.0
 
     async def fails_on_it(client, row):
@@ -228,7 +231,7 @@ def test_a_call_aborted_for_a_weight_update_regenerates_the_group(tmp_path):
         engine = Aborting(lambda p, n: "x")
         with pytest.raises(RolloutAborted, match="weights changed"):
             run_group(harness_cfg(tmp_path, harness="x.py:run"), fn, engine, group=1)
-        # the client's retries of the aborted call are refused at the endpoint: nothing more is generated
+        # the trajectory's calls after the aborted one are refused at the endpoint: nothing more is generated
         assert engine.attempts == 2
 
 
