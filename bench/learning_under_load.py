@@ -128,7 +128,7 @@ def report(runs: list[dict], diffs: dict[str, list[str]], argv: list[str]) -> st
         step = r["success_step"] or f"> {r['steps']}"
         lines.append(f"| {r['job']} | {r['seed']} | {r['condition']} | {step} | {to} | {r['wall_s']:.0f} "
                      f"| {r['step_time_mean']:.2f} | {r['final_reward']:.3f} "
-                     f"| {r['token_lag_1']:.3f} | {fmt_load(r['loadavg_before'])} | {r.get('loadavg_during_mean', float('nan')):.1f} "
+                     f"| {r['token_lag_1']:.3f} | {fmt_load(r['loadavg_before'])} | {fmt_load([r['loadavg_during_mean']] if 'loadavg_during_mean' in r else None)} "
                      f"| {fmt_load(r['loadavg_after'])} |")
     lines.append("")
     for job in dict.fromkeys(r["job"] for r in runs):
