@@ -99,10 +99,10 @@ def one_run(job: str, seed: int, condition: str, args: argparse.Namespace, scrat
     extra = [*JOBS[job], "--run.seed", str(seed), *(["--run.steps", str(args.steps)] if args.steps else []),
              *(["--run.reproducible", "true"] if args.reproducible else []), *args.extra]
     before = loadavg()
+    run_dir = scratch / f"{job}_{seed}_{condition}{'_reproducible' if args.reproducible else ''}"
     with cpu_hog(condition == "loaded"):
         # a reproducible pair is compared row by row, so both runs go to the end
-        rows, wall, seen, load_during = train_to_success(scratch / f"{job}_{seed}_{condition}", extra,
-                                            stop_early=not (args.reproducible or args.full))
+        rows, wall, seen, load_during = train_to_success(run_dir, extra, stop_early=not (args.reproducible or args.full))
     step = success_step(rows)
     outside_steps = wall - sum(r["step_time"] for r in rows)  # step_time runs from one trained step to the next
     result = {"job": job, "seed": seed, "condition": condition, "reproducible": args.reproducible,
