@@ -40,10 +40,15 @@ SYNC_VARIANTS = {"full": [], "lora r16": ["--trainer.lora.rank", "16"], "lora.to
 (rank 64 and lm_head, which the random tiny model needs: larger than that model itself)."""
 
 
-def train(run_dir: Path, args: list[str]) -> tuple[list[dict], float]:
+def train_command(run_dir: Path, args: list[str]) -> list[str]:
+    """`python train.py ARGS` into a fresh run_dir, with the shared model cache and no live view."""
     shutil.rmtree(run_dir, ignore_errors=True)
-    cmd = [sys.executable, "train.py", *args, "--run.run_dir", str(run_dir), "--run.cache_dir",
-           str(REPO / ".cache/tandem"), "--logging.live", "off", "--logging.tensorboard", "false"]
+    return [sys.executable, "train.py", *args, "--run.run_dir", str(run_dir), "--run.cache_dir",
+            str(REPO / ".cache/tandem"), "--logging.live", "off", "--logging.tensorboard", "false"]
+
+
+def train(run_dir: Path, args: list[str]) -> tuple[list[dict], float]:
+    cmd = train_command(run_dir, args)
     started = time.perf_counter()
     done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
     wall = time.perf_counter() - started

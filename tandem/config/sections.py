@@ -21,8 +21,8 @@ from tandem.config.base import DecayRate, Section, rule_broken
 class RunConfig(Section):
     mode: Literal["sync", "async"] = "async"
     """sync: rollout, then train, then sync weights. async: the rollout of step k+1 overlaps training on step k, bounded by rollout.staleness.max."""
-    steps: int = Field(200, ge=1)
-    """Number of optimizer steps (trainer steps) to run."""
+    steps: int = Field(300, ge=1)
+    """Number of optimizer steps (trainer steps) to run. The default gives the default job margin: its runs reach the success level anywhere from step ~110 to ~200 (docs/performance.md, Learning under load)."""
     run_dir: str = "runs/default"
     """Directory for logs, weights, metrics and endpoints.json of this run. One that already holds a run is refused (nothing in it is touched) unless `--resume` continues that run or `--overwrite` replaces it."""
     seed: int = Field(0, ge=0)
