@@ -37,8 +37,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import loadavg, tail_text  # noqa: E402
+from _common import loadavg, tail_text  # bench/ is on the path
 
 REPO = Path(__file__).resolve().parent.parent
 
