@@ -6,6 +6,10 @@ E = "tests/test_eval.py::"
 ER = "tests/test_eval_run.py::"
 I = "tests/test_inspect_page.py::"
 EVAL = [  # held-out data, the figures, the schedule, resume, the alarms, the inspector
+ ("eval rows not mirrored to W&B", "tandem/orchestrator/metrics.py", '            self._wandb.run.log({"step": row["step"], **scalars})',
+  "            pass", E + "test_eval_rows_reach_wandb_at_their_step_beside_the_step_rows"),
+ ("W&B eval rows without their step", "tandem/orchestrator/metrics.py", '            self._wandb.run.log({"step": row["step"], **scalars})',
+  "            self._wandb.run.log(scalars)", E + "test_eval_rows_reach_wandb_at_their_step_beside_the_step_rows"),
  ("held-out rows trained on too", "tandem/eval/heldout.py", "    return [r for i, r in enumerate(rows) if i not in held],",
   "    return list(rows),", E + "test_the_split_is_seeded_disjoint_and_capped"),
  ("split seeded by nothing", "tandem/eval/heldout.py", "random.Random(seed).sample(", "random.Random().sample(",

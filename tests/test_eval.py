@@ -329,6 +329,32 @@ def test_eval_rows_reach_tensorboard_and_the_live_view(tmp_path):
     assert "alarm/tamper: agent_tamper_rate 0.5 > 0" in screen
 
 
+def test_eval_rows_reach_wandb_at_their_step_beside_the_step_rows(tmp_path, monkeypatch):
+    """W&B at the edge (the fake of tests/test_key_effects.py): an eval row is logged on the run's
+    `step` axis with only its eval/ figures and eval_time (as eval/eval_time), after the step row of
+    the same step; the step row keeps its own keys and no eval/ one."""
+    from tandem.orchestrator import wandb_log
+    from tandem.orchestrator.metrics import REQUIRED_KEYS
+    from tests.test_key_effects import FakeWandb
+
+    fake = FakeWandb()
+    monkeypatch.setattr(wandb_log, "import_wandb", lambda: fake)
+    cfg = build_config({"logging": {"wandb": {"mode": "offline", "table_samples": 0}}})
+    metrics = MetricsLog(tmp_path, tensorboard=False, wandb=wandb_log.WandbLog(cfg, tmp_path, decode=str))
+    step_row = {**dict.fromkeys(REQUIRED_KEYS, 0.0), "step": 4, "loss": 0.5, "reward_mean": 0.75, "step_time": 3.0,
+                "eval_wait_time": 1.5, "alarm/tamper": 0, "weight_version": 4, "samples": 8}
+    metrics.log(step_row)
+    metrics.log_eval({"step": 4, "weight_version": 4, "eval/pass@1": 0.25, "eval/pass@k": 0.5, "eval/k": 2,
+                      "eval/reward_mean": 0.5, "eval/env_success_rate": 0.125, "eval_time": 2.0, "cut_short": False})
+    metrics.close()
+    step_logged, eval_logged = fake.logged
+    assert eval_logged == {"step": 4, "eval/pass@1": 0.25, "eval/pass@k": 0.5, "eval/k": 2, "eval/reward_mean": 0.5,
+                           "eval/env_success_rate": 0.125, "eval/eval_time": 2.0}
+    assert step_logged["step"] == 4 and step_logged[grouped_name("loss")] == 0.5
+    assert step_logged[grouped_name("eval_wait_time")] == 1.5 and step_logged["alarm/tamper"] == 0
+    assert not any(key.startswith("eval/") for key in step_logged), step_logged
+
+
 def test_tandem_eval_names_what_it_cannot_evaluate(tmp_path, capsys):
     run_dir = tmp_path / "run"
     run_dir.mkdir()

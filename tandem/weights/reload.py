@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import sys
 from dataclasses import dataclass
 import httpx
 
@@ -53,12 +54,40 @@ async def _paused(client: httpx.AsyncClient, base_url: str, mode: str | None, ti
             await _post(client, f"{base_url}/continue_generation", {}, timeout_s)
 
 
+RELOAD_TRIES = 3
+"""How often one engine's reload is tried when the engine accepted a connection and then dropped it
+(an overloaded or just-restarted engine: a lookup run under load died of one ReadError at /pause_generation).
+Pause, load and continue are each safe to repeat: the same version loaded twice is the same weights."""
+RETRY_PAUSE_S = 1.0
+"""Seconds before the second try; doubled before each later one."""
+DROPPED = (httpx.ReadError, httpx.WriteError, httpx.RemoteProtocolError)
+"""Connection dropped after it was accepted. Not ConnectError: nothing listens (the engine died), which the
+engine doctor handles by a restart, so retrying would only delay the sync."""
+
+
 async def reload_engine(client: httpx.AsyncClient, base_url: str, path: str | os.PathLike, version: int,
                         policy: str, timeout_s: float) -> int:
     """Have one engine serve version `version` from `path`: whole weights, or with LoRA the
-    version's adapter (tandem/lora.py), loaded beside the ones still in use."""
+    version's adapter (tandem/lora.py), loaded beside the ones still in use. A dropped connection
+    is tried again, RELOAD_TRIES times in all."""
     if is_adapter_dir(path):
         return await load_adapter(client, base_url, path, version, policy, timeout_s)
+    for attempt in range(1, RELOAD_TRIES):
+        try:
+            return await _reload_whole(client, base_url, path, version, policy, timeout_s)
+        except DROPPED as err:
+            print(f"tandem: engine {base_url} dropped the connection while loading weight version {version} "
+                  f"({err!r}); trying again ({attempt + 1}/{RELOAD_TRIES})", file=sys.stderr, flush=True)
+            await asyncio.sleep(RETRY_PAUSE_S * 2 ** (attempt - 1))
+    try:
+        return await _reload_whole(client, base_url, path, version, policy, timeout_s)
+    except DROPPED as err:
+        raise SyncError(f"engine {base_url} dropped the connection on each of {RELOAD_TRIES} tries to load "
+                        f"weight version {version} (last: {err!r}); it stays on its previous version") from err
+
+
+async def _reload_whole(client: httpx.AsyncClient, base_url: str, path: str | os.PathLike, version: int,
+                        policy: str, timeout_s: float) -> int:
     pause = PAUSE_MODE[policy]
     async with _paused(client, base_url, pause, timeout_s):
         answer = await _post(client, f"{base_url}/update_weights_from_disk", {
