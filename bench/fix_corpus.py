@@ -154,6 +154,20 @@ def report(rows: list[dict], backends: list[str]) -> int:
     return bad
 
 
+def merge(paths: list[Path]) -> tuple[list[dict], list[str], float]:
+    """Outputs of checkers run side by side (a split of the corpus or of the backends each) as one result."""
+    rows: dict[str, dict] = {}
+    backends: list[str] = []
+    wall = 0.0
+    for path in paths:
+        part = json.loads(path.read_text())
+        backends += [b for b in part["backends"] if b not in backends]
+        wall = max(wall, part["wall_s"])
+        for row in part["fixes"]:
+            rows.setdefault(row["fix"], {**row, "scores": {}})["scores"].update(row["scores"])
+    return list(rows.values()), backends, wall
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--only", nargs="*", default=[], help="task names or task:form names")
@@ -161,8 +175,14 @@ def main() -> None:
     p.add_argument("--base-uid", type=int, default=62000,
                    help="first sandbox uid (as root): give checkers that run at once disjoint ranges")
     p.add_argument("--plain-only", action="store_true", help="only the plain pytest check (no sandbox)")
+    p.add_argument("--merge", nargs="+", type=Path, help="combine the JSON outputs of several checkers, run nothing")
     p.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "fix_corpus.json")
     args = p.parse_args()
+    if args.merge:
+        rows, backends, wall = merge(args.merge)
+        args.out.write_text(json.dumps({"backends": backends, "wall_s": wall, "merged": len(args.merge),
+                                        "fixes": rows}, indent=2) + "\n")
+        sys.exit(1 if report(rows, backends) else 0)
     fixes = [fx for fx in corpus() if not args.only or fx.task in args.only or fx.name in args.only]
     available, _ = sandbox_backends()
     backends = [] if args.plain_only else [b for b in args.backends if b in available]
