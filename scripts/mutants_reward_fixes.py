@@ -21,7 +21,7 @@ REWARD_FIXES = [  # (name, file, old, new, guarding test)
  ("the checker counts a failing fix as correct", "bench/fix_corpus.py",
   '    return {t: s for t, s in outcomes.items() if s != "PASSED"}', "    return {}",
   F + "test_the_checker_drops_a_fix_that_fails_the_original_tests"),
- ("the checker runs no hidden test", "bench/fix_corpus.py",
+ ("the checker takes a test it never saw as passed", "bench/fix_corpus.py",
   '    return {t: seen.get(t, "NOT_RUN") for t in task.tests}', '    return {t: seen.get(t, "PASSED") for t in task.tests}',
   F + "test_the_checker_drops_a_fix_that_fails_the_original_tests"),
 ]

@@ -74,7 +74,8 @@ def test_a_correct_fix_of_each_form_scores_one(tmp_path, name):
 
 def test_the_checker_drops_a_fix_that_fails_the_original_tests(tmp_path):
     """bench/fix_corpus.py's check (a): a diff that does not fix the bug fails the original hidden tests under
-    plain pytest, so the checker reports it as not correct (and does not grade it)."""
+    plain pytest, so the checker reports it as not correct (and does not grade it); so does a diff after which the
+    tests do not run at all."""
     from bench.fix_corpus import _failed, plain_pytest
     from tandem.envs.coding.swe_data import task_from_row
     from tests._swe import row_named
@@ -83,3 +84,8 @@ def test_the_checker_drops_a_fix_that_fails_the_original_tests(tmp_path):
     no_fix = b"diff --git a/NOTES.md b/NOTES.md\nnew file mode 100644\n--- /dev/null\n+++ b/NOTES.md\n@@ -0,0 +1 @@\n+not a fix\n"
     failed = _failed(plain_pytest(task, no_fix, tmp_path / "bug"))
     assert set(failed) == set(task.fail_to_pass) and set(failed.values()) == {"FAILED"}, failed
+    # a diff after which pytest collects nothing: every test is missing from the report, so none passed
+    broken = b"diff --git a/conftest.py b/conftest.py\nnew file mode 100644\n--- /dev/null\n+++ b/conftest.py\n" \
+             b"@@ -0,0 +1 @@\n+import a_module_that_is_not_there\n"
+    missing = _failed(plain_pytest(task, broken, tmp_path / "broken"))
+    assert set(missing) == set(task.tests) and set(missing.values()) == {"NOT_RUN"}, missing
