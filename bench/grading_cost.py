@@ -157,7 +157,7 @@ def ensure_before(path: Path | None, rev: str) -> Path:
             subprocess.run(["git", "-C", str(AFTER), "worktree", "add", "--detach", str(path), rev], check=True)
         else:  # reused: make sure it holds the requested revision, not whatever an earlier run left
             subprocess.run(["git", "-C", str(path), "checkout", "-q", "--detach", rev], check=True)
-    if not (path / "tandem" / "grading.py").exists():
+    if not (path / "tandem" / "envs" / "coding" / "grading.py").exists():
         raise SystemExit(f"--before {path}: not a tandem checkout")
     return path.resolve()
 
