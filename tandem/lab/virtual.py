@@ -33,7 +33,7 @@ from typing import Any
 from tandem.autoscale.controller import Autoscaler
 from tandem.config import ConfigError, TandemConfig, load_config
 from tandem.model_source import load_tokenizer, resolve_model_path
-from tandem.orchestrator import run_state
+from tandem.orchestrator import exit_status, run_state
 from tandem.orchestrator.fleet import Fleet
 from tandem.orchestrator.launcher import absolutize_paths, check_inputs
 from tandem.orchestrator.live_view import LiveView
@@ -42,12 +42,10 @@ from tandem.engine_api import parse_load
 from tandem.orchestrator.metrics import MetricsLog
 from tandem.supervisor import Supervisor
 from tandem.paths import PROJECT_ROOT
-from tandem.rollout import DataError, EngineClient, PluginError, RolloutContext, \
-    sampling_params_from_config
+from tandem.rollout import EngineClient, RolloutContext, sampling_params_from_config
 from tandem.lab.sim import virtual_clock
 from tandem.lab.inprocess import DEFAULT_PUBLISH_S, ROUTER_URL, InProcessEngines, InProcessRouter, SimProvider, \
     VirtualTrainer
-from tandem.weights import PublishError, SyncError
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -161,12 +159,8 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # as the engines: no downloads at run time
     try:
         s = run(list(sys.argv[1:] if argv is None else argv))
-    except (ConfigError, DataError, PluginError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    except (SyncError, PublishError, RuntimeError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 1
+    except exit_status.EXPECTED as err:
+        return exit_status.report(err)
     print(f"tandem.lab.virtual: {s['virtual_s']:.0f} virtual s in {s['wall_s']:.1f} wall s, {s['cpu_s']:.1f} CPU s",
           flush=True)
     return 0
