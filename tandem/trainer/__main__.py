@@ -42,7 +42,7 @@ class Publisher(Protocol):
 
 def make_backend(cfg: TandemConfig) -> TrainerBackend:
     """Import the configured backend lazily: megatron and its CUDA deps load only when asked for."""
-    return registry.named(registry.TRAINER_BACKENDS, cfg.trainer.backend, "trainer.backend")(cfg)
+    return registry.load(type(cfg.trainer).implementation, "trainer.backend")(cfg)
 
 
 def parent_watch() -> Callable[[], bool]:
