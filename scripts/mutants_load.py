@@ -22,7 +22,7 @@ LOAD = [  # reproducible runs: the engine's seeded noise, the seeds sent, the st
   "            REQUEST_SEED.set(trajectory_seed(self.ctx.cfg.run.seed, seq))", "            pass",
   E + "test_one_seed_gives_the_same_rows_beside_a_cpu_hog"),
  ("a sync does not wait for the running groups", "tandem/orchestrator/loop.py",
-  "        await producer.settled()", "        pass", E + "test_one_seed_gives_the_same_rows_beside_a_cpu_hog"),
+  "        await run.producer.settled()", "        pass", E + "test_one_seed_gives_the_same_rows_beside_a_cpu_hog"),
  ("a step takes the first groups to finish", "tandem/orchestrator/producer.py",
   "        if not self.reproducible or not self._running:", "        if True:",
   U + "test_a_reproducible_step_waits_for_its_oldest_groups_and_a_sync_for_every_running_one"),

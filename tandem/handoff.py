@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -72,28 +73,47 @@ def _wait_json(path: Path, timeout_s: float, what: str, is_alive: Callable[[], b
     return orjson.loads(path.read_bytes())
 
 
-def write_batch(run_dir: str | os.PathLike, step: int, samples: list[Sample], extra: dict | None = None) -> Path:
-    path = batch_path(run_dir, step)
-    atomic_write_json(path, {"step": step, "extra": extra or {}, "samples": [s.to_dict() for s in samples]},
-                      durable=False)
+@dataclass
+class TrainBatch:
+    """rollouts/step_N.json: what the orchestrator hands the trainer for the loops' step `step`
+    (N = step + 1 in the file's name and its "step" field, as on screen and in the checkpoints)."""
+    step: int
+    samples: list[Sample]
+    cpu_threads: int | None = None
+    """run.cpu_split = "phase": the torch threads to train this step with (None: keep the count)."""
+    checkpoint_only: str | None = None
+    """The run stops before this step, for this reason: checkpoint the steps done, train nothing
+    (`samples`, the step's failed ones, are kept in the file for inspection)."""
+
+    def to_json(self) -> dict:
+        return {"step": self.step + 1, "cpu_threads": self.cpu_threads, "checkpoint_only": self.checkpoint_only,
+                "samples": [s.to_dict() for s in self.samples]}
+
+    @classmethod
+    def from_json(cls, payload: dict) -> TrainBatch:
+        if "extra" in payload:  # before issue 52: "step" from 0 and an untyped "extra"; never read across versions
+            raise ValueError("a rollouts/step_N.json written by an older tandem (its steps number from 0): "
+                             "start this run afresh (--overwrite) or resume it with the tandem that started it")
+        return cls(payload["step"] - 1, [Sample.from_dict(d) for d in payload["samples"]],
+                   payload["cpu_threads"], payload["checkpoint_only"])
+
+
+def write_batch(run_dir: str | os.PathLike, batch: TrainBatch) -> Path:
+    path = batch_path(run_dir, batch.step)
+    atomic_write_json(path, batch.to_json(), durable=False)
     return path
 
 
 def wait_batch(run_dir: str | os.PathLike, step: int, timeout_s: float = 3600.0,
-               is_alive: Callable[[], bool] | None = None) -> list[Sample]:
-    return wait_batch_with_extra(run_dir, step, timeout_s, is_alive)[0]
-
-
-def wait_batch_with_extra(run_dir: str | os.PathLike, step: int, timeout_s: float = 3600.0,
-                          is_alive: Callable[[], bool] | None = None) -> tuple[list[Sample], dict]:
-    """Step `step`'s samples, and what the orchestrator sent along (e.g. the trainer's CPU threads)."""
-    payload = _wait_json(batch_path(run_dir, step), timeout_s, f"rollout batch for step {step}", is_alive)
-    return [Sample.from_dict(d) for d in payload["samples"]], payload.get("extra") or {}
+               is_alive: Callable[[], bool] | None = None) -> TrainBatch:
+    """Step `step`'s batch, once the orchestrator has written it."""
+    payload = _wait_json(batch_path(run_dir, step), timeout_s, f"rollout batch for step {step + 1}", is_alive)
+    return TrainBatch.from_json(payload)
 
 
 def write_train_result(run_dir: str | os.PathLike, step: int, result: dict) -> Path:
     path = result_path(run_dir, step)
-    atomic_write_json(path, {"step": step, **result}, durable=False)
+    atomic_write_json(path, {**result, "step": step + 1}, durable=False)  # numbered as its file
     return path
 
 
@@ -110,4 +130,4 @@ def prune_step_files(run_dir: str | os.PathLike, steps_done: int, keep: int | st
 
 def wait_train_result(run_dir: str | os.PathLike, step: int, timeout_s: float = 3600.0,
                       is_alive: Callable[[], bool] | None = None) -> dict:
-    return _wait_json(result_path(run_dir, step), timeout_s, f"trainer result for step {step}", is_alive)
+    return _wait_json(result_path(run_dir, step), timeout_s, f"trainer result for step {step + 1}", is_alive)

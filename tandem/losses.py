@@ -7,7 +7,7 @@ slime's:
 
 - PPO clip: L = max(-rho*A, -clip(rho, 1-eps, 1+eps_high)*A); dual clip for A < 0 caps L at -c*A.
 - KL with x = logp - logp_ref: k1 = x, k2 = x^2/2, k3 = exp(-x) - 1 + x clamped to [-10, 10].
-- TIS: w = clamp(exp(logp_old - logp_rollout), low, high) multiplies the token loss.
+- TIS: w = min(exp(logp_old - logp_rollout), high) multiplies the token loss.
 - GSPO (Zheng et al. 2025): the PPO clip on the sequence ratio s_i = exp(mean_t(logp - logp_old))
   over sample i's trained tokens, so a whole sequence is kept or clipped (`gspo_loss`).
 - CISPO (MiniMax-M1, 2025): -sg(clip(rho, 1-eps, 1+eps_high)) * A * logp: every token keeps
@@ -209,23 +209,10 @@ def kl_penalty(logp: Tensor, ref_logp: Tensor, estimator: KLEstimator = "k3") ->
     raise ValueError(f"unknown KL estimator {estimator!r} (k1, k2, k3)")
 
 
-def tis_weights(
-    old_logp: Tensor,
-    rollout_logp: Tensor,
-    high: float = 2.0,
-    low: float = 0.0,
-    mode: Literal["truncate", "icepop"] = "truncate",
-) -> Tensor:
-    """Importance weight pi_old / pi_rollout correcting engine-vs-trainer mismatch.
-
-    truncate: clamp into [low, high]. icepop: keep weights inside [low, high], zero the rest.
-    """
-    w = torch.exp(old_logp - rollout_logp).detach()
-    if mode == "truncate":
-        return w.clamp(low, high)
-    if mode == "icepop":
-        return torch.where((w >= low) & (w <= high), w, torch.zeros_like(w))
-    raise ValueError(f"unknown TIS mode {mode!r}")
+def tis_weights(old_logp: Tensor, rollout_logp: Tensor, high: float) -> Tensor:
+    """Importance weight pi_old / pi_rollout correcting engine-vs-trainer mismatch, truncated at
+    `high` (trainer.loss.tis_clip_high)."""
+    return torch.exp(old_logp - rollout_logp).detach().clamp(0.0, high)
 
 
 # --------------------------------------------------------------------------- reductions

@@ -4,7 +4,8 @@ that implements it, as a 'module:attribute' string imported on first use.
 The core (config, launcher and loop, producer, rollout client, losses, trainer process, weights,
 checkpoints) imports no engine implementation, no environment and no lab module; the layering
 contracts in pyproject.toml fail the tests if one does. What it needs of them it asks for here,
-by the name the config gave (`engine.backend`, `trainer.backend`, `environment.name`, ...),
+by the name the config gave (`engine.backend`, `environment.name`, ...; a trainer backend's
+'module:Class' is on its config model, tandem/config/trainer_sections.py, and loaded here),
 so a backend costs its imports (torch, megatron, fastapi) only in the process that runs it.
 This is also the one module that imports tandem code at run time: everywhere else an import
 stands at the top of its module, where the contracts see it.
@@ -35,16 +36,6 @@ ENGINE_ENVS = {"sglang": "tandem.engine.sglang_launch:sglang_env"}
 
 ENGINE_PREFLIGHT = {"sglang": "tandem.engine.sglang_launch:interpreter_problems"}
 """engine.backend -> fn(cfg, run) -> problems found before anything starts."""
-
-TRAINER_BACKENDS = {
-    "torch": "tandem.trainer.torch_backend:TorchTrainer",
-    "megatron": "tandem.trainer.megatron_backend:MegatronTrainer",
-    "sim": "tandem.lab.sim_trainer:SimTrainer",
-}
-"""trainer.backend -> the TrainerBackend class `python -m tandem.trainer` builds."""
-
-TRAINER_COMMANDS = {"megatron": "tandem.trainer.megatron_backend:trainer_launch_command"}
-"""trainer.backend -> fn(cfg, run_config) -> argv, for a backend that needs its own launcher (torchrun)."""
 
 ENVIRONMENT_ARGS = {"tandem.envs.coding:CodingEnv": "tandem.envs.coding.settings:CodingArgs"}
 """The bundled environments that type their arguments (environment.name -> its Args model), for --help."""

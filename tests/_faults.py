@@ -423,7 +423,7 @@ def replay_weights(run_dir: Path, steps: int) -> dict:
     try:
         trainer = TorchTrainer(cfg)
         for step in range(steps):
-            trainer.train_step(handoff.wait_batch(run_dir, step, timeout_s=1))
+            trainer.train_step(handoff.wait_batch(run_dir, step, timeout_s=1).samples)
         return {k: v.double() for k, v in trainer.export_hf_state_dict().items()}
     finally:
         torch.set_num_threads(threads)

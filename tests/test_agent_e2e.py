@@ -18,7 +18,7 @@ from tandem.rollout import EngineClient
 from tandem.envs.coding import swe_agent_rollout
 from tandem.envs.coding import agent_step_metrics
 from tandem.envs.coding.grading import reset_runtime
-from tandem.handoff import wait_batch, write_batch
+from tandem.handoff import TrainBatch, wait_batch, write_batch
 from tandem.trainer.torch_backend import collate, validate_samples
 from tests._fakes import Router, ScriptedEngine, fake_logprob
 from tests._swe import SENTINEL, bash, fix_command, make_cfg, make_ctx, row_named, tiny_tokenizer
@@ -86,8 +86,8 @@ def test_scripted_agent_through_router_sandbox_grader_and_trainer_input(tmp_path
     # the trainer's input path: handoff file round trip, validation, collation
     for i, s in enumerate(samples):
         s.group_id = i // 2
-    write_batch(tmp_path / "run", 0, samples)
-    back = wait_batch(tmp_path / "run", 0, timeout_s=5)
+    write_batch(tmp_path / "run", TrainBatch(0, samples))
+    back = wait_batch(tmp_path / "run", 0, timeout_s=5).samples
     assert [b.to_dict() for b in back] == [s.to_dict() for s in samples]
     validate_samples(back)
     mb = collate(back, torch.device("cpu"), pad_id=tok.pad_token_id)

@@ -14,6 +14,7 @@ import pytest
 
 from tandem.config import load_config
 from tandem.lab.inprocess import InProcessRouter
+from _golden import assert_golden_rows
 from tandem.lab.sim.profiles import DemandParams, ProfileError, workload_profile_from_dict
 
 
@@ -97,6 +98,7 @@ def test_a_virtual_run_grows_and_shrinks_its_fleet_without_losing_a_sample(tmp_p
         "--engine.autoscale.drain_timeout_s", "0.001"])
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     events = [json.loads(line) for line in (run_dir / "autoscale.jsonl").read_text().splitlines()]
+    assert_golden_rows(run_dir, "virtual_autoscale_metrics.jsonl")  # as before the composition root
     assert [r["samples"] for r in rows] == [prompts * group] * steps          # none lost, none twice
     assert max(r["staleness_max"] for r in rows) <= 1
     joined = [e for e in events if e.get("event") == "joined"]

@@ -125,7 +125,8 @@ def documented_fields() -> dict[str, str]:
                 yield from own_fields(classes[base.id])
         body = cls.body
         for i, stmt in enumerate(body):
-            if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
+            if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and \
+                    not ast.unparse(stmt.annotation).startswith("ClassVar"):  # a class's own, not a key
                 nxt = body[i + 1] if i + 1 < len(body) else None
                 doc = nxt.value.value if isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant) else ""
                 yield stmt, doc

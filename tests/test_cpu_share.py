@@ -130,9 +130,9 @@ def test_the_trainer_takes_its_threads_from_the_batch(tmp_path):
     cfg = load_config(["--run.steps", "3", "--checkpoint.interval", "0"])
     before = torch.get_num_threads()
     try:
-        handoff.write_batch(tmp_path, 0, [], extra={"cpu_threads": 1})
-        handoff.write_batch(tmp_path, 1, [], extra={"cpu_threads": 2})
-        handoff.write_batch(tmp_path, 2, [])  # no share sent (run.cpu_split = "even"): the count stays
+        handoff.write_batch(tmp_path, handoff.TrainBatch(0, [], cpu_threads=1))
+        handoff.write_batch(tmp_path, handoff.TrainBatch(1, [], cpu_threads=2))
+        handoff.write_batch(tmp_path, handoff.TrainBatch(2, []))  # no share sent (run.cpu_split = "even"): the count stays
         backend = Backend()
         run_loop(cfg, backend, str(tmp_path), Publisher(), log=lambda line: None)
         assert backend.threads_seen == [1, 2, 2]

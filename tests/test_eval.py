@@ -22,6 +22,7 @@ from tandem.orchestrator.evaluation import Evaluation
 from tandem.orchestrator.failures import RunStopped
 from tandem.orchestrator.live_view import LiveView
 from tandem.orchestrator.loop import run_loop
+from tests.test_loop import loop_run
 from tandem.orchestrator.metrics import MetricsLog
 from tandem.rollout import REQUEST_PRIORITY, DataError, Dataset, RolloutContext
 from tandem.sample import Sample
@@ -246,18 +247,15 @@ def test_the_loop_logs_alarms_and_stops_on_one_when_asked(tmp_path, capsys):
     rows[6]["kl"] = 0.9  # step 7
     loop_rows = [{"loss": 0.0, "kl": r["kl"], "entropy": r["entropy"]} for r in rows]
     cfg = build_config({"run": {"steps": 8, "stop_on_alarm": True}, "checkpoint": {"interval": 0}})
-    ctx = SimpleNamespace(engine=SimpleNamespace(retried=0, load=SimpleNamespace(take=dict)))
     fleet = SimpleNamespace(apply_s=0.0, metrics=dict)
     with pytest.raises(RunStopped, match=r"^run stopped: alarm/kl_spike: kl 0.9 > 10 x the mean .*\(run.stop_on_alarm = true\)"):
-        asyncio.run(run_loop(cfg, tmp_path, Producer(rows), ctx, Trainer(loop_rows), fleet,
-                             MetricsLog(tmp_path, False), LiveView(8, 0, None, "off"), 0))
+        asyncio.run(run_loop(loop_run(cfg, tmp_path, Producer(rows), Trainer(loop_rows), fleet)))
     logged = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert [r["alarm/kl_spike"] for r in logged] == [0.0] * 6 + [1.0]  # it stopped after step 7
     assert "ALARM alarm/kl_spike" in capsys.readouterr().out
     cfg = build_config({"run": {"steps": 8}, "checkpoint": {"interval": 0}})  # off: logged, and the run goes on
     (tmp_path / "on").mkdir()
-    asyncio.run(run_loop(cfg, tmp_path / "on", Producer(rows), ctx, Trainer(loop_rows), fleet,
-                         MetricsLog((tmp_path / "on"), False), LiveView(8, 0, None, "off"), 0))
+    asyncio.run(run_loop(loop_run(cfg, tmp_path / "on", Producer(rows), Trainer(loop_rows), fleet)))
     logged = [json.loads(line) for line in (tmp_path / "on" / "metrics.jsonl").read_text().splitlines()]
     assert [r["alarm/kl_spike"] for r in logged] == [0.0] * 6 + [1.0, 0.0]
 

@@ -164,7 +164,7 @@ def test_a_colocated_trainer_hands_its_memory_back_every_step_and_takes_it_again
     real_make_backend = trainer_main.make_backend
     monkeypatch.setattr(trainer_main, "make_backend", make_backend)
     for step in range(steps):
-        handoff.write_batch(run, step, _batch(step))
+        handoff.write_batch(run, handoff.TrainBatch(step, _batch(step)))
     assert trainer_main.main(["--run-config", str(views["trainer"])]) == 0
 
     model = built[0].model

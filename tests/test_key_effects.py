@@ -201,9 +201,7 @@ def test_the_sandboxs_resource_keys_become_its_limits():
 def test_the_failure_bound_and_its_window_are_the_configured_ones(tmp_path):
     from tandem.orchestrator.failures import RunStopped
     from tandem.orchestrator.loop import run_loop
-    from tandem.orchestrator.live_view import LiveView
-    from tandem.orchestrator.metrics import MetricsLog
-    from tests.test_loop import Fleet, Producer, Trainer, group
+    from tests.test_loop import Fleet, Producer, Trainer, group, loop_run
 
     def step(failed: int) -> list[Sample]:  # 8 samples, `failed` of them with a reward that raised
         samples = group(0, [1.0, 0.0] * 4)
@@ -214,11 +212,9 @@ def test_the_failure_bound_and_its_window_are_the_configured_ones(tmp_path):
     def run(name: str, **bound) -> str | None:
         batches = [step(2), step(2), step(0)]  # 25% failed twice: over a 0.2 bound, under the default 0.5
         cfg = build_config({"run": {"steps": 3, **bound}, "checkpoint": {"interval": 0}})
-        ctx = SimpleNamespace(engine=SimpleNamespace(retried=0, load=SimpleNamespace(take=dict)))
         (tmp_path / name).mkdir()
         try:
-            asyncio.run(run_loop(cfg, tmp_path / name, Producer(batches), ctx, Trainer(), Fleet(),
-                                 MetricsLog(tmp_path / name, False), LiveView(3, 0, None, "off"), 0))
+            asyncio.run(run_loop(loop_run(cfg, tmp_path / name, Producer(batches), Trainer(), Fleet())))
         except RunStopped as stop:
             return str(stop)
         return None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -129,6 +130,22 @@ def report():
 def test_the_import_contracts_hold(report):
     assert len(report.contracts) == 5 and not report.could_not_run
     assert broken(report) == {}
+
+
+def test_every_module_of_tandem_is_in_the_import_contracts():
+    """Each of tandem's top-level modules is either core (the source of core-imports-no-plugin, and in
+    one of core-layers' layers) or a plug-in (its forbidden modules): a new module cannot slip past
+    the contracts unlisted, as tandem.moe once did."""
+    contracts = {c["id"]: c for c in tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]}
+    core = set(contracts["core-imports-no-plugin"]["source_modules"])
+    plugins = set(contracts["core-imports-no-plugin"]["forbidden_modules"])
+    on_disk = {f"tandem.{p.stem}" for p in (REPO / "tandem").iterdir()
+               if (p.suffix == ".py" and p.stem != "__init__") or (p / "__init__.py").exists()}
+    assert not core & plugins
+    assert sorted(on_disk - core - plugins) == [], "unlisted: add to core-imports-no-plugin and core-layers"
+    assert sorted((core | plugins) - on_disk) == [], "listed but gone"
+    layered = {m.strip() for layer in contracts["core-layers"]["layers"] for m in layer.split("|")}
+    assert layered == core
 
 
 @pytest.mark.parametrize("importer,imported,breaks", [

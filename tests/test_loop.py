@@ -12,10 +12,13 @@ from types import SimpleNamespace
 import pytest
 
 from tandem.config import build_config
+from tandem.orchestrator.cpu_share import FIXED
+from tandem.orchestrator.evaluation import Evaluation
 from tandem.orchestrator.live_view import LiveView
 from tandem.orchestrator.loop import run_loop
 from tandem.orchestrator.metrics import MetricsLog
 from tandem.orchestrator.producer import StepBatch
+from tandem.orchestrator.run import Run
 from tandem.sample import Sample
 
 
@@ -58,14 +61,20 @@ class Fleet:
         return {}
 
 
+def loop_run(cfg, run_dir, producer, trainer, fleet) -> Run:
+    """A Run of faked edges (producer, trainer link, fleet, engine client) around the real metrics log,
+    live view (off) and evaluation (the alarms)."""
+    ctx = SimpleNamespace(engine=SimpleNamespace(retried=0, load=SimpleNamespace(take=dict)))
+    metrics, view = MetricsLog(run_dir, False), LiveView(cfg.run.steps, 0, None, "off")
+    return Run(cfg, run_dir, 0, ctx, producer, trainer, fleet, metrics, view,
+               Evaluation(cfg, run_dir, metrics, view, 0), FIXED)
+
+
 def run(tmp_path, batches, **loss) -> Trainer:
     tmp_path.mkdir(exist_ok=True)
     cfg = build_config({"run": {"steps": len(batches)}, "trainer": {"loss": loss}, "checkpoint": {"interval": 0}})
-    ctx = SimpleNamespace(engine=SimpleNamespace(retried=0, load=SimpleNamespace(take=dict)))
     trainer = Trainer()
-    view = LiveView(len(batches), 0, None, "off")
-    asyncio.run(run_loop(cfg, tmp_path, Producer(batches), ctx, trainer, Fleet(), MetricsLog(tmp_path, False),
-                         view, 0))
+    asyncio.run(run_loop(loop_run(cfg, tmp_path, Producer(batches), trainer, Fleet())))
     return trainer
 
 

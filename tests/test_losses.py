@@ -178,16 +178,12 @@ def test_kl_k3_is_clamped_to_ten():
         kl_penalty(logp, ref, "k4")
 
 
-def test_tis_weights_truncate_and_icepop():
+def test_tis_weights_truncate_at_the_configured_high():
     old = torch.log(torch.tensor([0.5, 3.0, 1.2]))
     rollout = torch.zeros(3)
     # w = old/rollout probability ratio = [0.5, 3.0, 1.2]
-    # truncate into [0, 2]   -> [0.5, 2.0, 1.2]
-    close(tis_weights(old, rollout), [0.5, 2.0, 1.2])
-    # truncate into [0.8, 2] -> [0.8, 2.0, 1.2]
-    close(tis_weights(old, rollout, high=2.0, low=0.8), [0.8, 2.0, 1.2])
-    # icepop with [0.8, 2]: out-of-range weights become 0 -> [0, 0, 1.2]
-    close(tis_weights(old, rollout, high=2.0, low=0.8, mode="icepop"), [0.0, 0.0, 1.2])
+    close(tis_weights(old, rollout, 2.0), [0.5, 2.0, 1.2])
+    close(tis_weights(old, rollout, 1.0), [0.5, 1.0, 1.0])
 
 
 # --------------------------------------------------------------------------- reductions

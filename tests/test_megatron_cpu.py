@@ -316,7 +316,7 @@ def run_trainer_process(cfg, tmp_path: Path, batch: list | None = None) -> tuple
     cfg.run.steps = 1
     cfg.run.run_dir = str(tmp_path / "run")
     cfg_path = write_views(cfg, tmp_path)["trainer"]  # the trainer's view, as the launcher writes it
-    handoff.write_batch(cfg.run.run_dir, 0, make_batch() if batch is None else batch)
+    handoff.write_batch(cfg.run.run_dir, handoff.TrainBatch(0, make_batch() if batch is None else batch))
     cmd = trainer_launch_command(cfg, cfg_path, nproc=2)
     assert cmd[1:3] == ["-m", "torch.distributed.run"] and "--master-addr" in cmd
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TANDEM_TORCH_THREADS": "1", "OMP_NUM_THREADS": "1",

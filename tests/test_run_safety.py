@@ -104,7 +104,7 @@ def test_a_reward_that_always_raises_stops_the_run_and_resume_continues_after_th
     assert not (run / "metrics.jsonl").exists() or rows(run) == [], "nothing was trained on zeros"
     state = json.loads((run / "checkpoints" / "step_000000" / "orchestrator.json").read_text())
     failed = json.loads((run / "rollouts" / "step_000001.json").read_text())  # kept for inspection
-    assert failed["extra"]["checkpoint_only"].startswith("every sample of step 1 failed")
+    assert failed["step"] == 1 and failed["checkpoint_only"].startswith("every sample of step 1 failed")
     assert state["step"] == 0
     assert set(state["in_flight_rows"][:2]) == {s["prompt_index"] for s in failed["samples"]}, \
         "the failed step's prompts come first on resume"
@@ -395,10 +395,10 @@ def test_an_environment_names_what_it_needs():
 
 # --------------------------------------------------------------------------- retention
 def test_keep_rollouts_keeps_the_last_n_steps_files(tmp_path):
-    from tandem.handoff import prune_step_files, result_path, write_batch, write_train_result
+    from tandem.handoff import TrainBatch, prune_step_files, result_path, write_batch, write_train_result
 
     for step in range(6):
-        write_batch(tmp_path, step, [])
+        write_batch(tmp_path, TrainBatch(step, []))
         write_train_result(tmp_path, step, {})
         prune_step_files(tmp_path, step + 1, 2)
     assert sorted(p.name for p in (tmp_path / "rollouts").iterdir()) == ["step_000005.json", "step_000006.json"]

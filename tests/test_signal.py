@@ -104,9 +104,9 @@ def test_the_trainer_trains_only_the_samples_with_a_loss_weight(tmp_path):
     publisher = SimpleNamespace(publish=lambda state, version, force_full=False: {"weights_path": None})
     batch = [sample(1, 1.0), sample(1, 0.0, failed=True), sample(1, 0.0)]
     prepare_step(batch, rollout(), use_std_norm=False)
-    handoff.write_batch(tmp_path, 0, batch)
+    handoff.write_batch(tmp_path, handoff.TrainBatch(0, batch))
     cfg = build_config({"run": {"steps": 1}, "checkpoint": {"interval": 0}})
     run_loop(cfg, backend, str(tmp_path), publisher, log=lambda line: None)
     assert [(s.reward, s.advantage) for s in given] == [(1.0, 0.5), (0.0, -0.5)]
-    kept, _ = handoff.wait_batch_with_extra(str(tmp_path), 0, timeout_s=1)
+    kept = handoff.wait_batch(str(tmp_path), 0, timeout_s=1).samples
     assert [s.excluded for s in kept] == ["", REWARD_FAILED, ""]

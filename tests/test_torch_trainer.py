@@ -305,7 +305,7 @@ def test_trainer_process_trains_publishes_and_answers(cache_dir, tmp_path):
     run_dir.mkdir()
     view = write_views(cfg, run_dir)["trainer"]  # what the launcher hands the trainer
     for step in range(3):
-        handoff.write_batch(run_dir, step, mixed_batch())
+        handoff.write_batch(run_dir, handoff.TrainBatch(step, mixed_batch()))
     repo = Path(__file__).resolve().parents[1]
     env = {**os.environ, "PYTHONPATH": str(repo), "TANDEM_TORCH_THREADS": "1"}
     proc = subprocess.run([sys.executable, "-m", "tandem.trainer", "--run-config", str(view)],

@@ -13,6 +13,7 @@ import pytest
 from tandem.config import load_config
 from tandem.lab.sim import virtual_clock
 from tandem.lab.inprocess import InProcessRouter
+from _golden import assert_golden_rows
 
 
 def test_a_long_sleep_returns_at_once_with_the_clock_moved_by_exactly_that():
@@ -106,6 +107,7 @@ def test_a_virtual_run_is_far_faster_than_modelled_time_and_repeats_exactly(tmp_
     assert all(r["train_time"] == pytest.approx(400.0) for r in rows)
     assert sum(r["step_time"] for r in rows) > 1600 > 20 * wall
     assert (first / "metrics.jsonl").read_text() == (second / "metrics.jsonl").read_text()
+    assert_golden_rows(first, "virtual_run_metrics.jsonl")  # and as before the composition root
     for trace in ("sim/engine0.jsonl", "sim/engine1.jsonl", "queue.jsonl"):
         assert (first / trace).read_text() == (second / trace).read_text()
     # The run directory is what the sweep's analysis reads from a real run.

@@ -6,7 +6,7 @@ backend that exists only for it ([trainer.megatron], [trainer.sim]); the torch t
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -150,7 +150,14 @@ class MoeConfig(Section):
 
 
 class TrainerCommon(Section):
-    """The keys every trainer backend reads; each backend's own settings are its sub-table."""
+    """The keys every trainer backend reads; each backend's own settings are its sub-table. A backend
+    is one subclass here, named in TRAINER_BACKENDS below: its `implementation` is the one place that
+    says which class trains (docs/architecture.md, "Adding a trainer backend")."""
+    implementation: ClassVar[str]
+    """'module:Class' of the TrainerBackend `python -m tandem.trainer` builds (tandem.registry loads it by name,
+    so the core imports no backend)."""
+    launch_command: ClassVar[str | None] = None
+    """'module:function' (cfg, run_config) -> argv, for a backend started by its own launcher (torchrun)."""
     device: Literal["auto", "cpu", "cuda"] = "auto"
     """Where the trainer runs (auto: cuda when GPUs exist)."""
     gpus: int = Field(4, ge=1)
@@ -184,11 +191,14 @@ class TrainerCommon(Section):
 class TorchTrainerConfig(TrainerCommon):
     backend: Literal["torch"] = "torch"
     """An HF causal LM trained with plain torch (CPU or one GPU)."""
+    implementation = "tandem.trainer.torch_backend:TorchTrainer"
 
 
 class MegatronTrainerConfig(TrainerCommon):
     backend: Literal["megatron"] = "megatron"
     """megatron-core across trainer.gpus."""
+    implementation = "tandem.trainer.megatron_backend:MegatronTrainer"
+    launch_command = "tandem.trainer.megatron_backend:trainer_launch_command"
     megatron: MegatronSettings = MegatronSettings()
     """Settings of the megatron backend (only with trainer.backend = "megatron")."""
 
@@ -210,10 +220,12 @@ class MegatronTrainerConfig(TrainerCommon):
 class SimTrainerConfig(TrainerCommon):
     backend: Literal["sim"] = "sim"
     """A timed stand-in for sizing studies."""
+    implementation = "tandem.lab.sim_trainer:SimTrainer"
     sim: SimTrainerSettings = SimTrainerSettings()
     """Settings of the sim backend (only with trainer.backend = "sim")."""
 
 
 TRAINER_BACKENDS = {"torch": TorchTrainerConfig, "megatron": MegatronTrainerConfig, "sim": SimTrainerConfig}
+"""trainer.backend -> its config model, which names its implementation: the one table of trainer backends."""
 TrainerConfig = by_backend("torch", TRAINER_BACKENDS)
 """[trainer]: the common keys, and the sub-table of trainer.backend's own settings."""

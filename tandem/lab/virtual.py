@@ -30,24 +30,21 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tandem.autoscale.controller import Autoscaler
 from tandem.config import ConfigError, TandemConfig, load_config
 from tandem.model_source import load_tokenizer, resolve_model_path
-from tandem.orchestrator import run_state
+from tandem.orchestrator import exit_status, run_state
 from tandem.orchestrator.fleet import Fleet
 from tandem.orchestrator.launcher import absolutize_paths, check_inputs
-from tandem.orchestrator.live_view import LiveView
-from tandem.orchestrator.loop import make_producer, run_loop, run_until_first_exit
+from tandem.orchestrator.cpu_share import FIXED
+from tandem.orchestrator.loop import drive
+from tandem.orchestrator.run import Edges, Run, compose
 from tandem.engine_api import parse_load
-from tandem.orchestrator.metrics import MetricsLog
 from tandem.supervisor import Supervisor
 from tandem.paths import PROJECT_ROOT
-from tandem.rollout import DataError, EngineClient, PluginError, RolloutContext, \
-    sampling_params_from_config
+from tandem.rollout import EngineClient
 from tandem.lab.sim import virtual_clock
 from tandem.lab.inprocess import DEFAULT_PUBLISH_S, ROUTER_URL, InProcessEngines, InProcessRouter, SimProvider, \
     VirtualTrainer
-from tandem.weights import PublishError, SyncError
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -78,6 +75,9 @@ def prepare(argv: list[str]) -> tuple[TandemConfig, float, bool]:
     if cfg.checkpoint.interval:
         notes.append(f"checkpoint.interval {cfg.checkpoint.interval} -> 0 (no checkpoints in a virtual run)")
         cfg.checkpoint.interval = 0
+    if cfg.logging.live == "on":
+        notes.append("logging.live on -> off (a line per step: a held frame would mix virtual and wall seconds)")
+    cfg.logging.live = "off"
     for note in notes:
         print(f"tandem.lab.virtual: {note}", file=sys.stderr, flush=True)
     return cfg, own.publish_s, own.overwrite
@@ -95,44 +95,43 @@ async def sample_queues(engines: InProcessEngines, path: Path, interval_s: float
 
 
 async def run_virtual(cfg: TandemConfig, inputs: tuple, publish_s: float) -> None:
-    """Engines up in-process, then the loop wired as `orchestrate` wires it."""
+    """Engines up in-process, then the run composed and driven as the real one is, around `virtual_edges`."""
     model_path = resolve_model_path(cfg)
     tokenizer = load_tokenizer(model_path, cfg.model.trust_remote_code)
     engines = await InProcessEngines.start(cfg, model_path, tokenizer)
     try:
-        await orchestrate_virtual(cfg, engines, model_path, tokenizer, inputs, publish_s)
+        edges = virtual_edges(cfg, engines, model_path, tokenizer, publish_s)
+        await drive(compose(cfg, Path(cfg.run.run_dir), run_state.StartPoint(), inputs, edges))
     finally:
         await engines.close()
 
 
-async def orchestrate_virtual(cfg: TandemConfig, engines: InProcessEngines, model_path: str, tokenizer: Any,
-                              inputs: tuple, publish_s: float) -> None:
-    dataset, rollout_fn, reward_fn = inputs
+VIRTUAL_LEAVES_OUT = {
+    "queues": "the engines' queues are sampled from their cores directly (sample_queues), not over HTTP",
+    "colocation": "no GPU to hand over between engines and trainer in one process",
+}
+"""The parts of the real run's `Edges` that a virtual run has none of, and why (tests/test_composition.py)."""
+
+
+def virtual_edges(cfg: TandemConfig, engines: InProcessEngines, model_path: str, tokenizer: Any,
+                  publish_s: float) -> Edges:
+    """In-process engines behind a stand-in router, a trainer on the loop's clock, no child processes
+    (so no children watcher and no engine doctor), one CPU split (FIXED: the virtual clock does not
+    count CPU)."""
     run_dir = Path(cfg.run.run_dir)
     router = InProcessRouter(cfg, engines.urls, engines.http, engines.gone)
     client = EngineClient(ROUTER_URL, cfg.rollout.client.concurrency, cfg.rollout.client.request_timeout_s, post=router.post)
-    # Sandboxes and graders run inline: a worker thread would finish at a wall time the virtual clock ignores.
-    executor = virtual_clock.InlineExecutor()
-    ctx = RolloutContext(cfg, tokenizer, client, executor, reward_fn, sampling_params_from_config(cfg))
     # The fleet's own view of who serves (an engine joins it only once loaded and routed).
     fleet = Fleet(cfg, Supervisor(run_dir, PROJECT_ROOT), dict(engines.urls), ROUTER_URL, http=engines.http,
                   router=router)
-    start = run_state.StartPoint()
-    producer = make_producer(cfg, ctx, dataset, rollout_fn, start)
-    metrics = MetricsLog(run_dir, cfg.logging.tensorboard)
-    view = LiveView(cfg.run.steps, start.step, None, "off")
-    producer.start()
-    trainer = VirtualTrainer(cfg, model_path, publish_s)
-    autoscaler = Autoscaler(cfg, fleet, SimProvider(engines), run_dir) if cfg.engine.autoscale.enabled else None
-    tasks = [asyncio.create_task(run_loop(cfg, run_dir, producer, ctx, trainer, fleet, metrics, view, start.step,
-                                          autoscaler=autoscaler), name="run-loop"),
-             asyncio.create_task(sample_queues(engines, run_dir / "queue.jsonl", cfg.logging.queue_sample_interval_s),
-                                 name="queue-monitor")]
-    try:
-        await run_until_first_exit(tasks, producer, view, metrics, ctx, fleet)
-    finally:
-        if autoscaler is not None:
-            await autoscaler.close()
+
+    async def queue_monitor(run: Run) -> None:
+        await sample_queues(engines, run_dir / "queue.jsonl", cfg.logging.queue_sample_interval_s)
+
+    # Sandboxes and graders run inline: a worker thread would finish at a wall time the virtual clock ignores.
+    return Edges(tokenizer=tokenizer, client=client, executor=virtual_clock.InlineExecutor(), fleet=fleet,
+                 trainer=VirtualTrainer(cfg, model_path, publish_s), queues=None, cpu=FIXED, colocation=None,
+                 autoscale_provider=lambda: SimProvider(engines), watchers=[queue_monitor])
 
 def run(argv: list[str]) -> dict[str, float]:
     """One virtual run; returns its virtual, wall and CPU seconds (also written to virtual.json)."""
@@ -161,12 +160,8 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # as the engines: no downloads at run time
     try:
         s = run(list(sys.argv[1:] if argv is None else argv))
-    except (ConfigError, DataError, PluginError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    except (SyncError, PublishError, RuntimeError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 1
+    except exit_status.EXPECTED as err:
+        return exit_status.report(err)
     print(f"tandem.lab.virtual: {s['virtual_s']:.0f} virtual s in {s['wall_s']:.1f} wall s, {s['cpu_s']:.1f} CPU s",
           flush=True)
     return 0

@@ -58,9 +58,8 @@ def engine_command(cfg: TandemConfig, name: str, port: int, run_dir: Path, model
 def trainer_command(cfg: TandemConfig, run_dir: Path) -> list[str]:
     """The trainer process, given its view of the config."""
     view = view_path(run_dir, "trainer")
-    backend = cfg.trainer.backend
-    if backend in registry.TRAINER_COMMANDS:
-        return registry.named(registry.TRAINER_COMMANDS, backend, "trainer.backend")(cfg, str(view))
+    if (launch := type(cfg.trainer).launch_command) is not None:
+        return registry.load(launch, "trainer.backend")(cfg, str(view))
     return [sys.executable, "-m", "tandem.trainer", "--run-config", str(view)]
 
 

@@ -28,14 +28,14 @@ from tandem.eval.heldout import with_held_out
 from tandem.eval.in_run import write_samples
 from tandem.eval.measure import evaluate
 from tandem.model_source import load_tokenizer, resolve_model_path
+from tandem.orchestrator import exit_status
 from tandem.orchestrator.cluster import start_engines, start_router
 from tandem.orchestrator.launcher import rollout_of_config
 from tandem.paths import PROJECT_ROOT
 from tandem.placement import plan_placement, visible_gpu_count
-from tandem.rollout import (DataError, EngineClient, PluginError, RolloutContext, load_dataset_rows, load_reward_fn,
+from tandem.rollout import (EngineClient, RolloutContext, load_dataset_rows, load_reward_fn,
                             sampling_params_from_config)
-from tandem.supervisor import ChildFailed, Supervisor
-from tandem.weights import SyncError
+from tandem.supervisor import Supervisor
 from tandem.weights.publish import published_versions, version_dir
 from tandem.weights.reload import reload_engines
 
@@ -142,12 +142,8 @@ def main(argv: list[str] | None = None) -> int:
         engines = start_engines(cfg, sup, plan_placement(cfg, visible_gpu_count()), scratch, model_path)
         router_url = start_router(cfg, sup, engines)
         results = asyncio.run(evaluate_versions(cfg, engines, router_url, model_path, versions, held, rows))
-    except (ConfigError, DataError, PluginError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    except (ChildFailed, SyncError, RuntimeError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 1
+    except exit_status.EXPECTED as err:
+        return exit_status.report(err)
     finally:
         if sup is not None:
             sup.shutdown()

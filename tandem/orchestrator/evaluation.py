@@ -35,14 +35,6 @@ class Evaluation:
         evaluator = InRunEval(cfg, run_dir, ctx, rollout_fn, held_out, metrics.log_eval) if cfg.eval.enabled else None
         return cls(cfg, run_dir, metrics, view, start_step, evaluator)
 
-    @classmethod
-    async def started(cls, evaluation: Evaluation | None, cfg: TandemConfig, run_dir: Path, metrics: MetricsLog,
-                      view: LiveView, start_step: int, version: int) -> Evaluation:
-        """`evaluation` (None: alarms only), with the starting weights evaluated when due."""
-        evaluation = evaluation or cls(cfg, run_dir, metrics, view, start_step)
-        await evaluation.at_start(start_step, version)
-        return evaluation
-
     def _eval_logged(self, row: dict) -> None:
         self.metrics.log_eval(row)
         self.alarms.eval_done(row)

@@ -11,22 +11,19 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-from tandem import checkpoint, registry
+from tandem import registry
 from tandem.config import ConfigError, TandemConfig, help_text, load_config
 from tandem.auth import MissingApiKey, api_key_from_env
-from tandem.handoff import HandoffTimeout
-from tandem.orchestrator import preflight, run_state
+from tandem.orchestrator import exit_status, preflight, run_state
 from tandem.placement import resolve_colocation, visible_gpu_count, visible_gpu_memory_bytes
 from tandem.orchestrator.hooks import NO_HOOKS, RunHooks
-from tandem.supervisor import ChildFailed, Supervisor
+from tandem.supervisor import Supervisor
 from tandem.paths import PROJECT_ROOT, cache_root
 from tandem.quiet import quiet_libraries
 from tandem.env import EnvRollout
 from tandem.eval.heldout import with_held_out
 from tandem.harness import HarnessRollout
-from tandem.rollout import (DataError, PluginError, check_contract, load_dataset_rows, load_reward_fn,
-                            load_rollout_fn)
-from tandem.weights import PublishError, SyncError
+from tandem.rollout import check_contract, load_dataset_rows, load_reward_fn, load_rollout_fn
 
 
 ENVIRONMENT_PATH_ARGS = (("agent", "prompt_file"), ("sandbox", "root_dir"), ("sandbox", "python"))
@@ -185,15 +182,12 @@ def main(argv: list[str] | None = None, hooks: RunHooks = NO_HOOKS) -> int:
         cfg = load_run(resumed, rest)
         run_dir = Path(cfg.run.run_dir).expanduser().resolve()
         return 0 if start_run(cfg, resumed, overwrite, hooks) else 1
-    except (ConfigError, DataError, PluginError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    except (ChildFailed, SyncError, PublishError, HandoffTimeout, checkpoint.CheckpointError,
-            RuntimeError) as err:  # RuntimeError covers the fleet's EngineCrashLoop and the loop's RunStopped
-        print(f"error: {err}", file=sys.stderr)
-        if "--resume" not in str(err) and "--overwrite" not in str(err):  # a RunStopped names its way on itself
+    except exit_status.EXPECTED as err:
+        status = exit_status.report(err)
+        failed = status == exit_status.FAILED_STATUS
+        if failed and "--resume" not in str(err) and "--overwrite" not in str(err):  # a RunStopped names its way on itself
             print(f"tandem: {run_state.next_start(run_dir, invoked_as())}", file=sys.stderr)
-        return 1
+        return status
     except KeyboardInterrupt as stop:
         print(f"tandem: stopped. {run_state.next_start(run_dir, invoked_as())}", file=sys.stderr)
         return 128 + (signal.SIGTERM if isinstance(stop, Stop) else signal.SIGINT)

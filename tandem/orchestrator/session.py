@@ -19,7 +19,7 @@ from tandem.orchestrator import run_state
 from tandem.orchestrator.cluster import start_cluster
 from tandem.orchestrator.hooks import RunHooks
 from tandem.orchestrator.live_view import closing_summary
-from tandem.orchestrator.loop import orchestrate
+from tandem.orchestrator.real_run import orchestrate
 from tandem.supervisor import Supervisor
 
 
@@ -27,7 +27,7 @@ def run(cfg: TandemConfig, sup: Supervisor, start: run_state.StartPoint, inputs:
         command: str = "python train.py") -> None:
     """Start the engines, the router and the trainer under `sup`, then run the loop to the end (`command`:
     how the user started it, for the commands the closing summary suggests)."""
-    dataset, rollout_fn, reward_fn = inputs
+    dataset = inputs[0]
     started = time.monotonic()
     run_dir = Path(cfg.run.run_dir)
     (run_dir / "data_report.json").write_text(json.dumps(
@@ -41,7 +41,7 @@ def run(cfg: TandemConfig, sup: Supervisor, start: run_state.StartPoint, inputs:
                     if start.checkpoint_dir else [])
     cluster = start_cluster(cfg, sup, run_dir, model_path, trainer_args)
     print(f"tandem: router {cluster.router_url}; endpoints in {run_dir / 'endpoints.json'}", flush=True)
-    asyncio.run(orchestrate(cfg, run_dir, sup, cluster, model_path, dataset, rollout_fn, reward_fn, start, hooks))
+    asyncio.run(orchestrate(cfg, run_dir, sup, cluster, model_path, inputs, start, hooks))
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
     print("\n".join(closing_summary(run_dir, rows, time.monotonic() - started, command,
                                       cfg.logging.wandb.mode)), flush=True)

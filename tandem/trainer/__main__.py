@@ -33,10 +33,16 @@ class Publisher(Protocol):
         """Publish weight version `version` (whole weights when `force_full`): {"weights_path": ...,
         and more per transport and encoding}."""
 
+    def forget_after(self, version: int) -> list[int]:
+        """Remove the versions newer than `version` from the store; the ones removed."""
+
+    def close(self) -> None:
+        """Finish uploads in flight and release the store."""
+
 
 def make_backend(cfg: TandemConfig) -> TrainerBackend:
     """Import the configured backend lazily: megatron and its CUDA deps load only when asked for."""
-    return registry.named(registry.TRAINER_BACKENDS, cfg.trainer.backend, "trainer.backend")(cfg)
+    return registry.load(type(cfg.trainer).implementation, "trainer.backend")(cfg)
 
 
 def parent_watch() -> Callable[[], bool]:
@@ -67,17 +73,16 @@ def save_checkpoint_part(backend: TrainerBackend, run_dir: str, version: int, we
     import torch
 
     state = {"backend": backend.state_dict_for_checkpoint(), "torch_rng": torch.get_rng_state(), "version": version}
-    tmp = checkpoint.save_trainer_part(run_dir, version, getattr(backend, "rank", 0), state,
+    tmp = checkpoint.save_trainer_part(run_dir, version, backend.rank, state,
                                        weights_path if backend.is_main_process else None)
-    getattr(backend, "barrier", lambda: None)()  # every rank's part is on disk before rank 0 reports
+    backend.barrier()  # every rank's part is on disk before rank 0 reports
     return str(tmp)
 
 
 def load_checkpoint_part(backend: TrainerBackend, ckpt_dir: str) -> None:
     import torch
 
-    rank = getattr(backend, "rank", 0)
-    state = torch.load(os.path.join(ckpt_dir, f"trainer_rank{rank:03d}.pt"), weights_only=False)
+    state = torch.load(os.path.join(ckpt_dir, f"trainer_rank{backend.rank:03d}.pt"), weights_only=False)
     backend.load_checkpoint_state(state["backend"])
     torch.set_rng_state(state["torch_rng"])
 
@@ -93,17 +98,17 @@ def run_loop(
 ) -> None:
     for step in range(start_step, cfg.run.steps):
         t_wait = time.perf_counter()
-        samples, extra = handoff.wait_batch_with_extra(run_dir, step, timeout_s=BATCH_WAIT_S, is_alive=is_alive)
+        batch = handoff.wait_batch(run_dir, step, timeout_s=BATCH_WAIT_S, is_alive=is_alive)
         wait_time = time.perf_counter() - t_wait
-        if extra.get("checkpoint_only"):  # the run is stopping before this step: save, train nothing
+        if batch.checkpoint_only:  # the run is stopping before this step: save, train nothing
             save_stop_checkpoint(cfg, backend, run_dir, publisher, step)
             return
-        if extra.get("cpu_threads"):  # run.cpu_split = "phase": the orchestrator's share for this step
+        if batch.cpu_threads:  # run.cpu_split = "phase": the orchestrator's share for this step
             import torch
 
-            torch.set_num_threads(int(extra["cpu_threads"]))
+            torch.set_num_threads(batch.cpu_threads)
         onloaded = backend.onload() if cfg.colocated else {}  # run.colocate: back from the host
-        metrics = backend.train_step(trained(samples))  # excluded samples stay in the batch file, untrained
+        metrics = backend.train_step(trained(batch.samples))  # excluded samples stay in the batch file, untrained
         result: dict[str, Any] = {**metrics, **onloaded, "wait_time": wait_time,
                                   "weight_version": None, "weights_path": None, "publish_time": 0.0}
         if sync_due(cfg, step):

@@ -30,6 +30,11 @@ class TrainerBackend(ABC):
     is_main_process: bool = True
     """Multi-rank backends (torchrun) run the loop on every rank; only the main one publishes
     weights and writes results, while every rank still calls the (possibly collective) methods."""
+    rank: int = 0
+    """This process's global rank (its checkpoint part is trainer_rank{rank:03d}.pt)."""
+
+    def barrier(self) -> None:
+        """Every rank waits here for the others; one process has none to wait for."""
 
     @abstractmethod
     def train_step(self, samples: list[Sample]) -> dict[str, float]:

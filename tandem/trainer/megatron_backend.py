@@ -84,7 +84,7 @@ class MegatronTrainer(TrainerBackend):
             pad_id=int(pad) if pad is not None else 0, bf16=self.bf16, routing=routing)
 
     @property
-    def rank(self) -> int:
+    def rank(self) -> int:  # type: ignore[override]
         return self.layout.rank
 
     @property
