@@ -19,7 +19,7 @@ from tandem.handoff import prune_step_files, wait_train_result, write_batch
 from tandem.model_source import load_tokenizer
 from tandem.orchestrator import run_state
 from tandem.autoscale.controller import Autoscaler
-from tandem.autoscale.providers import CommandProvider, NodeProvider
+from tandem.autoscale.providers import CommandProvider, EngineProvider, NodeProvider
 from tandem.orchestrator.cluster import Cluster, engine_command
 from tandem.orchestrator.colocation import Colocation
 from tandem.orchestrator.cpu_share import FIXED, CpuShare, FixedShare
@@ -257,6 +257,7 @@ def make_autoscaler(cfg: TandemConfig, fleet: Fleet, sup: Supervisor, cluster: C
     scale = cfg.engine.autoscale
     if not scale.enabled:
         return None
+    provider: EngineProvider
     if scale.provider == "command":
         provider = CommandProvider(cfg, sup)
     else:
