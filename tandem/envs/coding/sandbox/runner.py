@@ -64,9 +64,7 @@ def run_bounded(argv: list[str], timeout_s: float, max_output_bytes: int,
     finally:
         for fd in handed:
             os.close(fd)
-    out = _Capture(max_output_bytes)
-    side = bytearray()
-    timed_out = False
+    out, side, timed_out = _Capture(max_output_bytes), bytearray(), False
     sel = selectors.DefaultSelector()
     stdout = proc.stdout
     assert stdout is not None  # stdout=PIPE
