@@ -111,8 +111,8 @@ def train(config: TandemConfig | None = None, *, dataset: list[dict] | str | Non
         cfg.data.path = dataset_file(dataset, cfg)
     elif dataset is not None:
         cfg.data.path = str(dataset)
-    given = {kind: fn for kind, fn in (("reward", reward), ("rollout", rollout)) if callable(fn)}
-    start_run(cfg, overwrite=overwrite, hooks=hooks, load_inputs=functools.partial(check_inputs, **given))
+    start_run(cfg, overwrite=overwrite, hooks=hooks, load_inputs=functools.partial(
+        check_inputs, reward=reward if callable(reward) else None, rollout=rollout if callable(rollout) else None))
     run_dir = Path(cfg.run.run_dir).expanduser().resolve()
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
     return RunSummary(run_dir, rows[-1]["step"] if rows else 0, rows[-1] if rows else {}, rows)

@@ -98,7 +98,7 @@ def _copy_bytes(src: Path, dst_parent: Path) -> int:
 def _os_error(err: BaseException) -> BaseException:
     """The OSError behind an error, if any: torch.save reports a full disk as an opaque
     RuntimeError ('unexpected pos ...') whose __context__ holds the real ENOSPC."""
-    seen = err
+    seen: BaseException | None = err
     while seen is not None:
         if isinstance(seen, OSError):
             return seen

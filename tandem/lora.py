@@ -16,6 +16,7 @@ use; older ones are unloaded.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +44,7 @@ def adapter_versions(names) -> set[int]:
     return {v for name in names if (v := adapter_version(name)) is not None}
 
 
-def is_adapter_dir(path: str | Path) -> bool:
+def is_adapter_dir(path: str | os.PathLike) -> bool:
     return (Path(path) / ADAPTER_CONFIG).is_file()
 
 

@@ -322,7 +322,7 @@ class PolicyLoss:
         """`logp`: log-probs of the targets, with grad. `entropy`: computes the per-token entropy;
         it is called with grad only when the entropy term is in the loss, because it needs the
         full softmax and would otherwise keep it alive for backward."""
-        agg = dict(mode=self.aggregation, num_samples=num_samples, num_tokens=num_tokens,
+        agg: dict[str, Any] = dict(mode=self.aggregation, num_samples=num_samples, num_tokens=num_tokens,
                    segments=getattr(batch, "segments", None))
         mask = batch.mask
         old = logp.detach() if batch.old_logp is None else batch.old_logp

@@ -14,7 +14,8 @@ import os
 import shutil
 from pathlib import Path
 
-from tandem.config import ModelConfig, TandemConfig
+from tandem.config import ModelConfig
+from tandem.config.views import AnyView
 from tandem.paths import cache_root
 
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
@@ -129,7 +130,7 @@ def build_tiny_model(cfg: ModelConfig, out_dir: Path, seed: int) -> Path:
     return out_dir
 
 
-def resolve_model_path(cfg: TandemConfig) -> str:
+def resolve_model_path(cfg: AnyView) -> str:
     """The directory or hub id that engines and trainers load; builds the tiny model on first use."""
     if cfg.model.path != "tiny":
         return cfg.model.path

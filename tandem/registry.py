@@ -83,6 +83,8 @@ def _import(module_name: str, what: str, spec: str) -> Any:
             if not path.exists():
                 raise PluginError(f"{what} '{spec}': file {path} does not exist")
             mod_spec = importlib.util.spec_from_file_location(f"tandem_plugin_{path.stem}", path)
+            if mod_spec is None or mod_spec.loader is None:
+                raise PluginError(f"{what} '{spec}': {path} is not a Python module")
             module = importlib.util.module_from_spec(mod_spec)
             mod_spec.loader.exec_module(module)
             return module

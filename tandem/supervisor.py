@@ -61,6 +61,13 @@ class Child:
     """A critical child's death stops the run (the supervisor may instead restart engines)."""
 
     @property
+    def served_url(self) -> str:
+        """The URL of a child that serves one (an engine, the router)."""
+        if self.url is None:
+            raise ValueError(f"{self.name} was started without a URL")
+        return self.url
+
+    @property
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 

@@ -113,8 +113,9 @@ def documented_fields() -> dict[str, str]:
         tree = ast.parse(module.read_text())
         classes.update({node.name: node for node in tree.body if isinstance(node, ast.ClassDef)})
         for node in tree.body:
-            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Dict):
-                backends[node.targets[0].id] = [v.id for v in node.value.values if isinstance(v, ast.Name)]
+            if isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(node.value, ast.Dict):
+                target = node.targets[0] if isinstance(node, ast.Assign) else node.target
+                backends[target.id] = [v.id for v in node.value.values if isinstance(v, ast.Name)]
             if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and \
                     getattr(node.value.func, "id", "") == "by_backend":
                 unions[node.targets[0].id] = node.value.args[1].id

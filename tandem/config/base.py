@@ -57,7 +57,7 @@ def section_model(annotation: Any, value: Any = None) -> type[BaseModel] | None:
     if not variants:
         return None
     backend = value.get("backend") if isinstance(value, dict) else getattr(value, "backend", None)
-    return variants.get(backend) or next(iter(variants.values()))
+    return variants.get(str(backend)) or next(iter(variants.values()))
 
 
 def variant_only_keys(variants: dict[str, type[BaseModel]]) -> dict[str, str]:

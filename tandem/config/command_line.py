@@ -43,7 +43,9 @@ def _parse_value(text: str) -> Any:
 
 def parse_cli(argv: list[str]) -> tuple[str | None, dict[str, Any], bool]:
     """Split argv into (config file, dotted overrides, help requested)."""
-    config_file, overrides, want_help = None, {}, False
+    config_file: str | None = None
+    overrides: dict[str, Any] = {}
+    want_help = False
     i = 0
     while i < len(argv):
         arg = argv[i]
@@ -54,8 +56,8 @@ def parse_cli(argv: list[str]) -> tuple[str | None, dict[str, Any], bool]:
         if not arg.startswith("--"):
             raise ConfigError(f"unexpected argument '{arg}' (options look like --section.key value)")
         if arg in FLAGS:
-            key, value = FLAGS[arg]
-            overrides[key] = value
+            key, setting = FLAGS[arg]
+            overrides[key] = setting
             i += 1
             continue
         name, eq, inline = arg.partition("=")
@@ -119,7 +121,7 @@ def help_rows(model: type[BaseModel], prefix: str = "") -> list[tuple[str, str, 
 def _backend_rows(variants: dict[str, type[BaseModel]], section: str) -> list[tuple[str, str, str, str]]:
     default = next(iter(variants.values()))
     own = variant_only_keys(variants)
-    rows = []
+    rows: list[tuple[str, str, str, str]] = []
     for flag, kind, value, doc in help_rows(default, f"{section}."):
         key = flag[2:].removeprefix(f"{section}.").partition(".")[0]
         if key == "backend":

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 from tandem.config.autoscale_section import AutoscaleConfig
 from tandem.config.base import Port, Section, by_backend, rule_broken
@@ -116,7 +116,7 @@ class ExternalEngineConfig(EngineCommon):
         return self
 
 
-ENGINE_BACKENDS = {"embedded": EmbeddedEngineConfig, "sglang": SglangEngineConfig, "sim": SimEngineConfig,
+ENGINE_BACKENDS: dict[str, type[BaseModel]] = {"embedded": EmbeddedEngineConfig, "sglang": SglangEngineConfig, "sim": SimEngineConfig,
                    "external": ExternalEngineConfig}
 EngineConfig = by_backend("embedded", ENGINE_BACKENDS)
 """[engine]: the common keys, and the sub-table of engine.backend's own settings."""

@@ -75,7 +75,7 @@ def _backend_problem(error: dict[str, Any], key: str) -> str:
 def validation_problems(err: ValidationError, root: Any = None, prefix: str = "") -> list[str]:
     """One line per bad key; a union's alternatives (int, or the literal 'all') become one line.
     Keys are named from `root` (TandemConfig, or a plug-in's typed arguments under `prefix`)."""
-    by_key: dict[str, list[dict]] = {}
+    by_key: dict[str, list[Any]] = {}
     for error in err.errors():
         key = field_key(error["loc"], root) if error["type"] != RULE_ERROR else ""
         by_key.setdefault(prefix + key if key else "", []).append(error)

@@ -177,7 +177,7 @@ command line), like data.path: a config and its plug-ins travel together."""
 
 def _node_of(tree: dict, dotted: str) -> tuple[dict | None, str]:
     *sections, key = dotted.split(".")
-    node = tree
+    node: Any = tree
     for name in sections:
         node = node.get(name) if isinstance(node, dict) else None
     return (node if isinstance(node, dict) else None), key
@@ -187,7 +187,9 @@ def resolve_plugin_files(tree: dict, base: Path) -> None:
     """'file.py:name' plug-ins of a TOML file's tree, relative to `base` (its directory) where the file is."""
     for dotted in PLUGIN_SPEC_KEYS:
         node, key = _node_of(tree, dotted)
-        value = node.get(key) if node else None
+        if node is None:
+            continue
+        value = node.get(key)
         file, sep, name = value.rpartition(":") if isinstance(value, str) else ("", "", "")
         if sep and file.endswith(".py") and not Path(file).expanduser().is_absolute() and (base / file).is_file():
             node[key] = f"{base / file}:{name}"
@@ -202,7 +204,9 @@ def resolve_file_paths(tree: dict, base: Path) -> None:
     resolve_plugin_files(tree, base)
     for dotted in INPUT_PATH_KEYS:
         node, key = _node_of(tree, dotted)
-        value = node.get(key) if node else None
+        if node is None:
+            continue
+        value = node.get(key)
         if not isinstance(value, str) or not value or Path(value).expanduser().is_absolute():
             continue
         here, shipped = base / value, PROJECT_ROOT / value

@@ -37,7 +37,7 @@ def migrate(text: str) -> str:
     """`text` with every moved key in its new table; tables left empty by the moves are dropped."""
     kept: list[tuple[str, str]] = []  # (table, line)
     moved: dict[str, list[str]] = {}
-    table, pending = "", []  # comment lines above the next key travel with it
+    table, pending = "", list[str]()  # comment lines above the next key travel with it
     for line in text.splitlines():
         header = TABLE.match(line)
         key = KEY.match(line)
@@ -45,8 +45,8 @@ def migrate(text: str) -> str:
             kept += [(table, c) for c in pending]
             table, pending = header.group(1), []
             kept.append((table, line))
-        elif key and new_place(table, key.group(1)):
-            new_table, new_key = new_place(table, key.group(1))
+        elif key and (place := new_place(table, key.group(1))):
+            new_table, new_key = place
             moved.setdefault(new_table, []).extend(pending + [line.replace(key.group(1), new_key, 1).lstrip()])
             pending = []
         elif line.lstrip().startswith("#"):

@@ -8,6 +8,8 @@ after its rule.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Protocol
+
 from pydantic import model_validator
 
 from tandem.lora import MEGATRON_LORA_TARGETS
@@ -15,14 +17,23 @@ from tandem.config.base import rule_broken
 from tandem.config.engine_sections import EmbeddedEngineConfig, EngineConfig, RouterConfig
 from tandem.config.environment_section import EnvironmentConfig
 from tandem.config.eval_section import AlarmsConfig, EvalConfig
-from tandem.config.rollout_sections import DataConfig, RolloutConfig
+from tandem.config.rollout_sections import DataConfig, RolloutConfig, StalenessConfig
 from tandem.config.sections import (CheckpointConfig, FaultsConfig, LoggingConfig, ModelConfig, RunConfig, Section,
                                     SyncConfig, is_remote_url)
 from tandem.config.trainer_sections import TorchTrainerConfig, TrainerConfig
 
 
+class _HasStaleness(Protocol):
+    @property
+    def staleness(self) -> StalenessConfig: ...
+
+
 class DerivedSettings:
     """Settings derived from several keys; TandemConfig and each child's view (config.views) have them."""
+
+    if TYPE_CHECKING:  # the fields these read, declared by each model that mixes this in
+        run: RunConfig
+        rollout: _HasStaleness
 
     @property
     def effective_staleness(self) -> int:

@@ -45,7 +45,7 @@ class RunConfig(Section):
     @field_validator("keep_rollouts")
     @classmethod
     def _keeps_at_least_one_step(cls, keep: int | str) -> int | str:
-        if keep != "all" and keep < 1:  # the trainer reads the newest file after the orchestrator wrote it
+        if isinstance(keep, int) and keep < 1:  # the trainer reads the newest file after the orchestrator wrote it
             raise ValueError("must be at least 1, or 'all'")
         return keep
     colocate: bool | Literal["auto"] = "auto"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import ClassVar, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 from tandem.config.base import DecayRate, Section, by_backend, rule_broken
 
@@ -225,7 +225,7 @@ class SimTrainerConfig(TrainerCommon):
     """Settings of the sim backend (only with trainer.backend = "sim")."""
 
 
-TRAINER_BACKENDS = {"torch": TorchTrainerConfig, "megatron": MegatronTrainerConfig, "sim": SimTrainerConfig}
+TRAINER_BACKENDS: dict[str, type[BaseModel]] = {"torch": TorchTrainerConfig, "megatron": MegatronTrainerConfig, "sim": SimTrainerConfig}
 """trainer.backend -> its config model, which names its implementation: the one table of trainer backends."""
 TrainerConfig = by_backend("torch", TRAINER_BACKENDS)
 """[trainer]: the common keys, and the sub-table of trainer.backend's own settings."""

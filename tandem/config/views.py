@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
@@ -63,6 +63,13 @@ class EngineView(DerivedSettings, Section):
 
 
 TRAINER_VIEW, ENGINE_VIEW = TrainerView, EngineView
+View = TypeVar("View", bound=BaseModel)
+TrainerSide = TandemConfig | TrainerView
+"""What code shared by the trainer and the launcher reads: the trainer's view, or the whole tree."""
+EngineSide = TandemConfig | EngineView
+"""What an engine core reads: an engine process's view, or the whole tree where the lab runs engines in-process."""
+AnyView = TandemConfig | TrainerView | EngineView
+"""What code every process shares reads (run, model): the whole tree or either child's view."""
 VIEWS: dict[str, type[BaseModel]] = {"trainer": TrainerView, "engine": EngineView}
 """Child name -> the model of its view."""
 
@@ -76,11 +83,11 @@ def _prune(model: type[BaseModel], tree: dict[str, Any]) -> dict[str, Any]:
         sub = section_model(field.annotation, tree[name])
         # a view's own section types (TrainerRolloutView) prune; the config's sections travel whole
         own_view = sub is not None and sub.__module__ == __name__
-        kept[name] = _prune(sub, tree[name]) if own_view else tree[name]
+        kept[name] = _prune(sub, tree[name]) if sub is not None and own_view else tree[name]
     return kept
 
 
-def child_view(cfg: TandemConfig, view: type[BaseModel]) -> Any:
+def child_view(cfg: TandemConfig, view: type[View]) -> View:
     """The view of `cfg` a child of that kind receives."""
     return view.model_validate(_prune(view, cfg.model_dump(mode="json")))
 
@@ -100,6 +107,6 @@ def view_path(run_dir: str | os.PathLike, name: str) -> Path:
     return Path(run_dir) / "views" / f"{name}.json"
 
 
-def read_view(path: str | os.PathLike, view: type[BaseModel]) -> Any:
+def read_view(path: str | os.PathLike, view: type[View]) -> View:
     """A child's view, as the launcher wrote it."""
     return view.model_validate_json(Path(path).read_text())

@@ -30,6 +30,7 @@ from typing import Any
 from tandem import registry
 from tandem.auth import MissingApiKey, api_key_from_env
 from tandem.config import ENGINE_VIEW, ConfigError, EngineCommon, child_view, load_config, read_view
+from tandem.config.views import EngineView
 from tandem.engine.http import build_app
 from tandem.model_source import resolve_model_path
 from tandem.quiet import quiet
@@ -85,7 +86,7 @@ def _check_loopback(name: str, host: str) -> None:
         _fail(name, f"--host {host!r} is not an IP address")
 
 
-def _load_run_config(name: str, path: str) -> Any:
+def _load_run_config(name: str, path: str) -> EngineView:
     """The run config, refused early (before torch is imported) when this process cannot serve it."""
     try:
         cfg = read_view(path, ENGINE_VIEW)
@@ -113,7 +114,7 @@ class LoadedCore:
     """perf_counter() when loading the model began (the startup log reports the load time)."""
 
 
-def make_core(args: argparse.Namespace, cfg: Any) -> LoadedCore:
+def make_core(args: argparse.Namespace, cfg: EngineView) -> LoadedCore:
     """The configured backend's core with its model loaded; exits with one error line if it cannot."""
     name = args.name
     threads = args.torch_threads or int(os.environ.get("TANDEM_TORCH_THREADS", "0")) or \
@@ -164,7 +165,7 @@ def build_serve_parser() -> argparse.ArgumentParser:
     return ap
 
 
-def _standalone_config(args: argparse.Namespace, overrides: list[str]) -> Any:
+def _standalone_config(args: argparse.Namespace, overrides: list[str]) -> EngineView:
     try:
         cfg = load_config(overrides)
     except ConfigError as err:

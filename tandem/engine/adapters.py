@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tandem.config.views import EngineSide
 from tandem.engine.backend import EngineBackend
 from tandem.engine.request import InvalidRequest
 from tandem.lora import ADAPTER_WEIGHTS, AdapterError, max_loaded_adapters, read_adapter_config
@@ -29,7 +30,7 @@ class LoraLimits:
     max_loaded: int
 
     @classmethod
-    def from_config(cls, cfg: Any) -> "LoraLimits | None":
+    def from_config(cls, cfg: EngineSide) -> "LoraLimits | None":
         """What an engine of this run accepts: trainer.lora's rank and targets, and room for the
         adapters the staleness window keeps loaded (tandem.lora); None when LoRA is off."""
         lora = cfg.trainer.lora

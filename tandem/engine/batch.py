@@ -82,6 +82,7 @@ class RunningBatch:
         ta, tb = a.length, b.length
         t = max(ta, tb)
         layers = [SlabLayer.merge(la, lb) for la, lb in zip(a.cache.layers, b.cache.layers)]
+        assert layers[0].kbuf is not None  # merge allocates every layer's slab
         cap = layers[0].kbuf.shape[2]
         mask = torch.zeros((a.size + b.size, cap), dtype=torch.bool, device=a.mask.device)
         mask[:a.size, t - ta:t] = a.mask[:, :ta]

@@ -109,9 +109,10 @@ class BatchScheduler:
         if hit_w:
             self.waiting = deque(r for r in self.waiting if not (rids is None or r.rid in rids))
         hit_r: list[int] = []
+        reqs = hit_w
         if self.batch is not None:
             hit_r = [i for i, r in enumerate(self.batch.reqs) if rids is None or r.rid in rids]
-        reqs = hit_w + [self.batch.reqs[i] for i in hit_r] if hit_r else hit_w
+            reqs = hit_w + [self.batch.reqs[i] for i in hit_r]
         if hit_r:
             self._drop_rows(set(hit_r))
         self._finish(reqs, FinishReason.abort)

@@ -237,16 +237,15 @@ class EngineCore(MemoryOccupation):
         """/abort_request: abort one request by exact rid, or every admitted one."""
         if abort_all:
             return await self.engine_backend.abort(None)
-        if not rid or rid not in self.requests:
-            return 0
-        req = self.requests[rid]
-        if req.finish_reason is not None:
+        req = self.requests.get(rid) if rid else None
+        if req is None or req.finish_reason is not None:
             return 0
         if req.admitted:
-            return await self.engine_backend.abort([rid])
+            return await self.engine_backend.abort([req.rid])
         # Still at the door (paused / draining): finish it here; generate() wakes on the gate.
         req.weight_version = self.weight_version
         req.finish(FinishReason.abort())
+        assert self._gate is not None
         async with self._gate:
             self._gate.notify_all()
         return 1
@@ -259,6 +258,7 @@ class EngineCore(MemoryOccupation):
         Returns the number of requests aborted (abort) or held (retract / in_place)."""
         if mode not in ("abort", "retract", "in_place"):
             raise InvalidRequest(f"pause mode must be one of abort, retract, in_place; got {mode!r}")
+        assert self._gate is not None
         async with self._gate:
             self._paused = True
             if mode == "abort":
@@ -267,6 +267,7 @@ class EngineCore(MemoryOccupation):
 
     async def resume(self) -> None:
         """/continue_generation."""
+        assert self._gate is not None
         async with self._gate:
             self._paused = False
             await self.engine_backend.resume()

@@ -23,7 +23,8 @@ from typing import Any, Callable, Literal
 
 import torch
 
-from tandem.engine.backend import EngineBackend, LoadInfo
+from tandem.config.views import EngineView
+from tandem.engine.backend import EngineBackend, LoadInfo, ServingCore
 from tandem.engine.batch_scheduler import BatchScheduler
 from tandem.engine.adapters import LoraLimits
 from tandem.engine.core import EngineCore
@@ -63,8 +64,8 @@ class EmbeddedCore(EngineCore):
             self.eos_token_ids = self.eos_token_ids | frozenset(int(e) for e in extra)
 
     @classmethod
-    def from_config(cls, cfg: Any, *, model_path: str, name: str = "engine") -> "EmbeddedCore":
-        """Build from the run's TandemConfig (`python -m tandem.engine` calls this); `model_path` is
+    def from_config(cls, cfg: EngineView, *, model_path: str, name: str = "engine") -> "EmbeddedCore":
+        """Build from an engine's view of the run config (`python -m tandem.engine` calls this); `model_path` is
         `tandem.model_source.resolve_model_path(cfg)`. Initial weight_version is "0"."""
         return cls.load(
             model_path, device=pick_device(cfg.engine.embedded.device), dtype=cfg.model.dtype,
@@ -105,7 +106,7 @@ class EmbeddedBackend(EngineBackend):
         self.weights_stale = False
         """Resumed weights whose storage holds no version yet (a load or restore_weights fills them)."""
 
-    def attach(self, core: EngineCore) -> None:
+    def attach(self, core: ServingCore) -> None:
         super().attach(core)
         self.scheduler.core = core
 

@@ -19,10 +19,10 @@ KV_GROW = 256
 try:  # transformers >= 5: cache layers are objects the model calls `update` on
     from transformers.cache_utils import Cache, DynamicLayer
 except ImportError:  # pragma: no cover - tandem pins transformers 5
-    Cache = DynamicLayer = None  # type: ignore[assignment]
+    Cache = DynamicLayer = None
 
 
-class SlabLayer(DynamicLayer):  # type: ignore[misc, valid-type]
+class SlabLayer(DynamicLayer):
     """A cache layer over a preallocated slab: appending a column is a slice write, not a cat."""
 
     def __init__(self) -> None:
@@ -49,6 +49,7 @@ class SlabLayer(DynamicLayer):  # type: ignore[misc, valid-type]
             self.vbuf = value_states.new_zeros((b, h, cap, value_states.shape[-1]))
         elif end > self.kbuf.shape[2]:
             self.reserve(end + KV_GROW)
+        assert self.kbuf is not None and self.vbuf is not None  # allocated above
         self.kbuf[:, :, self.length:end] = key_states
         self.vbuf[:, :, self.length:end] = value_states
         self.length = end

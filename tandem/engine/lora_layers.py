@@ -91,11 +91,11 @@ class LoraLayers:
             if not self.adapters or not any(rows):
                 return None
             x = inputs[0]
-            names = set(rows)
-            if len(names) == 1:  # the common case: the whole batch on one adapter
-                return out + self._delta(rows[0], module_name, x)
+            adapters = {r for r in rows if r is not None}
+            if len(set(rows)) == 1:  # the common case: the whole batch on one adapter
+                return out + self._delta(adapters.pop(), module_name, x)
             out = out.clone()
-            for name in names - {None}:
+            for name in adapters:
                 idx = torch.tensor([i for i, r in enumerate(rows) if r == name], device=x.device)
                 delta = self._delta(name, module_name, x.index_select(0, idx))
                 if isinstance(delta, torch.Tensor):

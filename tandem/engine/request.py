@@ -180,16 +180,16 @@ class GenerateRequest:
         """Decoded output, with the matched stop string / stop token trimmed as SGLang does."""
         ids = self.output_ids[: self.n_committed if upto is None else upto]
         fr = self.finish_reason if upto is None else None
-        trim = fr is not None and fr.type == "stop" and not self.sampling.no_stop_trim
-        if trim and isinstance(fr.matched, int) and ids:
+        trimmed = fr.matched if fr is not None and fr.type == "stop" and not self.sampling.no_stop_trim else None
+        if isinstance(trimmed, int) and ids:
             ids = ids[:-1]
         text = tokenizer.decode(
             ids,
             skip_special_tokens=self.sampling.skip_special_tokens,
             spaces_between_special_tokens=self.sampling.spaces_between_special_tokens,
         ) if ids else ""
-        if trim and isinstance(fr.matched, str):
-            pos = text.find(fr.matched)
+        if isinstance(trimmed, str):
+            pos = text.find(trimmed)
             if pos != -1:
                 text = text[:pos]
         return text

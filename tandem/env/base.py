@@ -31,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+from collections.abc import Awaitable
 from typing import Any, Callable, ClassVar
 
 from pydantic import BaseModel
@@ -63,19 +64,19 @@ class Environment:
     answer: str = ""
     """The model's answer: the text of its reply that called no tool (empty until it gives one)."""
 
-    def reset(self, row: dict) -> str | list[dict]:
+    def reset(self, row: dict) -> str | list[dict] | Awaitable[str | list[dict]]:
         """Start an episode for a dataset row: the first user message, or the whole first messages."""
         raise NotImplementedError(f"{type(self).__name__} must define reset(row)")
 
-    def reward(self) -> RewardResult:
+    def reward(self) -> RewardResult | Awaitable[RewardResult]:
         """Score the finished episode: a number, or (number, info dict)."""
         raise NotImplementedError(f"{type(self).__name__} must define reward()")
 
-    def info(self) -> dict[str, Any]:
+    def info(self) -> dict[str, Any] | Awaitable[dict[str, Any]]:
         """Extra per-sample metadata kept with the sample (JSON-serialisable)."""
         return {}
 
-    def close(self) -> None:
+    def close(self) -> None | Awaitable[None]:
         """Release what reset acquired; called once per episode, even after a failure."""
 
     @classmethod

@@ -15,6 +15,8 @@ one of two runs stayed at 0.58 for 200 steps); exact credit reached the success 
 
 from __future__ import annotations
 
+from typing import Any
+
 from tandem.env import Environment
 
 
@@ -36,7 +38,7 @@ class Counter(Environment):
     def reward(self) -> tuple[float, dict]:
         exact = float(self.count == self.target)
         score = max(0.0, 1.0 - abs(self.count - self.target) / self.target) if self.partial_credit else exact
-        info = {"count": self.count, "target": self.target}
+        info: dict[str, Any] = {"count": self.count, "target": self.target}
         if score == 0:
             info["reason"] = f"called increment {self.count} times for a target of {self.target}"
         return score, info

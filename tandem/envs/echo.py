@@ -10,6 +10,8 @@ put a "reason" there for any 0. A reward that raises or outlives
 
 from __future__ import annotations
 
+from typing import Any
+
 from tandem.sample import Sample
 
 
@@ -23,7 +25,7 @@ def echo_reward(sample: Sample, row: dict) -> tuple[float, dict]:
     length = int(row.get("length", 8))
     text = sample.response_text
     hits = sum(1 for i in range(length) if i < len(text) and text[i] == label)
-    info = {"hits": hits}
+    info: dict[str, Any] = {"hits": hits}
     if hits == 0:
         info["reason"] = f"no '{label}' in the first {length} characters"
     return hits / length, info

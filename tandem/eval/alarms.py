@@ -9,6 +9,7 @@ live view, and with run.stop_on_alarm it stops the run (exit 1, the alarm named,
 from __future__ import annotations
 
 import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tandem.config import AlarmsConfig
@@ -34,7 +35,7 @@ def _window_mean(rows: list[dict], key: str) -> float | None:
 class AlarmWatch:
     """Feed it every step row (`check`) and every evaluation row (`eval_done`), in order."""
 
-    def __init__(self, cfg: AlarmsConfig, past_rows: list[dict] = (), past_evals: list[dict] = ()):
+    def __init__(self, cfg: AlarmsConfig, past_rows: Sequence[dict] = (), past_evals: Sequence[dict] = ()):
         """`past_rows`, `past_evals`: what a resumed run logged before its checkpoint (the baselines)."""
         self.cfg = cfg
         self.rows: list[dict] = list(past_rows)

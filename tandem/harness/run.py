@@ -119,18 +119,18 @@ async def run_program(argv: list[str], base_url: str, key: str, row: dict, timeo
     except OSError as err:
         raise HarnessFailed(f"error: cannot start the harness program {argv[0]!r}: {err}") from err
     try:
-        out, err = await asyncio.wait_for(proc.communicate(json.dumps(row, default=str).encode()), timeout_s)
+        out, err_out = await asyncio.wait_for(proc.communicate(json.dumps(row, default=str).encode()), timeout_s)
     except asyncio.TimeoutError:
         raise HarnessFailed(f"timeout: the harness program ran past rollout.harness_timeout_s = {timeout_s:g}s "
                             f"and was killed with its process group") from None
     finally:
         _kill_group(proc)
         await proc.wait()
-    stdout, stderr = out.decode(errors="replace"), err.decode(errors="replace")
+    stdout, stderr = out.decode(errors="replace"), err_out.decode(errors="replace")
     details = {"elapsed_s": round(time.monotonic() - started, 3), "exit_status": proc.returncode,
                "stdout": stdout[-OUTPUT_TAIL_CHARS:], "stderr": stderr[-OUTPUT_TAIL_CHARS:]}
     if proc.returncode != 0:
         raise HarnessFailed(f"error: the harness program exited with status {proc.returncode}; stderr ends: "
                             f"{stderr[-OUTPUT_TAIL_CHARS:].strip()!r}")
-    found = reward_line(stdout)
-    return HarnessOutcome(*(found or (None, {})), details=details)
+    reward, info = reward_line(stdout) or (None, {})
+    return HarnessOutcome(reward, info, details=details)

@@ -95,7 +95,7 @@ def config_summary(config: dict[str, Any]) -> dict[str, Any]:
 
 def read_jsonl(path: Path, notes: list[str]) -> list[dict[str, Any]]:
     """Every whole line of `path` (a run still writing may have half a last line)."""
-    rows = []
+    rows: list[dict] = []
     if not path.exists():
         return rows
     for number, line in enumerate(path.read_text().splitlines(), 1):
@@ -131,7 +131,8 @@ def step_files(run_dir: Path, source: str = "rollouts") -> list[tuple[int, Path]
 def first_samples(kept: list[dict[str, Any]], per_step: int, tokens_per_step: int) -> list[dict[str, Any]]:
     """The first samples of a batch: at most `per_step`, and no more tokens than `tokens_per_step`
     (always at least one), so a page of 32k-token agent trajectories stays a page."""
-    out, tokens = [], 0
+    out: list[dict] = []
+    tokens = 0
     for raw in kept[:per_step]:
         tokens += len(raw.get("prompt_ids") or []) + len(raw.get("response_ids") or [])
         if out and tokens > tokens_per_step:

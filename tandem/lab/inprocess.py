@@ -33,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import os
 import random
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 import httpx
@@ -148,7 +149,7 @@ class InProcessRouter:
     """sglang-router's 'manual' (sticky routing key) or 'round_robin' policy over in-process engines,
     with its worker list (a `tandem.orchestrator.router_workers.RouterMembership`)."""
 
-    def __init__(self, cfg: TandemConfig, urls: dict[str, str], http: httpx.AsyncClient, gone: set[str] = frozenset()):
+    def __init__(self, cfg: TandemConfig, urls: dict[str, str], http: httpx.AsyncClient, gone: AbstractSet[str] = frozenset()):
         policy, mode = cfg.router.policy, cfg.router.assignment_mode
         if policy not in ROUTED_POLICIES:
             raise ConfigError(f"router.policy = {policy!r} is not modelled by the virtual-clock run "
@@ -224,6 +225,11 @@ class VirtualTrainer:
 
     async def result(self, step: int) -> dict:
         return await self._running.pop(step)
+
+    async def checkpoint_only(self, step: int, samples: list[Sample], reason: str) -> dict:
+        """TrainerLink's stop-and-checkpoint: a virtual run has no trainer state to save (checkpoint.interval
+        = 0, checked above), so a stopping run raises before it would ask for one."""
+        raise ConfigError(f"a virtual-clock run cannot checkpoint (stopping before step {step}: {reason})")
 
     async def _train(self, step: int, samples: list[Sample]) -> dict:
         clock = asyncio.get_running_loop().time

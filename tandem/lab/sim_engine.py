@@ -37,8 +37,9 @@ import random
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TextIO
 
+from tandem.config.views import EngineSide
 from tandem.engine.backend import EngineBackend, LoadInfo
 from tandem.engine.adapters import LoraLimits, check_adapter_files
 from tandem.engine.core import EngineCore, running_on
@@ -107,7 +108,7 @@ class SimEngineCore(EngineCore):
                          lora=lora)
 
     @classmethod
-    def from_config(cls, cfg: Any, *, model_path: str, name: str = "sim", tokenizer: Any = None,
+    def from_config(cls, cfg: EngineSide, *, model_path: str, name: str = "sim", tokenizer: Any = None,
                     weight_version: str = "0") -> "SimEngineCore":
         """Build from the run config: engine.sim.profile, engine.sim.time_scale, run.seed, run.run_dir.
 
@@ -150,7 +151,7 @@ class SimBackend(EngineBackend):
         self._plans: dict[str, OutputPlan] = {}
         self._timer: asyncio.TimerHandle | None = None
         self._trace_path = Path(trace_path) if trace_path is not None else None
-        self._trace = None
+        self._trace: TextIO | None = None
         self.last_reload: dict[str, float] = {}
         # How late the loop woke for modelled events (wall s): the sim's own health check. A
         # CPU-starved machine shows up here, and as idle model time, not as wrong numbers.
@@ -171,6 +172,7 @@ class SimBackend(EngineBackend):
         """Model seconds since the engine started."""
         if self._t0 is None:
             self._start_clock()
+        assert self._t0 is not None  # set by _start_clock
         return (self._loop().time() - self._t0) * self.time_scale
 
     def _to_unix(self, model_t: float) -> float:
@@ -346,10 +348,9 @@ class SimBackend(EngineBackend):
         self._deliver(self.sched.advance(now))
         for sreq, n in self.sched.progress(now).items():
             self._materialize(sreq, n)
-        done = asyncio.get_running_loop().create_future()
-        self._after(self.sched.request_reload(self.latency.reload_s, now,
-                                              on_done=lambda: done.done() or done.set_result(None)))
-        await done
+        done = asyncio.Event()
+        self._after(self.sched.request_reload(self.latency.reload_s, now, on_done=done.set))
+        await done.wait()
         self.last_reload = {"bytes": nbytes, "files": nfiles, "io_s": io_s,
                             "model_reload_s": self.latency.reload_s, "wall_s": time.perf_counter() - t0}
         return True, (f"Succeeded to update model weights: read {nfiles} file(s), {nbytes / 1e9:.3f} GB in "

@@ -23,7 +23,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from tandem.config import TandemConfig
+from tandem.config.views import TrainerView
 from tandem.sample import Sample
 from tandem.trainer.backend import TrainerBackend
 
@@ -32,7 +32,7 @@ SHARD_BYTES = 256 << 20
 
 
 class SimTrainer(TrainerBackend):
-    def __init__(self, cfg: TandemConfig):
+    def __init__(self, cfg: TrainerView):
         self.cfg = cfg
         # One clock for the whole simulation: with sim engines, their time scale; beside real engines, real time.
         self.time_scale = cfg.engine.sim.time_scale if cfg.engine.backend == "sim" else 1.0

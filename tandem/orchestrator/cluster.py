@@ -160,7 +160,7 @@ def start_router(cfg: TandemConfig, sup: Supervisor, engines: dict[str, str]) ->
     """Start the router in front of running engines and wait until it routes to all of them."""
     child = launch_router(cfg, sup, engines)
     wait_all(sup, [router_pending(cfg, child, len(engines), [])])
-    return child.url
+    return child.served_url
 
 
 def launch_router(cfg: TandemConfig, sup: Supervisor, engines: dict[str, str]) -> Child:
@@ -170,7 +170,7 @@ def launch_router(cfg: TandemConfig, sup: Supervisor, engines: dict[str, str]) -
 
 
 def router_pending(cfg: TandemConfig, child: Child, n_engines: int, engines: list[Pending]) -> Pending:
-    return Pending(child, router_ready(child.url, n_engines), f"routing to all {n_engines} engine(s)",
+    return Pending(child, router_ready(child.served_url, n_engines), f"routing to all {n_engines} engine(s)",
                    cfg.router.startup_timeout_s, "router.startup_timeout_s", after=engines)
 
 
@@ -225,7 +225,7 @@ def start_cluster(cfg: TandemConfig, sup: Supervisor, run_dir: Path, model_path:
     router = launch_router(cfg, sup, engines)
     pending.append(router_pending(cfg, router, len(engines), [p for p in pending if p.child.role == "engine"]))
     wait_all(sup, pending, status)
-    router_url = router.url
+    router_url = router.served_url
     write_endpoints(run_dir, router_url, engines, placement, external)
     ready = json.loads((run_dir / "trainer" / "ready.json").read_text())
     start_weights = (ready["weights_path"], int(ready["weight_version"])) if "weights_path" in ready else None

@@ -109,7 +109,8 @@ class Colocation:
 
     def _pids(self) -> list[int]:
         children = self.fleet.sup.children
-        return [children[n].proc.pid for n in self.fleet.engines if n in children and children[n].proc is not None]
+        procs = [children[n].proc for n in self.fleet.engines if n in children]
+        return [proc.pid for proc in procs if proc is not None]
 
     def _memory_mb(self) -> float:
         return engines_memory_bytes(self._pids(), self.on_gpu) / 2**20

@@ -51,7 +51,9 @@ def absolutize_paths(cfg: TandemConfig) -> None:
         cfg.engine.sim.workload = resolve(cfg.engine.sim.workload)
     for table, key in ENVIRONMENT_PATH_ARGS:  # untyped here: the environment's own model checks them
         args = cfg.environment.args.get(table)
-        value = args.get(key) if isinstance(args, dict) else None
+        if not isinstance(args, dict):
+            continue
+        value = args.get(key)
         if isinstance(value, str) and "/" in value:  # a bare name (e.g. "python3") is looked up on PATH
             args[key] = resolve(value)
     if cfg.model.path != "tiny" and (Path.cwd() / cfg.model.path).exists():
@@ -69,7 +71,8 @@ def _raise_stop(signum, frame):
 def split_launcher_options(argv: list[str]) -> tuple[str | None, bool, list[str]]:
     """(`--resume R`: continue the run in R from its latest complete checkpoint; `--overwrite`: start
     afresh in a run dir that holds a run, deleting that run's outputs; the rest of argv)."""
-    rest, resume, overwrite = [], None, False
+    rest: list[str] = []
+    resume, overwrite = None, False
     i = 0
     while i < len(argv):
         if argv[i] == "--resume" and i + 1 < len(argv):
@@ -162,7 +165,7 @@ def start_run(cfg: TandemConfig, resumed: str | None = None, overwrite: bool = F
     sup = Supervisor(run_dir, PROJECT_ROOT)
     try:
         registry.load(registry.RUN_PHASE)(cfg, sup, start, inputs, hooks, invoked_as())
-        return rehearsal is None or rehearse.finish(rehearsal)
+        return rehearse is None or rehearse.finish(rehearsal)
     except KeyboardInterrupt:
         print("tandem: interrupted; stopping all processes", file=sys.stderr, flush=True)
         raise

@@ -12,10 +12,11 @@ sparkline. A metric that is 0 at every step so far and is only ever non-zero und
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from rich.console import Group
+from rich.console import Group, RenderableType
 from rich.live import Live
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
@@ -41,7 +42,7 @@ CELL_WIDTH = 40
 """Columns one `name value` cell takes: 80 columns hold two, 120 three."""
 
 
-def sparkline(values: list[float], width: int = 40) -> str:
+def sparkline(values: Sequence[float], width: int = 40) -> str:
     """One character per time bucket, scaled to the window's peak."""
     values = list(values)[-width:]
     if not values:
@@ -70,7 +71,7 @@ class RewardTrack:
             self.best = (self.smoothed, step)
 
     def line(self) -> str:
-        if self.smoothed is None:
+        if self.smoothed is None or self.best is None:
             return "reward_mean -"
         return (f"reward_mean {self.values[-1]:.4g}  smoothed {self.smoothed:.4g}  "
                 f"best {self.best[0]:.4g} (step {self.best[1]})")
@@ -106,7 +107,7 @@ class LiveView:
     def render(self, width: int | None = None) -> Group:
         """The panel for a terminal `width` columns wide (default: the live terminal's, else 80)."""
         width = width or (self._live.console.width if self._live is not None else 80)
-        parts = [self._progress, f"[dim]{self.status}[/dim]", self.reward.line()]
+        parts: list[RenderableType] = [self._progress, f"[dim]{self.status}[/dim]", self.reward.line()]
         parts += [self.eval_line] if self.eval_line else []
         parts += [cells(self.shown_metrics(), width)]
         env = [(k, _fmt(self.latest[k])) for k in HEADLINE_ENV if k in self.latest]
@@ -151,7 +152,7 @@ class LiveView:
             self.engine_counts.append(int(row["engines"]))
         self._progress.update(self._task, completed=row["step"])
         if not self.enabled:
-            keys = ("reward_mean", "response_len_mean", "loss", "entropy", "staleness_max", "step_time", "trainer_idle_ratio")
+            keys: tuple[str, ...] = ("reward_mean", "response_len_mean", "loss", "entropy", "staleness_max", "step_time", "trainer_idle_ratio")
             keys += ("engines",) if "engines" in row else ()
             keys += tuple(k for k in ("reward_errors", "rollout_errors") if row.get(k))  # failures, when there are any
             print(f"step {row['step']}/{self.total} " + " ".join(f"{k}={_fmt(row[k])}" for k in keys), flush=True)
@@ -188,6 +189,7 @@ def closing_summary(run_dir: Path, rows: list[dict[str, Any]], wall_s: float, co
     track = RewardTrack()
     for row in rows:
         track.add(row["step"], float(row["reward_mean"]))
+    assert track.best is not None  # set by the first add
     hours, rest = divmod(int(wall_s), 3600)
     steps = rows[-1]["step"]
     last = checkpoint.latest(run_dir)

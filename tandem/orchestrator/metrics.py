@@ -7,6 +7,7 @@ import json
 import statistics
 import time
 from collections import deque
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -60,7 +61,7 @@ class MetricsLog:
 
             self._tb = SummaryWriter(str(run_dir / "tensorboard"), purge_step=steps_done + 1 if steps_done else None)
 
-    def log(self, row: dict[str, Any], samples: list[Sample] = ()) -> None:
+    def log(self, row: dict[str, Any], samples: Sequence[Sample] = ()) -> None:
         """`samples`: the step's trained samples (W&B's trajectory table)."""
         missing = [k for k in REQUIRED_KEYS if k not in row]
         if missing:

@@ -175,7 +175,7 @@ class RolloutProducer:
         self._runner = asyncio.create_task(self._run(), name="rollout-producer")
 
     async def stop(self) -> None:
-        tasks = [f.task for f in self._running.values()] + ([self._runner] if self._runner else [])
+        tasks = [f.task for f in self._running.values() if f.task] + ([self._runner] if self._runner else [])
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -233,9 +233,9 @@ class RolloutProducer:
                     # Aborted by a weight update: regenerate the whole group, admitted anew under
                     # the version the engines now serve.
                     self._window.recycled += 1
-                    flight = self._running[seq]
-                    flight.admitted_version = max(self.version, self._engine_version())
-                    flight.progress.oldest_version = None
+                    regenerated = self._running[seq]
+                    regenerated.admitted_version = max(self.version, self._engine_version())
+                    regenerated.progress.oldest_version = None
         except asyncio.CancelledError:
             raise
         except Exception as err:
@@ -341,9 +341,10 @@ class RolloutProducer:
             cancelled = [flight.task for flight in doomed]
             batch = self._batch(step, taken, dropped, len(cancelled))  # this window only, under the lock
             self._cond.notify_all()
-        for t in cancelled:
+        tasks = [t for t in cancelled if t is not None]
+        for t in tasks:
             t.cancel()
-        await asyncio.gather(*cancelled, return_exceptions=True)
+        await asyncio.gather(*tasks, return_exceptions=True)
         return batch
 
     def _ready(self, need: int) -> bool:

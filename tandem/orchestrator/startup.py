@@ -109,7 +109,7 @@ def wait_all(sup: Supervisor, pending: list[Pending], status: StartupStatus | No
             if _answers(p.probe):
                 p.ready_after_s = now - t0
                 status.became_ready(p)
-            elif now - p.started > p.timeout_s:
+            elif p.started is not None and now - p.started > p.timeout_s:
                 raise ChildFailed(f"{p.child.name} was not {p.what} after {p.timeout_s:.0f}s ({p.timeout_key}); "
                                   f"last lines of {p.child.log_path}:\n{tail(p.child.log_path)}")
         if all(p.ready_after_s is not None for p in pending):

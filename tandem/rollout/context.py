@@ -36,7 +36,7 @@ class RolloutContext:
 
 def sampling_params_from_config(cfg: TandemConfig) -> dict:
     r = cfg.rollout.sampling
-    params = {"temperature": r.temperature, "top_p": r.top_p, "top_k": r.top_k, "max_new_tokens": r.max_new_tokens}
+    params: dict[str, Any] = {"temperature": r.temperature, "top_p": r.top_p, "top_k": r.top_k, "max_new_tokens": r.max_new_tokens}
     if r.stop:
         params["stop"] = list(r.stop)
     return params

@@ -17,7 +17,8 @@ import time
 from typing import Any, Callable, Protocol
 
 from tandem import checkpoint, handoff, registry
-from tandem.config import TRAINER_VIEW, TandemConfig, read_view
+from tandem.config import TRAINER_VIEW, read_view
+from tandem.config.views import TrainerSide, TrainerView
 from tandem.model_source import resolve_model_path
 from tandem.sample import trained
 from tandem.trainer.backend import TrainerBackend
@@ -40,7 +41,7 @@ class Publisher(Protocol):
         """Finish uploads in flight and release the store."""
 
 
-def make_backend(cfg: TandemConfig) -> TrainerBackend:
+def make_backend(cfg: TrainerView) -> TrainerBackend:
     """Import the configured backend lazily: megatron and its CUDA deps load only when asked for."""
     return registry.load(type(cfg.trainer).implementation, "trainer.backend")(cfg)
 
@@ -51,13 +52,13 @@ def parent_watch() -> Callable[[], bool]:
     return lambda: os.getppid() == ppid
 
 
-def checkpoint_due(cfg: TandemConfig, step: int) -> bool:
+def checkpoint_due(cfg: TrainerSide, step: int) -> bool:
     version = step + 1
     every = cfg.checkpoint.interval
     return every > 0 and (version % every == 0 or step == cfg.run.steps - 1)
 
 
-def sync_due(cfg: TandemConfig, step: int) -> bool:
+def sync_due(cfg: TrainerSide, step: int) -> bool:
     # A checkpoint carries the HF weights engines resume from, so it implies a publish.
     version = step + 1
     return version % cfg.sync.every_k_steps == 0 or step == cfg.run.steps - 1 or checkpoint_due(cfg, step)
@@ -88,7 +89,7 @@ def load_checkpoint_part(backend: TrainerBackend, ckpt_dir: str) -> None:
 
 
 def run_loop(
-    cfg: TandemConfig,
+    cfg: TrainerView,
     backend: TrainerBackend,
     run_dir: str,
     publisher: Publisher,
@@ -134,7 +135,7 @@ def run_loop(
                                                    for k, v in result.items()}}))
 
 
-def save_stop_checkpoint(cfg: TandemConfig, backend: TrainerBackend, run_dir: str, publisher: Publisher,
+def save_stop_checkpoint(cfg: TrainerView, backend: TrainerBackend, run_dir: str, publisher: Publisher,
                          step: int) -> None:
     """The orchestrator stops the run before step `step` (too many failed samples): checkpoint the
     `step` steps done (their weights published whole as version `step`, which a resume reloads)."""
@@ -147,7 +148,7 @@ def save_stop_checkpoint(cfg: TandemConfig, backend: TrainerBackend, run_dir: st
                                                    "weight_version": step, **published})
 
 
-def publish_start_weights(cfg: TandemConfig, backend: TrainerBackend, publisher, version: int) -> dict[str, Any]:
+def publish_start_weights(cfg: TrainerView, backend: TrainerBackend, publisher, version: int) -> dict[str, Any]:
     """External engines may serve anything when the run starts (an earlier run's weights): the
     run's own starting weights are published as version `version` (0, or the checkpoint's), and
     versions past it are removed from the store first, so every engine converges on them."""

@@ -21,13 +21,13 @@ import contextlib
 import json
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 import torch.distributed as dist
 from torch import Tensor
 
-from tandem.config import TandemConfig
+from tandem.config.views import TrainerView
 from tandem.model_source import resolve_model_path
 from tandem.sample import Sample
 from tandem.trainer import megatron_convert as conv
@@ -45,7 +45,7 @@ __all__ = ["MegatronTrainer", "trainer_launch_command"]
 
 
 class MegatronTrainer(TrainerBackend):
-    def __init__(self, cfg: TandemConfig, model_path: str | None = None):
+    def __init__(self, cfg: TrainerView, model_path: str | None = None):
         self.cfg = cfg
         mcfg = cfg.trainer.megatron
         self.layout = init_parallel(mcfg, cfg.run.seed)
@@ -63,7 +63,8 @@ class MegatronTrainer(TrainerBackend):
                              "engines' LoRA layers do not wrap experts); set trainer.lora.rank = 0")
         self.adapters = [] if self.lora is None else \
             megatron_lora.attach(self.model, self.shape, self.layout, self.lora, cfg.run.seed)
-        ref_model, ref_context = None, contextlib.nullcontext
+        ref_model = None
+        ref_context: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext
         if cfg.trainer.loss.kl_coef > 0 and self.lora is None:
             ref_model = build_reference(self.shape, self.tconfig, self.layout, reader, self.bf16)
         self.export_dtype = getattr(torch, cfg.model.dtype)

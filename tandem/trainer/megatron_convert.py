@@ -276,7 +276,8 @@ def hf_to_megatron_full(mg_name: str, hf: Callable[[str], Tensor], shape: ModelS
         return pad_vocab_rows(src, shape)
     parts = [hf(n) for n in hf_names_for(mg_name)]
     if rest in ("self_attention.linear_qkv.weight", "self_attention.linear_qkv.bias"):
-        return _fuse_qkv(*parts, shape)
+        q, k, v = parts
+        return _fuse_qkv(q, k, v, shape)
     if rest.endswith("linear_fc1.weight"):  # the dense MLP's or an expert's: [gate; up]
         return torch.cat(parts, dim=0)
     return parts[0]

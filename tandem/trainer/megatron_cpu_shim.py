@@ -61,12 +61,12 @@ def install() -> None:
     """Point Megatron's CUDA device look-ups at the CPU (idempotent)."""
     if not needed():
         raise RuntimeError("megatron_cpu_shim.install() called on a machine with CUDA")
-    torch.cuda.current_device = _cpu_device  # type: ignore[assignment]
+    torch.cuda.current_device = _cpu_device
     # Point 6: the MoE dispatcher's device-to-host stream.
     # Points 5 and 6: CUDA streams (HybridDeviceOptimizer's copies, the MoE dispatcher's device-to-host stream).
-    torch.cuda.Stream = _SyncStream  # type: ignore[assignment,misc]
-    torch.cuda.current_stream = _current_stream  # type: ignore[assignment]
-    torch.cuda.stream = _on_stream  # type: ignore[assignment]
+    torch.cuda.Stream = _SyncStream
+    torch.cuda.current_stream = _current_stream
+    torch.cuda.stream = _on_stream
     from megatron.core.transformer.moe import token_dispatcher
 
     token_dispatcher.maybe_move_tensor_to_cpu = _host_copy

@@ -70,6 +70,8 @@ def _gathered_experts(local_name: str, data: Tensor, layout: ParallelLayout, sha
     if layout.dp_rank != 0:
         return {}
     local = conv.expert_index(local_name)
+    if local is None:
+        raise ValueError(f"{local_name} is not an expert's parameter")
     out: dict[str, Tensor] = {}
     for ep_rank, part in enumerate(parts):
         name = conv.with_expert(local_name, conv.experts_of_rank(shape.num_experts, layout.ep, ep_rank).start + local)
@@ -84,8 +86,8 @@ def gather_pipeline(mine: dict[str, Tensor], layout: ParallelLayout) -> dict[str
 
     ranks = dist.get_process_group_ranks(ps.get_pipeline_model_parallel_group())
     if layout.pp_rank != 0:
-        meta = [[(k, tuple(v.shape), str(v.dtype)) for k, v in mine.items()]]
-        dist.send_object_list(meta, dst=ranks[0])
+        sent = [[(k, tuple(v.shape), str(v.dtype)) for k, v in mine.items()]]
+        dist.send_object_list(sent, dst=ranks[0])
         for v in mine.values():
             dist.send(v.to(layout.device), dst=ranks[0])
         return {}

@@ -121,6 +121,8 @@ def packed_seq_params(mb: MicroBatch):
     """megatron-core's PackedSeqParams for a packed row: every sample its own causal sequence."""
     from megatron.core.packed_seq_params import PackedSeqParams
 
+    if mb.cu_seqlens is None:
+        raise ValueError("packed_seq_params: the micro-batch is not packed (no cu_seqlens)")
     cu = mb.cu_seqlens.to(device=mb.input_ids.device, dtype=torch.int32)
     longest = int((cu[1:] - cu[:-1]).max())
     return PackedSeqParams(qkv_format="thd", cu_seqlens_q=cu, cu_seqlens_kv=cu, max_seqlen_q=longest,

@@ -39,6 +39,8 @@ class _ConsultedRouter:
     def get_replay_topk(self, scores: Tensor, topk: int, num_groups: int | None = None, group_topk: int | None = None,
                         default_compute_topk: Callable[..., tuple[Tensor, Tensor]] | None = None
                         ) -> tuple[Tensor, Tensor]:
+        if default_compute_topk is None:  # megatron-core passes its own top-k; without it there is nothing to consult
+            raise TypeError("get_replay_topk needs megatron-core's default_compute_topk")
         values, own = default_compute_topk(scores, topk, num_groups=num_groups, group_topk=group_topk)
         chosen = self.routing.route(self.layer, own)
         if chosen is None or chosen is own:

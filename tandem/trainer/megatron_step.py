@@ -86,8 +86,8 @@ class MegatronTrainStep:
         """The last stage's output for a micro-batch: logits [b, L, V_pad/tp], or hidden states with
         trainer.logprob_chunk_tokens (megatron_head.run_model). The training model routes with the engine's
         routing in view; agreement is counted in its training forward only (once per micro-batch)."""
-        routed = self.routing is not None and model is self.train_model
-        with self.routing.micro_batch(sequence_major(mb.routed), torch.is_grad_enabled()) if routed \
+        routing = self.routing if model is self.train_model else None
+        with routing.micro_batch(sequence_major(mb.routed), torch.is_grad_enabled()) if routing is not None \
                 else contextlib.nullcontext():
             return run_model(model, mb, hidden=self.head.chunk_tokens > 0, bf16=self.bf16)
 

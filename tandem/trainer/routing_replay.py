@@ -60,7 +60,8 @@ def attach_routing(micro: list[MicroBatch], samples: list[Sample], micro_batch_s
     """Give each micro-batch of `samples` (made by `batching.micro_batches` with the same sizes) its samples'
     engine routing, laid out like its tokens (`MicroBatch.routed`; None when none of them has any)."""
     for mb, group in zip(micro, micro_batch_groups(samples, micro_batch_size, max_tokens)):
-        routed = routed_tensor(group, *mb.input_ids.shape, token_offsets(group, mb.packed), routing.num_layers,
+        rows, columns = mb.input_ids.shape
+        routed = routed_tensor(group, rows, columns, token_offsets(group, mb.packed), routing.num_layers,
                                routing.top_k)
         mb.routed = routed.to(mb.input_ids.device) if routed is not None else None
 
@@ -101,7 +102,7 @@ class RoutingReplay:
         there is nothing to change. Counts agreement in a counted (training) forward."""
         if self.routed is None and not self.counting:
             return self._recomputing(layer)
-        chosen = own if self.routed is None else self._engines_where_recorded(layer, own)
+        chosen = own if self.routed is None else self._engines_where_recorded(self.routed, layer, own)
         if self.counting and not torch.is_grad_enabled():
             # A training forward without autograd inside the layer: activation recomputation's first pass
             # (megatron's checkpoint, like torch's reentrant one, runs it under no_grad and the layer's forward
@@ -109,8 +110,8 @@ class RoutingReplay:
             self._recomputed[layer].append(chosen)
         return chosen
 
-    def _engines_where_recorded(self, layer: int, own: Tensor) -> Tensor:
-        record = self.routed[:, :, layer, :].reshape(-1, self.top_k).to(device=own.device, dtype=own.dtype)
+    def _engines_where_recorded(self, routed: Tensor, layer: int, own: Tensor) -> Tensor:
+        record = routed[:, :, layer, :].reshape(-1, self.top_k).to(device=own.device, dtype=own.dtype)
         has = record[:, 0] != NO_RECORD
         if self.counting:
             self._count(own, record, has)

@@ -19,7 +19,7 @@ import torch
 from torch import Tensor
 
 from tandem import losses
-from tandem.config import TandemConfig
+from tandem.config.views import TrainerView
 from tandem.model_source import load_causal_lm, pick_device, resolve_model_path
 from tandem.moe import to_checkpoint_names
 from tandem.sample import Sample
@@ -34,7 +34,7 @@ __all__ = ["TorchTrainer", "MicroBatch", "collate", "configure_threads", "valida
 
 
 class TorchTrainer(TrainerBackend):
-    def __init__(self, cfg: TandemConfig, model_path: str | None = None):
+    def __init__(self, cfg: TrainerView, model_path: str | None = None):
         self.cfg = cfg
         tc = cfg.trainer
         self.policy_loss = losses.PolicyLoss.from_config(tc.loss)

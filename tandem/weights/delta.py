@@ -89,7 +89,7 @@ class DeltaEncoder:
     def _why_full(self, state: dict[str, torch.Tensor], version: int, force_full: bool) -> str:
         if force_full:
             return "whole weights needed (checkpoint or start)"
-        if self.previous_version is None:
+        if self.previous_version is None or self.anchor_version is None:
             return "first version"
         if version != self.previous_version + 1:
             return f"not the successor of version {self.previous_version}"

@@ -70,7 +70,10 @@ class LocalVersions:
             self._build(step_version, step_manifest)
         self._prune(keep=version)
         self.apply_s = time.perf_counter() - started
-        return self.path_of(version, manifest)
+        built = self.path_of(version, manifest)
+        if built is None:
+            raise FileNotFoundError(f"weight version {version}: built from its deltas, yet not found under {self.local_dir}")
+        return built
 
     def _plan(self, version: int, manifest: dict[str, Any]) -> list[tuple[int, dict[str, Any]]]:
         """The versions to build, oldest first: back from `version` to one this host has, or a full one."""
@@ -128,7 +131,9 @@ def write_applied(base_dir: Path, payload: bytes, manifest: dict[str, Any], out_
     from safetensors import safe_open
 
     shards = sorted(base_dir.glob("*.safetensors"))
-    state, members, metadata = {}, {}, {}
+    state: dict[str, Any] = {}
+    members: dict[Path, list[str]] = {}
+    metadata: dict[Path, Any] = {}
     for shard in shards:
         with safe_open(str(shard), "pt") as fh:
             metadata[shard], members[shard] = fh.metadata(), list(fh.keys())

@@ -13,7 +13,7 @@ import json
 import os
 import shutil
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from tandem.weights import safetensors_io
 from tandem.weights.store import write_manifest
@@ -63,7 +63,9 @@ def _shards(state_dict: dict, writers: int = 1) -> list[dict]:
     (never under MIN_PARALLEL_SHARD_BYTES: small files gain nothing from a thread of their own)."""
     total = state_bytes(state_dict)
     limit = min(MAX_SHARD_BYTES, max(MIN_PARALLEL_SHARD_BYTES, -(-total // max(1, writers))))
-    shards, current, size = [], {}, 0
+    shards: list[dict[str, Any]] = []
+    current: dict[str, Any] = {}
+    size = 0
     for name, tensor in state_dict.items():
         nbytes = _tensor_bytes(tensor)
         if current and size + nbytes > limit:

@@ -156,7 +156,7 @@ async def reload_engines(engine_urls: list[str], path: str | os.PathLike, versio
     clock = asyncio.get_running_loop().time  # the loop's clock: a simulated run times its syncs virtually
     start = clock()
     async with contextlib.AsyncExitStack() as stack:
-        client = http or await stack.enter_async_context(httpx.AsyncClient())
+        client = http if http is not None else await stack.enter_async_context(httpx.AsyncClient())
         results = await asyncio.gather(
             *(reload_engine(client, url, path, version, policy, timeout_s) for url in engine_urls),
             return_exceptions=True,
@@ -166,7 +166,7 @@ async def reload_engines(engine_urls: list[str], path: str | os.PathLike, versio
         raise SyncError(f"weight sync to version {version} failed on {len(failed)} engine(s): "
                         + "; ".join(f"{url}: {r!r}" if not isinstance(r, SyncError) else f"{url}: {r}" for url, r in failed),
                         [url for url, _ in failed])
-    return ReloadReport(version, clock() - start, sum(results))
+    return ReloadReport(version, clock() - start, sum(r for r in results if not isinstance(r, BaseException)))
 
 
 async def engine_weight_version(http: httpx.AsyncClient, base_url: str, timeout_s: float = 5.0) -> str | None:
@@ -200,22 +200,25 @@ async def engine_serves(http: httpx.AsyncClient, base_url: str, version: int, lo
 
 
 async def wait_engine_versions(engine_urls: list[str], version: int, *, timeout_s: float,
-                               http: httpx.AsyncClient, poll_s: float = 0.2, lora: bool = False) -> ReloadReport:
+                               http: httpx.AsyncClient | None = None, poll_s: float = 0.2,
+                               lora: bool = False) -> ReloadReport:
     """Weights loaded by a weight agent beside each engine: wait until every engine itself says
     it serves `version` (never the agent's word; with LoRA, lists its adapter); SyncError names
     the engines that do not."""
     clock = asyncio.get_running_loop().time
     start = clock()
     pending = list(engine_urls)
-    while pending:
-        answers = await asyncio.gather(*(engine_serves(http, url, version, lora) for url in pending))
-        pending = [url for url, serves in zip(pending, answers) if not serves]
-        if pending and clock() - start > timeout_s:
-            raise SyncError(f"weight version {version} was not loaded within {timeout_s:.0f}s (sync.reload_timeout_s) "
-                            f"by {', '.join(pending)}: their weight agents did not load it (see each agent's log); "
-                            f"they stay on their previous version", pending)
-        if pending:
-            await asyncio.sleep(poll_s)
+    async with contextlib.AsyncExitStack() as stack:
+        client = http if http is not None else await stack.enter_async_context(httpx.AsyncClient())
+        while pending:
+            answers = await asyncio.gather(*(engine_serves(client, url, version, lora) for url in pending))
+            pending = [url for url, serves in zip(pending, answers) if not serves]
+            if pending and clock() - start > timeout_s:
+                raise SyncError(f"weight version {version} was not loaded within {timeout_s:.0f}s (sync.reload_timeout_s) "
+                                f"by {', '.join(pending)}: their weight agents did not load it (see each agent's log); "
+                                f"they stay on their previous version", pending)
+            if pending:
+                await asyncio.sleep(poll_s)
     return ReloadReport(version, clock() - start, 0)
 
 

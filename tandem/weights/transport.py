@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from tandem.config import TandemConfig
+from tandem.config.views import TrainerSide, TrainerView
 from tandem.lora import ADAPTER_CONFIG, ADAPTER_WEIGHTS, adapter_name, adapters_kept, peft_config_dict
 from tandem.weights.delta import DeltaEncoder, write_delta_dir
 from tandem.weights.materialize import LocalVersions
@@ -24,7 +25,7 @@ from tandem.weights.store import WeightStore
 from tandem.weights import safetensors_io
 
 
-def reload_by_agent(cfg: TandemConfig) -> bool:
+def reload_by_agent(cfg: TrainerSide) -> bool:
     """True when weight agents beside the engines load each version (sync.reload_by, resolved)."""
     if cfg.sync.reload_by == "auto":
         return bool(cfg.sync.url) and is_remote(cfg.sync.url)
@@ -34,7 +35,7 @@ def reload_by_agent(cfg: TandemConfig) -> bool:
 class WeightPublisher:
     """The trainer's side of `sync.url`: publish a version, then upload it when the store is remote."""
 
-    def __init__(self, cfg: TandemConfig, source_model_dir: str, store: WeightStore | None = None):
+    def __init__(self, cfg: TrainerView, source_model_dir: str, store: WeightStore | None = None):
         self.cfg, self.source_model_dir = cfg, source_model_dir
         url = cfg.sync.url
         remote = bool(url) and is_remote(url)
@@ -52,7 +53,7 @@ class WeightPublisher:
         cfg = self.cfg
         extra: dict[str, Any] = {"partial_rollout": cfg.rollout.staleness.partial_rollout, "kind": "full"}
         keep_from = None
-        publish_args = dict(root=self.shared_root, manifest_extra=extra)
+        publish_args: dict[str, Any] = dict(root=self.shared_root, manifest_extra=extra)
         out: dict[str, Any] = {}
         if cfg.trainer.lora.enabled:
             extra.update(kind="lora", adapter_name=adapter_name(version),
@@ -77,7 +78,7 @@ class WeightPublisher:
             out.update(changed_fraction=encoded.changed_fraction, encode_time=encoded.encode_s)
         out.update(weights_path=str(path), weights_kind=extra["kind"],
                    publish_bytes=sum(f.stat().st_size for f in path.iterdir() if f.is_file()))
-        if self.remote:
+        if self.remote and self.store is not None:
             started = time.perf_counter()
             out["weights_url"] = self.store.upload(path, version)
             self.store.prune(cfg.sync.keep_last, keep_from)

@@ -63,9 +63,10 @@ def build_app(core: EngineCore, *, name: str = "engine", api_key: str | None = N
     app.state.core = core
     app.state.engine_name = name
     app.state.created = int(time.time())  # /v1/models' "created"
-    app.add_exception_handler(InvalidRequest, _bad_request)
-    app.add_exception_handler(ClientGone, _client_gone)
-    app.add_exception_handler(RequestValidationError, _bad_validation)
+    # Starlette types a handler as taking any Exception, though it calls each with its own class only.
+    app.add_exception_handler(InvalidRequest, _bad_request)  # type: ignore[arg-type]
+    app.add_exception_handler(ClientGone, _client_gone)  # type: ignore[arg-type]
+    app.add_exception_handler(RequestValidationError, _bad_validation)  # type: ignore[arg-type]
     for module in (native, control, openai):
         app.include_router(module.router)
     if api_key:

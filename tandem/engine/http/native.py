@@ -11,6 +11,7 @@ non-incremental stream output).
 from __future__ import annotations
 
 from datetime import datetime, timezone
+from collections.abc import Sequence
 from typing import Any, AsyncIterator
 
 import numpy as np
@@ -68,13 +69,13 @@ async def get_weight_version(request: Request) -> Response:
 
 
 # --------------------------------------------------------------------------- /generate results
-def _lp_triples(lps: list[float | None], ids: list[int], texts: list[str] | None) -> list[list[Any]]:
+def _lp_triples(lps: Sequence[float | None], ids: list[int], texts: list[str] | None) -> list[list[Any]]:
     if texts is None:
         return [[lp, i, None] for lp, i in zip(lps, ids)]
     return [[lp, i, t] for lp, i, t in zip(lps, ids, texts)]
 
 
-def _top_triples(tops: list[list[tuple[float, int]] | None], tokenizer: Any, with_text: bool) -> list[Any]:
+def _top_triples(tops: Sequence[list[tuple[float, int]] | None], tokenizer: Any, with_text: bool) -> list[Any]:
     out: list[Any] = []
     for pos in tops:
         if pos is None:
@@ -140,9 +141,9 @@ def _prompts(core: EngineCore, obj: GenerateReqInput) -> tuple[list[list[int]], 
         texts = obj.text if batch else [obj.text]
         prompts = [core.tokenizer.encode(t) for t in texts]
     else:
-        ids = obj.input_ids
+        ids: Any = obj.input_ids  # list[int], or a batch: list[list[int]] (told apart by its first item)
         batch = bool(ids) and isinstance(ids[0], list)
-        prompts = list(ids) if batch else [ids]  # type: ignore[list-item]
+        prompts = list(ids) if batch else [ids]
     if batch and not prompts:
         raise InvalidRequest("the batch is empty")
     return prompts, batch

@@ -20,6 +20,7 @@ from typing import Any, Awaitable, Callable
 from tandem.envs.coding.prompts import Prompts, render
 from tandem.envs.coding.settings import AgentSettings
 from tandem.env.base import Environment
+from tandem.rollout.plugins import RewardResult
 from tandem.env.parsers import ParsedReply
 from tandem.envs.coding.sandbox.runner import ExecResult
 
@@ -68,7 +69,10 @@ class BashAgentEnv(Environment):
         self.command_timeout_s = command_timeout_s
         self.commands: list[CommandRecord] = []
 
-    def reset(self, row: dict) -> list[dict]:
+    def reset(self, row: dict) -> list[dict] | Awaitable[list[dict]]:
+        return self._first_messages(row)
+
+    def _first_messages(self, row: dict) -> list[dict]:
         sentinel = self.agent.submit_sentinel
         return [{"role": "system", "content": render(self.prompts.system, sentinel=sentinel)},
                 {"role": "user", "content": render(self.prompts.instance, task=str(row.get("problem_statement", "")),
@@ -86,6 +90,8 @@ class BashAgentEnv(Environment):
                                                        finish_reason=reply.finish_reason,
                                                        sentinel=agent.submit_sentinel)}]
         timeout = max(0.1, min(self.command_timeout_s, timeout_s))
+        if self.execute is None:
+            raise RuntimeError(f"{type(self).__name__} has no execute function to run the agent's commands with")
         result = await self.execute(actions[0], timeout)
         record.returncode, record.exec_s = result.returncode, result.duration_s
         record.timed_out, record.output_chars = result.timed_out, len(result.output)
@@ -108,6 +114,6 @@ class BashAgentEnv(Environment):
             "returncodes": [c.returncode for c in self.commands],
         }
 
-    def reward(self) -> float:
+    def reward(self) -> float | Awaitable[RewardResult]:
         # Scored by the hidden tests in tandem.envs.coding.coding_env; a bare shell episode has no grader.
         raise NotImplementedError("BashAgentEnv has no grader; use tandem.envs.coding:CodingEnv")

@@ -28,7 +28,7 @@ import threading
 from collections import Counter
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any
+from typing import Any, Callable, overload
 
 _AST_LOCK = threading.Lock()
 """CPython 3.11 keeps the AST constructor's recursion-depth counter in interpreter-wide state, so
@@ -36,6 +36,10 @@ two threads building ASTs at once can fail with 'SystemError: AST constructor re
 mismatch' (CPython gh-106905); rewards are scored on worker threads, so every parse here locks."""
 
 
+@overload
+def parse(text: str) -> ast.Module: ...
+@overload
+def parse(text: str, mode: str) -> ast.AST: ...
 def parse(text: str, mode: str = "exec") -> ast.AST:
     with _AST_LOCK:
         return ast.parse(text, mode=mode)
@@ -48,7 +52,7 @@ _COMPARE = {"==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operat
             "contains": lambda a, b: b in a, "not contains": lambda a, b: b not in a,
             "is": operator.is_, "is not": operator.is_not}
 STRONG_OPS = {"==", "approx", "counteq", "almost"}
-_GUESSES = (None, True, False, 0, 1, -1, 0.0, 1.0, -1.0, "", [], (), {}, set(), frozenset(), b"")
+_GUESSES: tuple[Any, ...] = (None, True, False, 0, 1, -1, 0.0, 1.0, -1.0, "", [], (), {}, set(), frozenset(), b"")
 
 
 class Opaque:
@@ -89,6 +93,10 @@ class Reference:
     """The values are a parametrize column the host took out of the graded copy (tandem.envs.coding.params):
     held from the start, per case, never taken from a run."""
 
+    def of(self, test: str | None) -> tuple:
+        """R's values in the run of `test`, in order (none without a test)."""
+        return () if test is None else self.values.get(test, ())
+
 
 @dataclass(frozen=True)
 class Site:
@@ -113,7 +121,7 @@ class Site:
         """The reference run's values a run of `test` must meet (each at least once): every value the
         reference reached for a Reference, else one."""
         if isinstance(self.expected, Reference):
-            return max(1, len(self.expected.values.get(test, ())))
+            return max(1, len(self.expected.of(test)))
         return 1
 
     def unmet(self, test: str | None, values: list) -> list[int]:
@@ -123,7 +131,7 @@ class Site:
         compares each time it runs, whatever the count)."""
         if not isinstance(self.expected, Reference):
             return [] if values else [0]
-        wanted = self.expected.values.get(test, ())
+        wanted = self.expected.of(test)
         if not wanted:
             return [] if values else [0]
         return [nth for nth, w in enumerate(wanted) if not any(_same(v, w) and not _has_opaque(v) for v in values)]
@@ -141,7 +149,7 @@ class Site:
     def _passes(self, value: Any, test: str | None, nth: int) -> bool:
         op, expected = self.op, self.expected
         if isinstance(expected, Reference):  # in order, or any of R's values (Site.unmet: each one met)
-            wanted = [w for w in expected.values.get(test, ()) if not _has_opaque(w)]
+            wanted = [w for w in expected.of(test) if not _has_opaque(w)]
             return any(value == w for w in wanted)
         if op == "truth":
             return bool(value)
@@ -164,7 +172,7 @@ class Site:
         default, or one of `echoes`: the constants the sandbox holds)? For a Reference, the
         value the nth run of the check in `test` expects."""
         if isinstance(self.expected, Reference):
-            wanted = self.expected.values.get(test, ())
+            wanted = self.expected.of(test)
             return not self.expected.stored and nth < len(wanted) and not guessable(wanted[nth], echoes)
         if self.op in STRONG_OPS:
             target = self.expected.expected if isinstance(self.expected, Approx) else self.expected
@@ -303,9 +311,10 @@ class NotConstant(ValueError):
     pass
 
 
-_CALLS = {"list": list, "tuple": tuple, "set": set, "frozenset": frozenset, "dict": dict, "range": range,
+_CALLS: dict[str, Callable[..., Any]] = {"list": list, "tuple": tuple, "set": set, "frozenset": frozenset, "dict": dict, "range": range,
           "sorted": sorted, "str": str, "int": int, "float": float, "bool": bool, "bytes": bytes, "abs": abs,
           "len": len, "min": min, "max": max, "sum": sum, "round": round, "complex": complex}
+_UNARY: dict[type, Callable[[Any], Any]] = {ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Not: operator.not_}
 _BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
            ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow}
 
@@ -320,10 +329,10 @@ def constant(node: ast.AST) -> Any:
         items = [constant(e) for e in node.elts]
         return {ast.List: list, ast.Tuple: tuple, ast.Set: set}[type(node)](_sized(items))
     if isinstance(node, ast.Dict) and None not in node.keys:
-        return _sized({constant(k): constant(v) for k, v in zip(node.keys, node.values)})
+        return _sized({constant(k): constant(v) for k, v in zip(node.keys, node.values) if k is not None})
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd, ast.Not)):
         value = constant(node.operand)
-        return {ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Not: operator.not_}[type(node.op)](value)
+        return _UNARY[type(node.op)](value)
     if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
         left, right = constant(node.left), constant(node.right)
         _check_binop(node.op, left, right)

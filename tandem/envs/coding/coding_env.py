@@ -18,6 +18,8 @@ from tandem.envs.coding.bash_env import BashAgentEnv
 from tandem.envs.coding.prompts import Prompts
 from tandem.env.env_rollout import EnvRollout
 from tandem.envs.coding.grading import SweRuntime, get_runtime, swe_reward
+from tandem.rollout.context import RolloutContext
+from tandem.rollout.plugins import RewardResult
 from tandem.sample import Sample
 from tandem.envs.coding.sandbox.pool import Sandbox
 from tandem.envs.coding.sandbox import SandboxUnavailable, detect_backend
@@ -70,8 +72,13 @@ class CodingEnv(BashAgentEnv):
         self.sandbox: Sandbox | None = None
         self.diff, self.diff_error = b"", ""
 
+    def _context(self) -> RolloutContext:
+        if self.ctx is None:
+            raise RuntimeError("CodingEnv runs inside a rollout, which sets its ctx before reset")
+        return self.ctx
+
     async def reset(self, row: dict) -> list[dict]:
-        ctx = self.ctx
+        ctx = self._context()
         self.row = row
         self.runtime = runtime = await ctx.run_blocking(get_runtime, ctx.cfg)
         task = runtime.grader.task(row)
@@ -89,12 +96,14 @@ class CodingEnv(BashAgentEnv):
         self.execute, self.disk_exceeded = execute, disk_exceeded
         self.agent, self.prompts = self.settings.agent, _prompts(self.settings.agent.prompt_file)
         self.command_timeout_s = self.settings.sandbox.command_timeout_s
-        return super().reset(row)
+        return self._first_messages(row)
 
     async def info(self) -> dict[str, Any]:
         """The diff, taken on the host (a tree broken beyond git's reach scores 0, with the reason)."""
         try:
-            self.diff = await self.ctx.run_blocking(self.sandbox.diff_bytes, MAX_DIFF_BYTES)
+            if self.sandbox is None:
+                raise RuntimeError("no sandbox: reset did not finish")
+            self.diff = await self._context().run_blocking(self.sandbox.diff_bytes, MAX_DIFF_BYTES)
         except Exception as err:
             self.diff_error = f"{type(err).__name__}: {err}"[:500]
         # the sample's diff is text for people; the reward gets the bytes themselves (reward())
@@ -109,14 +118,14 @@ class CodingEnv(BashAgentEnv):
         # Released on the executor, never awaited: close() waits for a command still running in a
         # worker thread, then wipes the slot, also when this episode is being cancelled.
         if self.sandbox is not None:
-            self.ctx.executor.submit(self.sandbox.close)
+            self._context().executor.submit(self.sandbox.close)
             self.sandbox = None
 
-    async def reward(self):
+    async def reward(self) -> RewardResult:
         """The hidden tests, run on the diff's bytes in a fresh copy (tandem.envs.coding.grading.swe_reward)."""
         graded = Sample(prompt_ids=[], metadata={"diff": self.diff, **({"diff_error": self.diff_error}
                                                                       if self.diff_error else {})})
-        return await self.ctx.run_blocking(swe_reward, graded, self.row)
+        return await self._context().run_blocking(swe_reward, graded, self.row)
 
     @staticmethod
     def step_metrics(samples: list[Sample]) -> dict[str, float]:

@@ -93,7 +93,7 @@ class _Check:
     """The host-held site; None for an assert kept in the sandbox."""
     file: str
     line: int
-    function: ast.AST | None
+    function: ast.FunctionDef | ast.AsyncFunctionDef
     computed: ast.expr
     expected: ast.expr | None
     """R of a reference site or of a kept `E == R`; None for a constant expectation."""
@@ -104,7 +104,8 @@ def analyse(reference_files: dict[str, str], sites: dict[int, Site], buggy: dict
     """The exposure of every host-held site: `reference_files` are the graded files as the reference
     fix's run had them (reference sites compute R too), `buggy` the bug's run's check values per test,
     `statement` the task's problem statement (what the agent reads)."""
-    checks, echoes = [], []
+    checks: list[tuple[_Check, set[str]]] = []
+    echoes: list = []
     for rel, text in reference_files.items():
         tree = parse(text)
         module_names = _bound_names(tree.body)
@@ -112,7 +113,7 @@ def analyse(reference_files: dict[str, str], sites: dict[int, Site], buggy: dict
         checks += [(c, module_names) for c in found]
         echoes += echoes_of(tree, skip=references)  # R of a reference site is not in a graded copy
     out = Exposure(tuple(_distinct(echoes)), stated=stated_values(statement))
-    host = [c for c, _ in checks if c.k is not None and c.k in sites]
+    host = [(c.k, c) for c, _ in checks if c.k is not None and c.k in sites]
     kept = [(c, names) for c, names in checks if c.k is None]
     for c, names in kept:
         _kept_equality(c, names, host, out.reasons)
@@ -121,9 +122,9 @@ def analyse(reference_files: dict[str, str], sites: dict[int, Site], buggy: dict
         pair = _round_trip(c, sites)
         if pair and (c.k is None or c.k in broken):
             where = f"{c.file}:{c.line}"
-            for h in host:
+            for k, h in host:
                 if {call_name(n) for n in ast.walk(h.computed)} & set(pair):
-                    out.reasons.setdefault(h.k, f"the sandbox can check a candidate value: {pair[0]}() undoes "
+                    out.reasons.setdefault(k, f"the sandbox can check a candidate value: {pair[0]}() undoes "
                                                 f"{pair[1]}() (the round trip at {where})")
     _uniform_transforms(sites, buggy, required, tests, out.reasons)
     return out
@@ -162,18 +163,21 @@ def stated_values(statement: str) -> tuple:
 def _checks(tree: ast.AST, rel: str, sites: dict[int, Site]) -> tuple[list[_Check], tuple[ast.expr, ...]]:
     """Host-held sites (`__tandem_check__(k, E[, R])`) and kept equalities, with their function;
     and the R nodes (not in a graded copy, so not echoes)."""
-    found, references = [], []
+    found: list[_Check] = []
+    references: list[ast.expr] = []
     for function in [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]:
         for node in ast.walk(function):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == CHECK \
-                    and len(node.args) >= 2 and isinstance(node.args[0], ast.Constant):
+                    and len(node.args) >= 2 and isinstance(node.args[0], ast.Constant) \
+                    and isinstance(node.args[0].value, int):
                 r = node.args[2] if len(node.args) > 2 else None
                 if r is not None:
                     references.append(r)
                 found.append(_Check(node.args[0].value, rel, node.lineno, function, node.args[1], r))
-            pair = _kept_pair(node)
-            if pair is not None:
-                found.append(_Check(None, rel, node.lineno, function, *pair))
+            kept = _kept_pair(node)
+            if kept is not None:
+                line, computed, expected = kept
+                found.append(_Check(None, rel, line, function, computed, expected))
     # a check in a nested function is found once per enclosing function: keep the innermost
     unique: dict[tuple, _Check] = {}
     for c in found:
@@ -181,8 +185,8 @@ def _checks(tree: ast.AST, rel: str, sites: dict[int, Site]) -> tuple[list[_Chec
     return list(unique.values()), tuple(references)
 
 
-def _kept_pair(node: ast.AST) -> tuple[ast.expr, ast.expr] | None:
-    """(E, R) of an `assert E == R` / self.assertEqual(E, R) left in the sandbox, neither side a constant."""
+def _kept_pair(node: ast.AST) -> tuple[int, ast.expr, ast.expr] | None:
+    """(its line, E, R) of an `assert E == R` / self.assertEqual(E, R) left in the sandbox, neither side a constant."""
     if isinstance(node, ast.Assert) and isinstance(node.test, ast.Compare) and len(node.test.ops) == 1 \
             and isinstance(node.test.ops[0], ast.Eq):
         pair = node.test.left, node.test.comparators[0]
@@ -191,7 +195,7 @@ def _kept_pair(node: ast.AST) -> tuple[ast.expr, ast.expr] | None:
         pair = node.args[0], node.args[1]
     else:
         return None
-    return None if any(is_constant(side) for side in pair) else pair
+    return None if any(is_constant(side) for side in pair) else (node.lineno, *pair)
 
 
 def _distinct(values: list) -> list:
@@ -218,24 +222,27 @@ def _bound_names(body: list[ast.stmt]) -> set[str]:
     return names
 
 
-def _local_names(function: ast.AST) -> set[str]:
+def _local_names(function: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
     args = function.args
     names = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs}
     names |= {a.arg for a in (args.vararg, args.kwarg) if a is not None}
     return names | {n.id for n in ast.walk(function) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
 
 
-def _kept_equality(kept: _Check, module_names: set[str], host: list[_Check], reasons: dict[int, str]) -> None:
+def _kept_equality(kept: _Check, module_names: set[str], host: list[tuple[int, _Check]],
+                   reasons: dict[int, str]) -> None:
     """Host-held checks that compute either side of a kept `E == R`: a forger evaluates the other side."""
+    if kept.expected is None:  # a kept check has both sides (_kept_pair)
+        return
     local = _local_names(kept.function) - module_names
     for side in (kept.computed, kept.expected):
         portable = not any(isinstance(n, ast.Name) and n.id in local for n in ast.walk(side))
         wanted = ast.dump(side)
-        for h in host:
+        for k, h in host:
             if h.file != kept.file or not (portable or h.function is kept.function):
                 continue
             if any(ast.dump(n) == wanted for n in ast.walk(h.computed)):
-                reasons.setdefault(h.k, f"the sandbox keeps `{ast.unparse(kept.computed)[:80]} == "
+                reasons.setdefault(k, f"the sandbox keeps `{ast.unparse(kept.computed)[:80]} == "
                                         f"{ast.unparse(kept.expected)[:80]}` ({kept.file}:{kept.line}): a forger can "
                                         f"compute this check's value from it")
 
@@ -250,7 +257,7 @@ def _round_trip(c: _Check, sites: dict[int, Site]) -> tuple[str, str] | None:
     if c.expected is not None:
         same = ast.dump(c.expected) == ast.dump(x)
     else:
-        site = sites.get(c.k)
+        site = sites.get(c.k) if c.k is not None else None
         try:
             same = site is not None and not isinstance(site.expected, Reference) and constant(x) == site.expected
         except Exception:

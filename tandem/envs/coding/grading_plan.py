@@ -220,7 +220,8 @@ def _unjudgeable(clean: Stream, sites: dict[int, Site]) -> dict[int, str]:
 def _decisive(events: list, sites: dict[int, Site], required: set[int], test: str) -> list[tuple[int, int]]:
     """(site, nth run) of required sites that the bug fails: a value that does not hold, or one of the
     reference's values it never meets (Site.unmet)."""
-    out, seen = [], {}
+    out: list[tuple[int, int]] = []
+    seen: dict[int, list] = {}
     for k, value in events:
         if k in sites:
             nth = len(seen.setdefault(k, []))

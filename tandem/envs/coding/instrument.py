@@ -28,9 +28,11 @@ from __future__ import annotations
 import ast
 import io
 import re
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 from tandem.envs.coding.checks import Approx, NotConstant, Raises, Reference, Site, constant, parse
+from tandem.envs.coding.params import end_of
 
 CHECK, RAISES = "__tandem_check__", "__tandem_raises__"
 SITE_IMPORT = f"from tandem_checks import check as {CHECK}, raises as {RAISES}\n"
@@ -94,7 +96,7 @@ def find_sites(source: str, rel: str, first_k: int) -> list[Candidate] | None:
     return out
 
 
-def rewrite(source: str, candidates: list[Candidate], keep: set[int] = frozenset(),
+def rewrite(source: str, candidates: list[Candidate], keep: AbstractSet[int] = frozenset(),
             with_references: bool = False) -> str:
     """`source` with every candidate none of whose sites is in `keep` replaced; unchanged if none is.
 
@@ -126,7 +128,7 @@ def rewrite(source: str, candidates: list[Candidate], keep: set[int] = frozenset
 class _Finder(ast.NodeVisitor):
     def __init__(self):
         self.in_function = 0
-        self.found: list[ast.AST] = []
+        self.found: list[ast.stmt] = []
 
     def visit_FunctionDef(self, node) -> None:
         self.in_function += 1
@@ -152,36 +154,50 @@ class _Finder(ast.NodeVisitor):
         self.generic_visit(node)
 
 
-def _candidate(source: str, rel: str, k: int, node: ast.AST) -> Candidate | None:
+def _candidate(source: str, rel: str, k: int, node: ast.stmt) -> Candidate | None:
     if isinstance(node, ast.With):
         return _raises_candidate(source, rel, k, node)
     if isinstance(node, ast.Assert):
         # `assert a == 1 and b == 2`: one site per part (each computed, as the assert would when it passes)
         parts = node.test.values if isinstance(node.test, ast.BoolOp) and isinstance(node.test.op, ast.And) \
             else [node.test]
-        splits = [_split_assert(part) for part in parts]
+        found = [_split_assert(part) for part in parts]
+    elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+        found = [_split_unittest(node.value)]
     else:
-        splits = [_split_unittest(node.value)]
-    if not splits or any(s is None or not _computable(s.actual) or (s.reference is not None and not _computable(
-            s.reference)) for s in splits):
         return None
-    segments = [(ast.get_source_segment(source, s.actual),
-                 None if s.reference is None else ast.get_source_segment(source, s.reference)) for s in splits]
-    if any(e is None or (s.reference is not None and r is None) for s, (e, r) in zip(splits, segments)):
+    splits = [s for s in found if s is not None]
+    if not found or len(splits) < len(found) or any(not _computable(s.actual) or (
+            s.reference is not None and not _computable(s.reference)) for s in splits):
+        return None
+    segments = _segments(source, splits)
+    if segments is None:
         return None
     sites = tuple(Site(k + i, rel, node.lineno, s.op, s.expected, _one_line(e), s.places, computes_of(s.actual))
                   for i, (s, (e, _)) in enumerate(zip(splits, segments)))
-    return Candidate(sites, (node.lineno, node.col_offset), (node.end_lineno, node.end_col_offset), tuple(segments))
+    return Candidate(sites, (node.lineno, node.col_offset), end_of(node), tuple(segments))
+
+
+def _segments(source: str, splits: list[_Split]) -> list[tuple[str, str | None]] | None:
+    """Per split, the source of what it computes and of its reference (None without one); None when
+    some part has no source segment."""
+    out: list[tuple[str, str | None]] = []
+    for s in splits:
+        actual = ast.get_source_segment(source, s.actual)
+        reference = None if s.reference is None else ast.get_source_segment(source, s.reference)
+        if actual is None or (s.reference is not None and reference is None):
+            return None
+        out.append((actual, reference))
+    return out
 
 
 def computes_of(actual: ast.expr) -> str:
     """The name a check's value comes from: its first call's function, else its first attribute or name."""
     nodes = list(ast.walk(actual))
-    for kind in (ast.Call, ast.Attribute, ast.Name):
-        for node in nodes:
-            if isinstance(node, kind):
-                return call_name(node) if kind is ast.Call else (node.attr if kind is ast.Attribute else node.id)
-    return ""
+    calls = [node for node in nodes if isinstance(node, ast.Call)]
+    attributes = [node for node in nodes if isinstance(node, ast.Attribute)]
+    names = [node for node in nodes if isinstance(node, ast.Name)]
+    return call_name(calls[0]) if calls else attributes[0].attr if attributes else names[0].id if names else ""
 
 
 def call_name(node: ast.AST) -> str:
@@ -240,9 +256,11 @@ def _is_approx_call(node: ast.expr) -> bool:
 
 
 def _split_unittest(call: ast.Call) -> _Split | None:
-    name = call.func.attr
-    if not isinstance(call.func.value, ast.Name) or call.func.value.id != "self" or not call.args:
+    func = call.func
+    if not isinstance(func, ast.Attribute) or not isinstance(func.value, ast.Name) or func.value.id != "self" \
+            or not call.args:
         return None
+    name = func.attr
     if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
         return None
     if name in _UNITTEST_UNARY:
@@ -288,7 +306,7 @@ def _raises_candidate(source: str, rel: str, k: int, node: ast.With) -> Candidat
             return None
     site = Site(k, rel, node.lineno, "raises", Raises(names, match), "the block under pytest.raises",
                 computes=_block_computes(node))
-    return Candidate((site,), (call.lineno, call.col_offset), (call.end_lineno, call.end_col_offset), (), raises=True)
+    return Candidate((site,), (call.lineno, call.col_offset), end_of(call), (), raises=True)
 
 
 def _block_computes(node: ast.With) -> str:
@@ -324,7 +342,8 @@ def _approx(node: ast.expr) -> Approx | None:
     if len(node.args) != 1 or any(k.arg not in ("rel", "abs", "nan_ok") for k in node.keywords):
         return None
     try:
-        return Approx(constant(node.args[0]), tuple(sorted((k.arg, constant(k.value)) for k in node.keywords)))
+        return Approx(constant(node.args[0]), tuple(sorted((k.arg, constant(k.value)) for k in node.keywords
+                                                           if k.arg is not None)))
     except (NotConstant, TypeError):
         return None
 

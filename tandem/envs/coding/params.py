@@ -144,6 +144,13 @@ def _pytest_id(row: tuple, names: list[str]) -> str | None:
     return "-".join(parts)
 
 
+def end_of(node: ast.stmt | ast.expr) -> tuple[int, int]:
+    """(line, column) where a parsed node ends (ast.parse sets both)."""
+    if node.end_lineno is None or node.end_col_offset is None:
+        raise ValueError(f"an ast node without its end position at line {node.lineno}")
+    return node.end_lineno, node.end_col_offset
+
+
 def _replace(source: str, edits: list[tuple[ast.expr, str]]) -> str:
     """Each node's text replaced, keeping every line where it was (pytest's line numbers stay true)."""
     lines = io.StringIO(source, newline="").readlines()
@@ -156,7 +163,7 @@ def _replace(source: str, edits: list[tuple[ast.expr, str]]) -> str:
 
     text = source
     for node, new in sorted(edits, key=lambda e: (e[0].lineno, e[0].col_offset), reverse=True):
-        a, b = offset(node.lineno, node.col_offset), offset(node.end_lineno, node.end_col_offset)
+        a, b = offset(node.lineno, node.col_offset), offset(*end_of(node))
         missing = text[a:b].count("\n")
         new = new[:-1] + "\n" * missing + new[-1]  # inside the ids list's closing bracket
         text = text[:a] + new + text[b:]

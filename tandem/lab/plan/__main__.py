@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import Any
 
 from tandem.config import ConfigError, load_config
 from tandem.lab.plan import memory as mem
@@ -27,9 +28,9 @@ exit status: 0 it fits, 1 it does not fit, 2 bad input (the message names the ca
 PLANNER_OPTIONS = {"--gpu-memory-gb": float, "--seq-len": int}
 
 
-def split_args(argv: list[str]) -> tuple[dict[str, object], list[str]]:
+def split_args(argv: list[str]) -> tuple[dict[str, Any], list[str]]:
     """(the planner's own options, the rest for tandem.config.load_config)."""
-    opts: dict[str, object] = {"--gpu-memory-gb": 80.0, "--seq-len": None, "--json": False}
+    opts: dict[str, Any] = {"--gpu-memory-gb": 80.0, "--seq-len": None, "--json": False}
     rest, i = [], 0
     while i < len(argv):
         name, eq, inline = argv[i].partition("=")
@@ -62,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
         opts, rest = split_args(argv)
         cfg = load_config(rest)
         gpu_bytes = int(float(opts["--gpu-memory-gb"]) * mem.GIB)
-        plan = plan_node(cfg, load_shape(cfg.model), gpu_bytes, opts["--seq-len"])  # type: ignore[arg-type]
+        plan = plan_node(cfg, load_shape(cfg.model), gpu_bytes, opts["--seq-len"])
     except (ConfigError, PlanError) as err:
         print(f"tandem.lab.plan: {err}", file=sys.stderr)
         return 2

@@ -202,7 +202,7 @@ def shape_from_hf(cfg: dict[str, Any], name: str) -> ModelShape:
         raise PlanError(f"model config of {name!r} has no {err.args[0]!r}: not a decoder LM config") from None
 
 
-def _moe_fields(cfg: dict[str, Any]) -> dict[str, int]:
+def _moe_fields(cfg: dict[str, Any]) -> dict[str, Any]:
     """A Qwen3-MoE config's expert keys as ModelShape fields ({} for a dense model)."""
     if not cfg.get("num_experts"):
         return {}

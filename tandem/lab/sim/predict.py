@@ -85,7 +85,7 @@ class Prediction:
 
 def draw_rollouts(wl: WorkloadProfile, seed: int) -> list[_Rollout]:
     a = wl.agent
-    out = []
+    out: list[_Rollout] = []
     for g in range(wl.batch.prompts_per_step):
         grng = random.Random(f"{seed}:group:{g}")
         prompt = a.prompt_tokens.sample_int(grng)
@@ -145,6 +145,7 @@ class _Fleet:
         """Finished turns: cache their context, then queue the next turn after its tool call."""
         for req in done:
             r = self.owner.pop(req.rid)
+            assert req.finished_at is not None  # the scheduler stamps every request it returns as done
             r.context += req.done
             self.scheds[e].cache_insert(self.blocks(r, r.context))
             r.turn += 1

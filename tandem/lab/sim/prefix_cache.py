@@ -93,7 +93,7 @@ class PrefixCache:
             self.unreferenced += 1
             budget_tokens -= self.block_tokens
 
-    def evict(self, tokens: int) -> int:
+    def evict(self, tokens: float) -> int:
         """Evict least-recently-used unreferenced blocks until `tokens` are freed; returns freed."""
         freed = 0
         if tokens <= 0 or self.unreferenced == 0:

@@ -244,7 +244,7 @@ def _build(cls: type, tree: dict[str, Any], where: str) -> Any:
         if key not in names:
             raise ProfileError(f"unknown key '{dotted}'")
         typ = hints[key]
-        if dataclasses.is_dataclass(typ):
+        if isinstance(typ, type) and dataclasses.is_dataclass(typ):
             obj = _build(typ, value, dotted)
             if isinstance(obj, Dist):
                 obj.validate(dotted)

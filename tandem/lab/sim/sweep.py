@@ -171,7 +171,7 @@ def step_record(p: Point, row: dict, w0: float, w1: float, spans: list[dict], ts
     if p.mode == "sync":  # rollout, sync and training alternate: the rollout-side terms add train
         engines += train
     terms = {"train": train, "engines": engines, "longest": (alone + sync + train) / windows}
-    dominant = max(terms, key=terms.get)
+    dominant = max(terms, key=terms.__getitem__)
     return {
         "step": row["step"], "step_s": row["step_time"] * ts, "rollout_s": row["rollout_time"] * ts,
         "train_s": row["train_time"] * ts, "sync_s": row["sync_time"] * ts,
@@ -213,7 +213,7 @@ def analyse(p: Point, run_dir: Path, ts: float, wall: float) -> Result:
     # The bound of the measured span: each term summed over it (the "longest" term bounds the
     # average over a cycle, not each step of it), then the largest.
     totals = {term: sum(s["terms"][term] for s in steps) for term in BOUND_TERMS}
-    dominant = max(totals, key=totals.get)
+    dominant = max(totals, key=totals.__getitem__)
     bound_sum = totals[dominant]
     return Result(
         p, True, wall, steps=steps, step_s=mean("step_s"), rollout_s=mean("rollout_s"), train_s=mean("train_s"),

@@ -23,8 +23,8 @@ import asyncio
 import selectors
 import time
 import weakref
-from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, Coroutine, TypeVar
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any, Coroutine, TypeVar
 
 T = TypeVar("T")
 
@@ -56,7 +56,7 @@ class InlineExecutor(ThreadPoolExecutor):
     def __init__(self) -> None:
         super().__init__(max_workers=1)
 
-    def submit(self, fn, /, *args, **kwargs) -> Future:  # type: ignore[override]
+    def submit(self, fn, /, *args, **kwargs) -> Future:
         fut: Future = Future()
         try:
             fut.set_result(fn(*args, **kwargs))
@@ -88,11 +88,16 @@ class _VirtualSelector:
 class VirtualClockLoop(asyncio.SelectorEventLoop):
     """A selector event loop whose `time()` only moves when nothing else can happen."""
 
+    if TYPE_CHECKING:  # asyncio's private state this loop reads, which typeshed does not declare
+        _selector: Any  # the real selector, then the _VirtualSelector around it
+        _scheduled: list[asyncio.TimerHandle]
+        _default_executor: Executor | None
+
     def __init__(self, start: float = 0.0, unix_epoch: float = VIRTUAL_EPOCH):
         self._now = float(start)
         self.unix_offset = unix_epoch - float(start)
         super().__init__()
-        self._selector = _VirtualSelector(self._selector, self)  # type: ignore[assignment]
+        self._selector = _VirtualSelector(self._selector, self)
         self.set_default_executor(InlineExecutor())
 
     def time(self) -> float:

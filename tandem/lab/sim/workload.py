@@ -250,7 +250,7 @@ def agentic_reward(sample: Sample, row: dict) -> tuple[float, dict]:
 
 def step_metrics(samples: list[Sample]) -> dict[str, float]:
     """Per-step workload shape, merged into metrics.jsonl by the orchestrator."""
-    sims = [s.metadata.get("sim") for s in samples if "sim" in s.metadata]
+    sims = [s.metadata["sim"] for s in samples if "sim" in s.metadata]
     if not sims:
         return {}
     durations = [m["t_end"] - m["t_start"] for m in sims]

@@ -26,6 +26,7 @@ R's value goes along as "r", and becomes the expectation the host holds (tandem.
 from __future__ import annotations
 
 import sys
+from typing import Any, Callable
 
 import tandem_report
 
@@ -129,7 +130,7 @@ def _compares_as(value):
     return None
 
 
-_BASES = ((bool, bool), (int, int.__int__), (float, float.__float__), (str, str.__str__),
+_BASES: tuple[tuple[type, Callable[[Any], Any]], ...] = ((bool, bool), (int, int.__int__), (float, float.__float__), (str, str.__str__),
           (bytes, lambda v: bytes.__getitem__(v, slice(None))), (complex, lambda v: complex(v.real, v.imag)),
           (tuple, tuple), (list, list), (dict, lambda v: dict(dict.items(v))), (frozenset, frozenset), (set, set))
 """Subclass -> the plain value the original assert compares it as (base-class methods: an override
@@ -167,6 +168,7 @@ class raises:
         return None
 
     def __exit__(self, kind, exc, tb) -> bool:
+        outcome: dict[str, Any]
         if kind is None:
             outcome = {"raised": None}
         else:

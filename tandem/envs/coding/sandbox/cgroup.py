@@ -119,7 +119,7 @@ def _pids(child: Path) -> list[int]:
 
 def _own_cgroups() -> dict[str, str]:
     """controller (or '' for v2) -> this process's cgroup path, from /proc/self/cgroup."""
-    out = {}
+    out: dict[str, str] = {}
     try:
         lines = Path("/proc/self/cgroup").read_text().splitlines()
     except OSError:
@@ -133,7 +133,7 @@ def _own_cgroups() -> dict[str, str]:
 
 def _mounts(fstype: str) -> list[tuple[str, str]]:
     """(mount point, super options) of every mount of `fstype`."""
-    found = []
+    found: list[tuple[str, str]] = []
     try:
         lines = Path("/proc/self/mountinfo").read_text().splitlines()
     except OSError:

@@ -226,7 +226,7 @@ class Isolation:
 
     def _system_paths(self) -> list[tuple[str, str | None]]:
         """(path, symlink target or None) for each system path present on the host."""
-        out = []
+        out: list[tuple[str, str | None]] = []
         for p in SYSTEM_RO_PATHS:
             if os.path.islink(p):
                 out.append((p, os.readlink(p)))

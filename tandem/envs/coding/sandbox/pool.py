@@ -31,6 +31,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from tandem.errors import RunFatal
 from tandem.envs.coding.sandbox import lifecycle, seccomp
@@ -104,7 +105,7 @@ class Sandbox:
                 result = run_bounded(argv, timeout, self.pool.max_output_bytes, side_channel,
                                      give_fds=() if filter_fd is None else (filter_fd,))
             finally:
-                if group is not None:
+                if group is not None and cgroups is not None:
                     cgroups.remove(group)
             self.exec_times.append(result.duration_s)
             return result
@@ -170,7 +171,7 @@ class Sandbox:
         """
         if self.slot.uid is None:
             make_owner_accessible(self.testbed)
-        kw = dict(git_dir=self.slot.dir / ".baseline.git", work_tree=self.testbed, cwd=self.slot.dir, timeout=120.0)
+        kw: dict[str, Any] = dict(git_dir=self.slot.dir / ".baseline.git", work_tree=self.testbed, cwd=self.slot.dir, timeout=120.0)
         host_git(["add", "-A"], **kw)
         out = host_git(["diff", "--cached", "--binary", "--no-color", "--no-ext-diff", "--no-renames", "HEAD"],
                        max_output=max_bytes, **kw)
@@ -249,7 +250,7 @@ class SandboxPool:
         uid = None if self._uid_base is None else self._uid_base + uid_index
         slot = Slot(index, self.dir / f"slot-{index:03d}", uid, capped=self.disk_cap is not None)
         slot.dir.mkdir()
-        if slot.capped:
+        if self.disk_cap is not None:
             mount_tmpfs(slot.dir, self.disk_cap)
         return slot
 
@@ -306,6 +307,7 @@ class SandboxPool:
             unmount(slot.dir)
             remove_tree(slot.dir)
             slot.dir.mkdir()
+            assert self.disk_cap is not None  # a capped slot comes from a capped pool
             mount_tmpfs(slot.dir, self.disk_cap)
             return
         for sub in ("testbed", "tmp", ".baseline.git", "root"):
@@ -330,7 +332,7 @@ class SandboxPool:
         replacement = None
         if not self._closed:
             try:
-                uid_index = slot.uid - self._uid_base if slot.uid is not None else 0
+                uid_index = slot.uid - self._uid_base if slot.uid is not None and self._uid_base is not None else 0
                 replacement = self._new_slot(uid_index)
             except Exception as err:
                 log.warning("no replacement for retired slot %s: %s", slot.dir, err)

@@ -64,11 +64,11 @@ def run_bounded(argv: list[str], timeout_s: float, max_output_bytes: int,
     finally:
         for fd in handed:
             os.close(fd)
-    out = _Capture(max_output_bytes)
-    side = bytearray()
-    timed_out = False
+    out, side, timed_out = _Capture(max_output_bytes), bytearray(), False
     sel = selectors.DefaultSelector()
-    sel.register(proc.stdout.fileno(), selectors.EVENT_READ, "out")
+    stdout = proc.stdout
+    assert stdout is not None  # stdout=PIPE
+    sel.register(stdout.fileno(), selectors.EVENT_READ, "out")
     if side_channel:
         sel.register(side_channel[0], selectors.EVENT_READ, "side")
     try:
@@ -95,7 +95,7 @@ def run_bounded(argv: list[str], timeout_s: float, max_output_bytes: int,
         sel.close()
         if timed_out or proc.poll() is None:
             _kill_group(proc)
-        proc.stdout.close()
+        stdout.close()
         if side_channel:
             os.close(side_channel[0])
         returncode = proc.wait()

@@ -72,14 +72,16 @@ def host_git(args: list[str], cwd: Path | None = None, timeout: float = 120.0, c
 def _git_capped(argv: list[str], cwd, env, timeout: float, max_output: int, check: bool) -> subprocess.CompletedProcess:
     with tempfile.TemporaryFile() as err:
         proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=err)
+        stdout = proc.stdout
+        assert stdout is not None  # stdout=PIPE
         timer = threading.Timer(timeout, proc.kill)
         timer.start()
         try:
-            data = proc.stdout.read(max_output + 1)
+            data = stdout.read(max_output + 1)
             if len(data) > max_output:
                 proc.kill()
                 raise DiffTooLarge(f"diff exceeds {max_output} bytes")
-            proc.stdout.close()
+            stdout.close()
             rc = proc.wait()
         finally:
             timer.cancel()
@@ -93,7 +95,7 @@ def _git_capped(argv: list[str], cwd, env, timeout: float, max_output: int, chec
     return subprocess.CompletedProcess(argv, rc, data, stderr)
 
 
-Materializer = Callable[[Path], None]
+Materializer = Callable[[Path], object]
 """Writes one task state (its files, no .git) into an empty directory."""
 
 
