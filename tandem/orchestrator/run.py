@@ -12,7 +12,7 @@ from __future__ import annotations
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any, Callable, Coroutine
 
 from tandem.autoscale.controller import Autoscaler
 from tandem.config import TandemConfig
@@ -49,7 +49,7 @@ class Edges:
     """run.colocate: the engines release their GPU memory for each train step."""
     autoscale_provider: Callable[[], Any]
     """Builds [engine.autoscale]'s provider, called only when autoscaling is on."""
-    watchers: list[Callable[[Run], Awaitable[None]]]
+    watchers: list[Callable[[Run], Coroutine[Any, Any, None]]]
     """Tasks that run beside the loop until it ends (queue sampling, the children watcher, the
     engine doctor); one that raises stops the run."""
 
@@ -73,7 +73,7 @@ class Run:
     cpu: CpuShare | FixedShare
     colocation: Colocation | None = None
     autoscaler: Autoscaler | None = None
-    watchers: tuple[Callable[[Run], Awaitable[None]], ...] = ()
+    watchers: tuple[Callable[[Run], Coroutine[Any, Any, None]], ...] = ()
     hooks: RunHooks = NO_HOOKS
 
 

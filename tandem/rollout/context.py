@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -18,7 +18,7 @@ class RolloutContext:
     cfg: TandemConfig
     tokenizer: Any
     engine: EngineClient
-    executor: ThreadPoolExecutor
+    executor: Executor
     reward_fn: Callable
     sampling_params: dict = field(default_factory=dict)
 

@@ -10,7 +10,7 @@ import asyncio
 import inspect
 import time
 import traceback
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor
 from typing import Callable
 
 from tandem.errors import RunFatal
@@ -24,7 +24,7 @@ TRACEBACK_CHARS = 4000
 
 
 async def score_sample(reward_fn: Callable, sample: Sample, row: dict, timeout_s: float,
-                       executor: ThreadPoolExecutor | None) -> tuple[float, dict]:
+                       executor: Executor | None) -> tuple[float, dict]:
     start = time.monotonic()
     try:
         if inspect.iscoroutinefunction(reward_fn):
