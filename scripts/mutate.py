@@ -301,7 +301,7 @@ CORE = [  # one or more mutants per core guarantee, each guarded by a fast, hand
   "        problems += _other_backends_keys(variants, sub, value, dotted)" + NL, "",
   C + "test_a_backends_own_settings_exist_only_for_it"),
  ("config: a child reads the whole tree", "tandem/config/views.py",
-  "        kept[name] = _prune(sub, tree[name]) if own_view else tree[name]", "        kept[name] = tree[name]",
+  "        kept[name] = _prune(sub, tree[name]) if sub is not None and own_view else tree[name]", "        kept[name] = tree[name]",
   C + "test_each_child_receives_only_its_view"),
  ("config: environment args untyped", "tandem/env/base.py", "    if model is None:" + NL + "        return dict(args)",
   "    if True:" + NL + "        return dict(args)", C + "test_the_coding_environments_arguments_are_typed_and_named_when_wrong"),
