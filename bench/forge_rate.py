@@ -2,6 +2,7 @@
 
     python -m bench.forge_rate                          # 32 tasks x 4 trials x every working backend
     python -m bench.forge_rate --tasks 4 --trials 2 --no-agent-loop --backends unshare
+    python -m bench.forge_rate --derivers --out bench/results/derive_rate.json   # issue 46's derivation battery
 
 (run from the repository root, as a module: it uses the tests' forger and task helpers)
 
@@ -19,6 +20,11 @@ Per backend, with the real grader (sandboxes, reference runs, host-held checks):
   leaves in a pytest-plugin repository): both must score 1;
 - with the agent loop: the forger typed by a scripted policy through the real rollout plug-in
   (CodingEnv, G = trials per task), and the step's agent_pass_at_1 and agent_tamper_rate.
+
+With --derivers, instead: every derivation forger of tests/_derivers.py (one family each: calls,
+extend, join, codomain, analogy) typed into every task's agent sandbox with the issue text it
+read; per family, the tasks it forges (reward 1) out of those run; the refused tasks with their
+reasons; the reference fixes that do not score 1.
 
 Results: bench/results/forge_rate.json (or --out). Forgeries that score 1, and fixes that do
 not, are listed by task.
@@ -146,6 +152,51 @@ def agent_loop(cfg, rows, trials: int) -> dict:
             "scored_one": [s.metadata.get("agent", {}).get("instance_id") for s in samples if s.reward >= 1.0]}
 
 
+def derivers(runtime, tasks, families) -> dict:
+    """Each derivation forger against every task: forged tasks per family, refusals, reference fixes."""
+    from tests._derivers import deriver_command
+
+    out = {"forged": {f: [] for f in families}, "refused": {}, "fix_failed": [], "tasks": len(tasks)}
+    for task in tasks:
+        plan = runtime.grader.plan(task)
+        if plan.refused:
+            out["refused"][task.instance_id] = plan.refused
+        for family in families:
+            res = runtime.grader.grade(task, agent_diff(runtime, task, deriver_command(family, task.problem_statement)))
+            if res.reward == 1.0:
+                out["forged"][family].append(task.repo)
+        fix = runtime.grader.grade(task, agent_diff(runtime, task, None, reverse_patch=True))
+        if fix.reward != 1.0:
+            out["fix_failed"].append({"task": task.instance_id, "reason": fix.reason[:500]})
+        print(f"  {task.repo}: refused={bool(plan.refused)} forged by "
+              f"{[f for f in families if task.repo in out['forged'][f]]} fix={fix.reward}", file=sys.stderr, flush=True)
+    return out
+
+
+def run_derivers(backend: str, n_tasks: int, names: list[str]) -> dict:
+    from tandem.envs.coding.grading import get_runtime, reset_runtime
+    from tandem.envs.coding.swe_data import load_bundled
+    from tests._derivers import FAMILIES
+    from tests._swe import make_cfg
+
+    tmp = Path(tempfile.mkdtemp(prefix=f"derive-rate-{backend}-"))
+    reset_runtime()
+    runtime = get_runtime(make_cfg(tmp, sandbox={"backend": backend, "pool_size": 2}))
+    tasks = [t for t in load_bundled()[:n_tasks] if not names or t.repo.split("/")[-1] in names]
+    start = time.monotonic()
+    try:
+        if runtime.backend != backend:
+            raise SystemExit(f"asked for {backend}, the runtime uses {runtime.backend}")
+        result = {"backend": backend, **derivers(runtime, tasks, FAMILIES)}
+    finally:
+        reset_runtime()
+    result["wall_s"] = time.monotonic() - start
+    print(f"{backend}: " + ", ".join(f"{f} forged {len(v)}/{len(tasks)}" for f, v in result["forged"].items())
+          + f"; refused {len(result['refused'])}/{len(tasks)}; reference fixes failing {len(result['fix_failed'])}",
+          flush=True)
+    return result
+
+
 def run_backend(backend: str, n_tasks: int, trials: int, with_agent: bool) -> dict:
     from tandem.envs.coding.grading import get_runtime, reset_runtime
     from tandem.envs.coding.swe_data import load_bundled
@@ -175,6 +226,8 @@ def main() -> None:
     p.add_argument("--trials", type=int, default=4)
     p.add_argument("--backends", nargs="+", default=["bwrap", "unshare"])
     p.add_argument("--no-agent-loop", action="store_true")
+    p.add_argument("--derivers", action="store_true", help="issue 46's derivation battery instead")
+    p.add_argument("--names", nargs="*", default=[], help="only these bundled tasks (with --derivers)")
     p.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "forge_rate.json")
     args = p.parse_args()
     from tandem.envs.coding.sandbox.isolation import _probe
@@ -183,6 +236,9 @@ def main() -> None:
     for backend in args.backends:
         if not _probe(backend):
             print(f"{backend}: cannot create namespaces here, skipped", file=sys.stderr)
+            continue
+        if args.derivers:
+            results.append(run_derivers(backend, args.tasks, args.names))
             continue
         results.append(run_backend(backend, args.tasks, args.trials, not args.no_agent_loop))
         r = results[-1]

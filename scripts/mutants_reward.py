@@ -51,3 +51,26 @@ REWARD = [  # (name, file, old, new, guarding test)
   "tests/test_reward_derivation.py::test_a_constant_built_by_a_call_is_an_echo "
   "tests/test_reward_derivation.py::test_a_forger_that_folds_calls_scores_zero[unshare]"),
 ]
+
+D = "tests/test_reward_derivation.py::"
+DERIVATION = "tandem/envs/coding/derivation.py"
+REWARD += [  # issue 46's derivation families 2-5, each closed on the host (tandem/envs/coding/derivation.py)
+ ("a value cut short and extended is not derived", DERIVATION,
+  "lambda x, y: _extends(x, y, strings)", "lambda x, y: False",
+  D + "test_a_value_the_bug_cut_short_extended_to_the_tests_input_is_derived"),
+ ("adjacent items joined are not derived", DERIVATION,
+  '"joins": lambda b, w: _joins(b, w, strings),', '"joins": lambda b, w: False,',
+  D + "test_adjacent_items_joined_into_what_the_issue_quotes_are_derived"),
+ ("the codomain is not derived", DERIVATION,
+  "if not why and any(_same(w, v) for v in values)", "if False",
+  D + "test_a_value_of_the_functions_few_values_is_derived"),
+ ("the issue's edit by analogy is not derived", DERIVATION,
+  "lambda x, y: y in _analogies(x, stated)", "lambda x, y: False",
+  D + "test_the_issues_edit_applied_by_analogy_is_derived"),
+ ("derivations from the bug's value not applied", "tandem/envs/coding/exposure.py",
+  "        if k in broken:" + NL + "            out.reasons.setdefault(k, why)", "        pass",
+  D + "test_a_value_the_bug_cut_short_extended_to_the_tests_input_is_derived"),
+ ("a codomain never small", DERIVATION,
+  "len(values) <= SMALL_CODOMAIN or ", "",
+  D + "test_a_value_of_the_functions_few_values_is_derived"),
+]

@@ -204,12 +204,17 @@ spec("iniread", {
             return config
     """,
     "tests/test_iniread_values.py": """
+        from urllib.parse import parse_qs, urlsplit
+
         from iniread import parse
 
 
         def test_value_with_equals():
             c = parse("[db]\\nurl = postgres://h/db?opt=1\\n")
             assert c["db"]["url"] == "postgres://h/db?opt=1"
+            # the whole query reaches its reader (a value cut at its first "=" keeps none of it)
+            url = parse("[db]\\nurl = postgres://h/db?opt=1&ssl=on\\n")["db"]["url"]
+            assert parse_qs(urlsplit(url).query) == {"opt": ["1"], "ssl": ["on"]}
 
 
         def test_keys_case_insensitive():

@@ -60,6 +60,7 @@ spec("tictac", {
 
         def test_anti_diagonal():
             assert winner("..X.X.X..") == "X"
+            assert [winner(b) for b in ("O.XOX.X..", "X.OXO.O..", "XO.XO....")] == ["X", "O", None]
 
 
         def test_no_winner():

@@ -152,11 +152,12 @@ spec("wrapper", {
             return out
     """,
     "tests/test_wrapper_wrap.py": """
-        from wrapper import wrap
+        from wrapper import justify, wrap
 
 
         def test_exact_fit():
             assert wrap("aaa bbb ccc", 7) == ["aaa bbb", "ccc"]
+            assert justify("aaa bbb ccc", 7) == ["aaa bbb", "ccc    "]
 
 
         def test_long_word():

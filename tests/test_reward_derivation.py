@@ -9,11 +9,13 @@ stronger) or refused, naming why; either way the forger scores 0.
 from __future__ import annotations
 
 import json
+import re
 import shutil
+import textwrap
 
 import pytest
 
-from tandem.envs.coding.checks import echoes_of, guessable, parse
+from tandem.envs.coding.checks import Site, echoes_of, guessable, parse
 from tandem.envs.coding.grading import get_runtime, reset_runtime
 from tandem.envs.coding.swe_data import task_from_row
 from tests._derivers import agent_diff_bytes, deriver_command
@@ -57,3 +59,150 @@ def test_a_forger_that_folds_calls_scores_zero(tmp_path, backend):
     assert forged["old"].reward == 0.0 and forged["now"].reward == 0.0, json.dumps(
         {k: v.reason for k, v in forged.items()})
     assert forged["now"].tests["tests/test_heapq2_order.py::test_pops_in_priority_order"] == "FAILED"
+
+
+# ----------------------------------------------------------------------------- families 2-5 on the host
+def _reasons(body: str, expected: dict[int, object], bug: dict[int, object], statement: str = "",
+             extra: dict[int, object] | None = None) -> dict[int, str]:
+    """The host's exposure of the checks of one test `body` (a graded copy, `__tandem_check__(k, E)`), each
+    expecting `expected[k]` where the bug computed `bug[k]`; `extra`: more sites (source, value) of a second test
+    that pass under the bug (the file's other inputs)."""
+    from tandem.envs.coding.exposure import analyse
+    from tandem.envs.coding.instrument import computes_of
+
+    extra = extra or {}
+    text = "def test_a():\n" + textwrap.indent(textwrap.dedent("\n".join(line for line in body.splitlines() if line.strip())), "    ") + "\n"
+    text += "\n\ndef test_b():\n    pass\n" + "".join(f"    __tandem_check__({k}, ({source}))\n" for k, (source, _) in extra.items())
+    extra = {k: value for k, (_, value) in extra.items()}
+    sources = {int(m.group(1)): m.group(2) for m in re.finditer(r"__tandem_check__\((\d+), \((.*)\)\)$", text, re.M)}
+    values = {**expected, **extra}
+    sites = {k: Site(k, "tests/test_x.py", 1, "==", values[k], sources[k], None,
+                     computes_of(parse(sources[k], mode="eval").body)) for k in values}
+    buggy = {"tests/test_x.py::test_a": [(k, bug[k]) for k in expected],
+             "tests/test_x.py::test_b": [(k, v) for k, v in extra.items()]}
+    required = {t: {k for k, _ in events} for t, events in buggy.items()}
+    return analyse({"tests/test_x.py": text}, sites, buggy, required, list(buggy), statement).reasons
+
+
+def test_a_value_the_bug_cut_short_extended_to_the_tests_input_is_derived():
+    """iniread: the bug keeps `postgres://h/db?opt`; the test's input holds `postgres://h/db?opt=1`. What the
+    query reader makes of the whole value is not a string the files hold: still decisive."""
+    reasons = _reasons('''
+        c = parse("[db]\\nurl = postgres://h/db?opt=1&ssl=on\\n")
+        __tandem_check__(0, (c["db"]["url"]))
+        __tandem_check__(1, (parse_qs(urlsplit(c["db"]["url"]).query)))
+    ''', {0: "postgres://h/db?opt=1&ssl=on", 1: {"opt": ["1"], "ssl": ["on"]}}, {0: "postgres://h/db?opt", 1: {}})
+    assert "extension" in reasons.get(0, ""), reasons
+    assert 1 not in reasons, reasons
+
+
+def test_adjacent_items_joined_into_what_the_issue_quotes_are_derived():
+    """wrapper: the bug breaks `aaa bbb` in two and the issue quotes "aaa bbb"; the justified lines are no join
+    of the bug's lines (nor is a list joined by a usual separator kept decisive)."""
+    statement = 'wrap("aaa bbb ccc", 7) returns ["aaa", "bbb", "ccc"], but "aaa bbb" fits.'
+    reasons = _reasons('''
+        __tandem_check__(0, (wrap("aaa bbb ccc", 7)))
+        __tandem_check__(1, (justify("aaa bbb ccc", 7)))
+        __tandem_check__(2, (wrap("xx yy zz", 5)))
+    ''', {0: ["aaa bbb", "ccc"], 1: ["aaa bbb", "ccc    "], 2: ["xx yy", "zz"]},
+        {0: ["aaa", "bbb", "ccc"], 1: ["aaa    ", "bbb    ", "ccc    "], 2: ["xx", "yy", "zz"]}, statement)
+    assert "joins" in reasons.get(0, "") and "joins" in reasons.get(2, ""), reasons
+    assert 1 not in reasons, reasons
+
+
+def test_a_value_of_the_functions_few_values_is_derived():
+    """tictac: winner() returns X, O or None on the file's other boards, and X is on the board checked (and a
+    function with two values is a coin to toss); a list of three winners is none of those values."""
+    reasons = _reasons('''
+        __tandem_check__(0, (winner("..X.X.X..")))
+        __tandem_check__(1, ([winner(b) for b in ("O.XOX.X..", "X.OXO.O..", "XO.XO....")]))
+        __tandem_check__(2, (parity(7)))
+    ''', {0: "X", 1: ["X", "O", None], 2: "odd"}, {0: None, 1: [None, None, None], 2: "even"},
+        extra={5: ('winner("XXX......")', "X"), 6: ('winner("O..O..O..")', "O"), 7: ("parity(3)", "odd")})
+    assert "codomain" in reasons.get(0, ""), reasons
+    assert "codomain" in reasons.get(2, ""), reasons  # two values, neither written anywhere: a forger tries both
+    assert 1 not in reasons, reasons
+
+
+def test_the_issues_edit_applied_by_analogy_is_derived():
+    """semverlite: the issue's `1.5.2` -> `1.5.0` turns the bug's 3.1.7 into 3.1.0 (the same word put in) and
+    its numeric step too; two bumps in a row are no edit the issue shows."""
+    statement = "`parse(\"1.4.2\").bump(\"minor\")` gives `1.5.2`. This should be `1.5.0`.\n"
+    reasons = _reasons('''
+        __tandem_check__(0, (str(parse("3.0.7").bump("minor"))))
+        __tandem_check__(1, (str(parse("0.9.9").bump("minor").bump("patch"))))
+        __tandem_check__(2, (str(parse("2.3.4").bump("minor"))))
+    ''', {0: "3.1.0", 1: "0.10.1", 2: "2.4.2"}, {0: "3.1.7", 1: "0.10.10", 2: "2.4.4"}, statement)
+    assert "analogy" in reasons.get(0, "") and "analogy" in reasons.get(2, ""), reasons
+    assert 1 not in reasons, reasons
+
+
+# ----------------------------------------------------------------------------- families 2-5 through the grader
+FORGED = {
+    # family: (task, its hidden test file, lines added since the family forged it, the rule the refusal names,
+    #          the test the forger fails now)
+    "extend": ("iniread", "tests/test_iniread_values.py", ("the whole query", "url = parse(", "parse_qs(urlsplit"),
+               "extension", "test_value_with_equals"),
+    "join": ("wrapper", "tests/test_wrapper_wrap.py", ("justify(",), "joins", "test_exact_fit"),
+    "codomain": ("tictac", "tests/test_tictac_winner.py", ("[winner(b)",), "codomain", "test_anti_diagonal"),
+    "analogy": ("semverlite", "tests/test_semverlite_bump.py", ('"0.9.9"',), "analogy", "test_bump_minor_resets_patch"),
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("family", sorted(FORGED))
+def test_a_derivation_forger_scores_zero(tmp_path, backend, family):
+    """Each family forged its task as bundled before (issue 46). As it was, the task is now refused, naming the
+    rule that derives its checks; as bundled now (one check more, beyond every rule) it is graded, the reference
+    fix scores 1 and the forger 0."""
+    name, test_file, added, rule, failing = FORGED[family]
+    row = row_named(name)
+    repo = tmp_path / "old" / name
+    shutil.copytree(task_from_row(row).repo_path, repo)
+    path = repo / test_file
+    text = path.read_text()
+    path.write_text("".join(line for line in text.splitlines(keepends=True) if not any(a in line for a in added)))
+    assert path.read_text() != text, "the bundled test no longer holds the added check"
+    old = task_from_row({**row, "instance_id": f"local__{name}.old", "repo_path": str(repo)})
+    reset_runtime()
+    runtime = get_runtime(make_cfg(tmp_path, sandbox={"backend": backend, "pool_size": 2}))
+    try:
+        now = runtime.grader.task(row)
+        plans = {"old": runtime.grader.plan(old), "now": runtime.grader.plan(now)}
+        forged = runtime.grader.grade(now, agent_diff_bytes(runtime, now, deriver_command(family, now.problem_statement)))
+        fixed = runtime.grader.grade(now, agent_diff_bytes(runtime, now, "true", fix_first=row))
+    finally:
+        reset_runtime()
+    assert plans["old"].refused and rule in plans["old"].refused, plans["old"].refused
+    assert not plans["now"].refused, plans["now"].refused
+    assert fixed.reward == 1.0, fixed.reason
+    assert forged.reward == 0.0, forged.reason
+    assert forged.tests[f"{test_file}::{failing}"] == "FAILED", forged.tests
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_derivation_forgers_through_the_agent_loop_score_zero(tmp_path, backend):
+    """Each family typed by a policy through the real rollout plug-in (the issue text as the agent read it in
+    its prompt), on the task it forged: pass@1 0 (it was 1.00 on 5 of 5 with agent_tamper_rate 0)."""
+    from tandem.envs.coding import agent_step_metrics
+    from tests._swe import bash, run_rollout
+
+    cases = [("calls", "heapq2")] + [(family, FORGED[family][0]) for family in sorted(FORGED)]
+
+    def policy_for(family):
+        def policy(prompt: str, turn: int) -> str:
+            return bash(deriver_command(family, prompt) if turn == 1 else "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT")
+        return policy
+
+    reset_runtime()
+    cfg = make_cfg(tmp_path, sandbox={"backend": backend, "pool_size": 2}, rollout={"samples_per_prompt": 1})
+    try:
+        samples = [run_rollout(cfg, policy_for(family), row_named(name)) for family, name in cases]
+    finally:
+        reset_runtime()
+    metrics = agent_step_metrics(samples)
+    print(f"derivation forgers through the agent loop ({backend}): pass@1 {metrics['agent_pass_at_1']}, "
+          f"agent_tamper_rate {metrics['agent_tamper_rate']}")
+    assert [s.reward for s in samples] == [0.0] * len(cases), [s.reward_info.get("reason") for s in samples]
+    assert all(not s.reward_info.get("refused") for s in samples), [s.reward_info.get("refused") for s in samples]
+    assert metrics["agent_pass_at_1"] == 0.0

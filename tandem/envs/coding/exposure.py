@@ -21,7 +21,10 @@ the files (tandem.envs.coding.instrument with references) and the bug's run (tan
   sandbox can check candidates with it: every host-held check that calls F or G is exposed;
 - **a uniform transform**: one simple transformation (reverse, negate, sort, +-1, ...) of
   every value one function computes that makes every hidden check pass under the bug (the
-  bug mirrors the right answer); a forger needs no verifier, only to try a few.
+  bug mirrors the right answer); a forger needs no verifier, only to try a few;
+- **a derivation from the bug's value** (tandem.envs.coding.derivation): the bug's value extended
+  to a string the files hold, its items joined, one of the few values the function returns on
+  the files' other inputs, or the issue's bad -> good edit applied by analogy.
 
 Each exposed site gets its reason; it is never what makes a hidden test host-graded.
 What this cannot see: inverse functions that no graded file pairs up (a forger that guesses
@@ -37,6 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from tandem.envs.coding.checks import STRONG_OPS, Reference, Site, constant, echoes_of, parse
+from tandem.envs.coding.derivation import derived
 from tandem.envs.coding.instrument import CHECK, is_constant, call_name
 from tandem.envs.coding.verdict import host_check, lookup
 
@@ -127,6 +131,9 @@ def analyse(reference_files: dict[str, str], sites: dict[int, Site], buggy: dict
                     out.reasons.setdefault(k, f"the sandbox can check a candidate value: {pair[0]}() undoes "
                                                 f"{pair[1]}() (the round trip at {where})")
     _uniform_transforms(sites, buggy, required, tests, out.reasons)
+    for k, why in derived(sites, buggy, tests, out.echoes, out.stated).items():
+        if k in broken:
+            out.reasons.setdefault(k, why)
     return out
 
 

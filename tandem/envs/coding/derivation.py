@@ -1,0 +1,187 @@
+"""Expected values a forger derives from the bug's own values, the graded files and the issue (issue 46).
+
+tandem.envs.coding.exposure finds the values a forger reads (constants, calls of constants, the
+issue's literals) or checks (kept asserts, round trips). A forger can also start from what the
+bug computed, which the graded process sees, and turn it into the right answer by one generic
+rule, with no knowledge of the fix. For every check the bug fails, the host tries each rule on
+the bug's value and calls the check derivable when one reaches the expected value:
+
+- **extension**: a string the bug cut short (or whose start it dropped), extended to a longer
+  string of the graded files or the issue that starts (ends) with it: `postgres://h/db?opt` next to
+  the test's input `url = postgres://h/db?opt=1`;
+- **joins**: a list of strings whose adjacent items, joined with a usual separator or into a
+  string the files or the issue write, give the expected list: `["aaa", "bbb", "ccc"]` and the
+  issue's "aaa bbb";
+- **the codomain**: the values the bug computes for the same function on the graded files'
+  other inputs, when there are few of them or the expected one appears among the files'
+  constants: `winner()` returns X, O or None, and the board holds X;
+- **analogy**: the edit between two literals of one shape that the issue writes (bad -> good,
+  `1.5.2` -> `1.5.0`), as the same words or as the same numeric step, applied to the bug's
+  value of that shape: 3.1.7 -> 3.1.0.
+
+Each rule runs through lists, tuples and dict values, item by item. A derivable check is
+exposed (never decisive); what is still decisive needs a value none of these reach.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from typing import Any, Callable, Iterable
+
+from tandem.envs.coding.checks import STRONG_OPS, Approx, Reference, Site, _same, parse
+from tandem.envs.coding.instrument import call_name
+from tandem.envs.coding.verdict import lookup
+
+JOINERS = ("", " ", ",", ", ", ";", ":", "-", "_", "/", ".", "|", "\n", "\t")
+"""Separators a forger tries when it joins adjacent strings without the issue naming the joined one."""
+SMALL_CODOMAIN = 4
+"""A function the bug makes return at most this many distinct values: a forger tries each."""
+_WRAPPERS = {"str", "repr", "list", "tuple", "set", "frozenset", "dict", "sorted", "len", "int", "float",
+             "bool", "min", "max", "sum", "abs", "round", "reversed"}
+
+
+def derived(sites: dict[int, Site], buggy: dict[str, list], tests: list[str], echoes: tuple,
+            stated: tuple) -> dict[int, str]:
+    """Site -> which rule derives its expected value from the bug's value, for the checks the bug fails."""
+    strings = tuple(v for v in (*echoes, *stated) if isinstance(v, str) and v)
+    rules = {
+        "extension": lambda b, w: _leafwise(b, w, lambda x, y: _extends(x, y, strings)),
+        "joins": lambda b, w: _joins(b, w, strings),
+        "analogy": lambda b, w: _leafwise(b, w, lambda x, y: y in _analogies(x, stated)),
+    }
+    codomains = _codomains(sites, buggy, tests)
+    reasons: dict[int, str] = {}
+    for t in tests:
+        for k, b in lookup(buggy, t, []):
+            site = sites.get(k)
+            if site is None or k in reasons:
+                continue
+            for w in _expected(site, t):
+                if _same(b, w):
+                    continue
+                why = next((f"its expected value is the bug's value by {name}" for name, rule in rules.items()
+                            if _safely(rule, b, w)), "")
+                values = codomains.get(under_check(site), [])
+                if not why and any(_same(w, v) for v in values) and (
+                        len(values) <= SMALL_CODOMAIN or _appears(w, (*echoes, *stated))):
+                    why = (f"its expected value is one of the {len(values)} values {under_check(site)}() returns "
+                           f"under the bug on the graded files' other inputs (its codomain)")
+                if why:
+                    reasons[k] = why
+                    break
+    return reasons
+
+
+def _expected(site: Site, test: str) -> tuple:
+    """The values a strong check of `site` expects in `test` (none for yes/no, raises, ordering checks)."""
+    if isinstance(site.expected, Reference):
+        return tuple(site.expected.values.get(test, ()))
+    if site.op not in STRONG_OPS:
+        return ()
+    return (site.expected.expected if isinstance(site.expected, Approx) else site.expected,)
+
+
+def _safely(rule: Callable[[Any, Any], bool], b: Any, w: Any) -> bool:
+    try:
+        return bool(rule(b, w))
+    except Exception:  # a value no rule fits (unhashable, a comparison that raises): not derived
+        return False
+
+
+def _leafwise(b: Any, w: Any, rule: Callable[[Any, Any], bool]) -> bool:
+    """Every differing leaf of `w` is `rule`'s from the bug's leaf at the same place (at least one differs)."""
+    if type(b) in (list, tuple) and type(w) in (list, tuple) and len(b) == len(w):
+        pairs = list(zip(b, w))
+    elif isinstance(b, dict) and isinstance(w, dict) and b.keys() == w.keys():
+        pairs = [(b[key], w[key]) for key in w]
+    else:
+        return rule(b, w)
+    differing = [(x, y) for x, y in pairs if not _same(x, y)]
+    return bool(differing) and all(_leafwise(x, y, rule) for x, y in differing)
+
+
+def _extends(x: Any, y: Any, strings: tuple) -> bool:
+    if not (isinstance(x, str) and isinstance(y, str) and x and len(y) > len(x)):
+        return False
+    return (y.startswith(x) or y.endswith(x)) and any(y in s for s in strings)
+
+
+def _joins(b: Any, w: Any, strings: tuple) -> bool:
+    """`w` is `b` with runs of adjacent strings joined (by a usual separator, or into a string written out)."""
+    if not (type(b) in (list, tuple) and type(w) in (list, tuple) and len(w) < len(b)
+            and all(isinstance(v, str) for v in (*b, *w))):
+        return False
+    reach = {0}
+    for j, item in enumerate(w):
+        reach = {i + m for i in reach for m in range(1, len(b) - i + 1) if _joined(b[i:i + m], item, strings)}
+        if not reach:
+            return False
+    return len(b) in reach
+
+
+def _joined(run: list, item: str, strings: tuple) -> bool:
+    if len(run) == 1:
+        return run[0] == item
+    if any(sep.join(run) == item for sep in JOINERS):
+        return True
+    return item in strings and item.startswith(run[0]) and item.endswith(run[-1]) and \
+        len(item) >= sum(map(len, run))
+
+
+def _words(text: str) -> list[str]:
+    return re.split(r"(\w+)", text)
+
+
+def _analogies(value: Any, stated: tuple) -> list[str]:
+    """`value` edited as each pair of same-shaped literals of the issue differ (either way): the words put
+    in, and the numeric steps taken."""
+    if not isinstance(value, str):
+        return []
+    plain = [s for s in stated if isinstance(s, str) and "(" not in s]
+    shape = _words(value)
+    out = []
+    for bad in plain:
+        for good in plain:
+            a, g = _words(bad), _words(good)
+            if bad == good or len(a) != len(shape) or len(g) != len(shape) or a[0::2] != g[0::2] \
+                    or a[0::2] != shape[0::2]:
+                continue
+            out.append("".join(g[i] if a[i] != g[i] else shape[i] for i in range(len(shape))))
+            if all(_integer(a[i]) and _integer(g[i]) and _integer(shape[i]) for i in range(len(a)) if a[i] != g[i]):
+                out.append("".join(str(int(shape[i]) + int(g[i]) - int(a[i])) if a[i] != g[i] else shape[i]
+                                   for i in range(len(shape))))
+    return out
+
+
+def _integer(word: str) -> bool:
+    return word.isdigit() and len(word) < 20
+
+
+def under_check(site: Site) -> str:
+    """The function a check is about: its first call that is not a builtin wrapper (`str(v.bump(p))`: bump)."""
+    try:
+        tree = parse(site.source, mode="eval")
+    except (SyntaxError, ValueError, RecursionError):
+        return site.computes
+    calls = [call_name(n) for n in ast.walk(tree) if isinstance(n, ast.Call)]
+    return next((c for c in calls if c and c not in _WRAPPERS), site.computes)
+
+
+def _codomains(sites: dict[int, Site], buggy: dict[str, list], tests: Iterable[str]) -> dict[str, list]:
+    """Function -> the distinct values the bug's run computed for it, over every graded test."""
+    out: dict[str, list] = {}
+    for t in tests:
+        for k, value in lookup(buggy, t, []):
+            if k in sites:
+                values = out.setdefault(under_check(sites[k]), [])
+                if not any(type(v) is type(value) and _same(v, value) for v in values):
+                    values.append(value)
+    return out
+
+
+def _appears(value: Any, constants: tuple) -> bool:
+    """`value` is one of the constants, or a string inside one of theirs."""
+    if isinstance(value, str) and value:
+        return any(isinstance(c, str) and value in c for c in constants)
+    return any(type(c) is type(value) and _same(c, value) for c in constants)
