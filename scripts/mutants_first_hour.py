@@ -36,4 +36,12 @@ FIRST_HOUR = [  # the first hour: fast refusals, README lines that run as printe
  ("a TOML's plug-in file is looked up from the current directory", "tandem/config/loading.py",
   "    resolve_plugin_files(tree, base)" + NL, "",
   F + "test_a_plug_in_file_resolves_like_data_path_from_the_toml_that_names_it"),
+ ("an environment's tool schemas written by transformers (torch with it) before the checks", "tandem/env/base.py",
+  "                schemas.append(tool_schema(getattr(cls, name)))",
+  "                from transformers.utils import get_json_schema; schemas.append(get_json_schema(getattr(cls, name)))",
+  F + "test_an_environment_run_is_refused_before_transformers_loads"),
+ ("a tool's Optional parameter loses nullable", "tandem/env/tool_schema.py",
+  '        schema["nullable"] = True', "        pass", "tests/test_tool_schema.py::test_a_tools_schema_is_transformers_schema"),
+ ("a tool's docstring choices are not an enum", "tandem/env/tool_schema.py",
+  "        if choices:", "        if False:", "tests/test_tool_schema.py::test_a_tools_schema_is_transformers_schema"),
 ]

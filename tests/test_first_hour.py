@@ -42,6 +42,18 @@ def test_a_bad_key_is_named_before_torch_loads(tmp_path):
     assert heavy == []
 
 
+@pytest.mark.parametrize("config", ["configs/coding_agent.toml", "configs/lookup.toml"])
+def test_an_environment_run_is_refused_before_transformers_loads(tmp_path, config):
+    """An environment's tools are checked (their schemas written) before anything starts, by tandem itself:
+    transformers' get_json_schema would import transformers and, through it, torch (seconds) first."""
+    used = tmp_path / "used"
+    used.mkdir()
+    (used / "metrics.jsonl").write_text('{"step": 1}\n')
+    rc, err, heavy = _launch_and_list_heavy_modules(["--config", config, "--run-dir", str(used)], REPO)
+    assert rc == 2 and "already holds a run" in err
+    assert heavy == []
+
+
 def readme_block(heading: str) -> list[str]:
     """The command lines of the first ```bash block under README's `## heading`, comments cut."""
     text = (REPO / "README.md").read_text()
