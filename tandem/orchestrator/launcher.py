@@ -23,7 +23,6 @@ from tandem.paths import PROJECT_ROOT, cache_root
 from tandem.quiet import quiet_libraries
 from tandem.env import EnvRollout
 from tandem.eval.heldout import with_held_out
-from tandem.harness import HarnessRollout
 from tandem.rollout import (DataError, PluginError, check_contract, load_dataset_rows, load_reward_fn,
                             load_rollout_fn)
 from tandem.weights import PublishError, SyncError
@@ -130,7 +129,7 @@ def check_inputs(cfg: TandemConfig, reward: Callable | None = None, rollout: Cal
     elif cfg.environment.name:
         rollout_fn = EnvRollout.from_config(cfg)
     elif cfg.rollout.harness or cfg.rollout.harness_command:
-        rollout_fn = HarnessRollout.from_config(cfg)
+        rollout_fn = registry.load(registry.HARNESS_ROLLOUT).from_config(cfg)
     else:
         rollout_fn = load_rollout_fn(cfg.rollout.function)
     reward_fn = check_contract(reward, "reward", cfg.rollout.reward) if reward else load_reward_fn(cfg.rollout.reward)
