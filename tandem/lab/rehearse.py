@@ -81,6 +81,8 @@ def _tiny_stand_in(node: TandemConfig) -> tuple[dict, dict]:
     """(model.tiny settings of the real model's family, sharding at the configured TP and PP; the real
     model's config.json)."""
     path = node.model.path
+    if path == "tiny":  # a laptop config (configs/coding_agent.toml): its own tiny model is the stand-in
+        return node.model.tiny.model_dump(), {}
     try:
         hf = hf_config(node.model)
     except PlanError as err:
@@ -90,9 +92,9 @@ def _tiny_stand_in(node: TandemConfig) -> tuple[dict, dict]:
         raise ConfigError(f"model.path {path!r} is a {family!r} model; a rehearsal has a tiny stand-in for "
                           f"{', '.join(FAMILIES)} only")
     heads, kv = int(hf["num_attention_heads"]), int(hf.get("num_key_value_heads") or hf["num_attention_heads"])
-    mp = node.trainer.megatron
-    tp = mp.tensor_parallel if node.trainer.backend == "megatron" else 1
-    pp = mp.pipeline_parallel if node.trainer.backend == "megatron" else 1
+    megatron = node.trainer.backend == "megatron"  # only its table exists: backend settings are per backend
+    tp = node.trainer.megatron.tensor_parallel if megatron else 1
+    pp = node.trainer.megatron.pipeline_parallel if megatron else 1
     if kv % tp or heads % kv:
         raise ConfigError(f"model.path {path!r}: {heads} heads and {kv} KV heads do not shard over "
                           f"trainer.megatron.tensor_parallel = {tp}")
@@ -199,14 +201,15 @@ def _what_is_real(cfg: TandemConfig) -> list[str]:
 
 def _memory_features(cfg: TandemConfig) -> list[str]:
     """The trainer's memory features that run here (at rehearsal sizes)."""
-    tc, mp = cfg.trainer, cfg.trainer.megatron
+    tc = cfg.trainer
     out = []
     if tc.logprob_chunk_tokens:
         out.append(f"the chunked loss head ({tc.logprob_chunk_tokens} positions per chunk, recomputed in the backward)")
     if tc.max_tokens_per_micro_batch:
         out.append(f"packed micro-batches (up to {tc.max_tokens_per_micro_batch} tokens, block-diagonal attention)")
-    if tc.backend == "megatron" and mp.optimizer_cpu_offload:
-        out.append(f"megatron-core's HybridDeviceOptimizer ({mp.optimizer_offload_fraction:.0%} of the optimizer "
+    if tc.backend == "megatron" and tc.megatron.optimizer_cpu_offload:
+        share = tc.megatron.optimizer_offload_fraction
+        out.append(f"megatron-core's HybridDeviceOptimizer ({share:.0%} of the optimizer "
                    "offloaded), with the CPU playing the GPU (tandem/trainer/megatron_cpu_shim.py)")
     return out
 
@@ -216,14 +219,15 @@ def _unverified(node: TandemConfig) -> list[str]:
            "bf16 numerics (the rehearsal trains in fp32)",
            "memory: see the plan (python -m tandem.lab.plan --config ...), at the top",
            "throughput and step times at the node's sizes",
-           f"the real model's weights and tokenizer ({node.model.path}): the stand-in is random, byte-level"]
+           *([] if node.model.path == "tiny" else
+             [f"the real model's weights and tokenizer ({node.model.path}): the stand-in is random, byte-level"])]
     if node.engine.backend == "sglang":
         out.append(f"SGLang itself: engine.sglang.args {node.engine.sglang.args} are checked against its argument "
                    f"list, not run")
-    mp = node.trainer.megatron
-    if node.trainer.backend == "megatron" and mp.optimizer_cpu_offload:
+    mp = node.trainer.megatron if node.trainer.backend == "megatron" else None
+    if mp is not None and mp.optimizer_cpu_offload:
         out.append("the optimizer offload's real device-host copies, CUDA streams and pinned memory, and its step time")
-    if node.trainer.backend == "megatron" and (mp.precision_aware_optimizer or mp.main_grads_dtype != "float32"):
+    if mp is not None and (mp.precision_aware_optimizer or mp.main_grads_dtype != "float32"):
         out.append("trainer.megatron.precision_aware_optimizer and main_grads_dtype: they change the distributed "
                    "optimizer's bf16 bookkeeping on GPUs; the CPU ranks train in fp32 without it")
     return out
