@@ -15,6 +15,7 @@ import ctypes
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -150,6 +151,10 @@ class Supervisor:
         deadline = time.monotonic() + grace_s
         while any(c.alive for c in children) and time.monotonic() < deadline:
             time.sleep(0.05)
+        late = [child.name for child in children if child.alive]
+        if late:  # where a slow stop's time went: a child that ignores or sits on SIGTERM
+            print(f"tandem: {', '.join(late)} still running {grace_s:g} s after SIGTERM: killed", file=sys.stderr,
+                  flush=True)
         for child in children:
             self._signal_group(child, signal.SIGKILL)
             if child.proc is not None:

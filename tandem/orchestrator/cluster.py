@@ -153,6 +153,9 @@ def router_command(cfg: TandemConfig, port: int, worker_urls: list[str], prometh
         # Started beside engines that are still loading: look for them every second, not every 30.
         "--worker-startup-check-interval", "1",
         "--request-timeout-secs", str(int(cfg.rollout.client.request_timeout_s)),
+        # Stopped only at the run's end, when nobody waits on a request it still forwards: without this it
+        # waits up to 180 s for them on SIGTERM, and a Ctrl-C sat out the supervisor's grace (5 s) for it.
+        "--shutdown-grace-period-secs", "0",
         "--log-level", "warn",
     ]  # no --api-key: the router forwards each client's Authorization header to the engines
 

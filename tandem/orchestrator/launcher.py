@@ -6,6 +6,8 @@ the trainer as supervised children, run the loop (tandem/orchestrator/loop.py), 
 
 from __future__ import annotations
 
+import logging
+import os
 import signal
 import sys
 from pathlib import Path
@@ -192,3 +194,20 @@ def main(argv: list[str] | None = None, hooks: RunHooks = NO_HOOKS) -> int:
     except KeyboardInterrupt as stop:
         print(f"tandem: stopped. {run_state.next_start(run_dir, invoked_as())}", file=sys.stderr)
         return 128 + (signal.SIGTERM if isinstance(stop, Stop) else signal.SIGINT)
+
+
+def exit_now(code: int) -> None:
+    """End the launcher's process with `code` once main() returned (children reaped, output written),
+    skipping the interpreter's teardown: after a run it frees torch, transformers and every object they
+    made, seconds of CPU (measured: ~33 s at load 68 after a Ctrl-C, bench/ctrl_c.py) before the prompt
+    comes back, with nothing left to save."""
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def command(argv: list[str] | None = None) -> int:
+    """`tandem train` and `python train.py`: main(), then exit_now."""
+    exit_now(main(argv))
+    return 1  # not reached
