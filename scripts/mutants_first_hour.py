@@ -47,4 +47,10 @@ FIRST_HOUR = [  # the first hour: fast refusals, README lines that run as printe
  ("a rehearsal looks up a config's tiny model on the hub", "tandem/lab/rehearse.py",
   'if node.model.path == "tiny" else _tiny_stand_in(node)', 'if False else _tiny_stand_in(node)',
   "tests/test_rehearse.py::test_a_config_of_the_tiny_model_rehearses_with_it_and_asks_no_hub"),
+ ("a child's own shorter stop grace (the router's) ignored", "tandem/supervisor.py",
+  "                if child.stop_grace_s is not None and", "                if False and",
+  "tests/test_supervisor_stop.py::test_a_child_deaf_to_sigterm_is_killed_at_its_own_grace_and_others_named"),
+ ("a child killed after the grace goes unnamed", "tandem/supervisor.py",
+  "        if late:  # where a slow stop", "        if False:  # where a slow stop",
+  "tests/test_supervisor_stop.py::test_a_child_deaf_to_sigterm_is_killed_at_its_own_grace_and_others_named"),
 ]
