@@ -53,4 +53,8 @@ FIRST_HOUR = [  # the first hour: fast refusals, README lines that run as printe
  ("a child killed after the grace goes unnamed", "tandem/supervisor.py",
   "        if late:  # where a slow stop", "        if False:  # where a slow stop",
   "tests/test_supervisor_stop.py::test_a_child_deaf_to_sigterm_is_killed_at_its_own_grace_and_others_named"),
+ ("the launcher imports the harness (the OpenAI SDK) before its checks", "tandem/orchestrator/launcher.py",
+  "from tandem.orchestrator.hooks import NO_HOOKS, RunHooks" + NL,
+  "from tandem.orchestrator.hooks import NO_HOOKS, RunHooks" + NL + "from tandem.harness import HarnessRollout" + NL,
+  F + "test_a_bad_key_is_named_before_torch_loads"),
 ]

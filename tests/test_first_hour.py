@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-HEAVY = ("torch", "transformers", "datasets", "pandas", "megatron")
+HEAVY = ("torch", "transformers", "datasets", "pandas", "megatron", "openai")  # openai: the harness, loaded only for one
 
 
 def _launch_and_list_heavy_modules(args: list[str], cwd: Path, **env_vars: str) -> tuple[int, str, list[str]]:
