@@ -10,9 +10,7 @@ lives in tandem/orchestrator/launcher.py, the loop (sync and async are one loop)
 tandem/orchestrator/loop.py.
 """
 
-import sys
-
-from tandem.orchestrator.launcher import main
+from tandem.orchestrator.launcher import command
 
 if __name__ == "__main__":
-    sys.exit(main())
+    command()

@@ -54,7 +54,11 @@ RUN_PHASE = "tandem.orchestrator.session:run"
 """The launcher's run phase (start the children, run the loop), imported once the checks passed: what it
 imports (torch, transformers) costs seconds that a refused run should not wait for."""
 
-COMMANDS = {"train": "tandem.orchestrator.launcher:main", "engine": "tandem.engine.__main__:main",
+HARNESS_ROLLOUT = "tandem.harness:HarnessRollout"
+"""rollout.harness / rollout.harness_command's rollout plug-in, loaded by the launcher only for a harness run:
+the OpenAI SDK it imports is half the launcher's import time, which every refusal and `--help` would pay."""
+
+COMMANDS = {"train": "tandem.orchestrator.launcher:command", "engine": "tandem.engine.__main__:main",
             "inspect": "tandem.inspect.__main__:main", "eval": "tandem.orchestrator.eval_command:main"}
 """`tandem COMMAND` -> its main(argv)."""
 

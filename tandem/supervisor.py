@@ -15,6 +15,7 @@ import ctypes
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -59,6 +60,8 @@ class Child:
     proc: subprocess.Popen | None = None
     critical: bool = True
     """A critical child's death stops the run (the supervisor may instead restart engines)."""
+    stop_grace_s: float | None = None
+    """How long it gets between SIGTERM and SIGKILL; None: the supervisor's grace."""
 
     @property
     def served_url(self) -> str:
@@ -89,8 +92,9 @@ class Supervisor:
 
     # ---------------------------------------------------------------- start
     def start(self, name: str, cmd: list[str], *, env: dict[str, str] | None = None, url: str | None = None,
-              role: str = "", critical: bool = True) -> Child:
-        child = Child(name, cmd, self.log_dir / f"{name}.log", env or {}, url, role, critical=critical)
+              role: str = "", critical: bool = True, stop_grace_s: float | None = None) -> Child:
+        child = Child(name, cmd, self.log_dir / f"{name}.log", env or {}, url, role, critical=critical,
+                      stop_grace_s=stop_grace_s)
         full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **child.env}
         log = open(child.log_path, "ab")
         log.write(f"$ {' '.join(cmd)}\n".encode())
@@ -154,9 +158,18 @@ class Supervisor:
         """SIGTERM (+SIGCONT) every group, wait up to grace_s, SIGKILL what is left, reap."""
         for child in children:
             self._terminate(child)
-        deadline = time.monotonic() + grace_s
-        while any(c.alive for c in children) and time.monotonic() < deadline:
+        started = time.monotonic()
+        waiting = list(children)
+        while waiting and time.monotonic() - started < grace_s:
+            for child in waiting:
+                if child.stop_grace_s is not None and time.monotonic() - started >= child.stop_grace_s:
+                    self._signal_group(child, signal.SIGKILL)  # its own, shorter grace is over
+            waiting = [c for c in waiting if c.alive]
             time.sleep(0.05)
+        late = [child.name for child in waiting if child.alive]
+        if late:  # where a slow stop's time went: a child that ignores or sits on SIGTERM
+            print(f"tandem: {', '.join(late)} still running {grace_s:g} s after SIGTERM: killed", file=sys.stderr,
+                  flush=True)
         for child in children:
             self._signal_group(child, signal.SIGKILL)
             if child.proc is not None:

@@ -34,7 +34,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 E2E_FILES = {
     "test_agent_e2e.py", "test_agent_loop.py", "test_agent_tokens.py", "test_deploy_skypilot.py",
     "test_engine_api.py", "test_engine_moe.py", "test_eval_run.py", "test_first_hour.py", "test_reproducible.py",
-    "test_harness_capture.py", "test_harness_in_run.py", "test_harness_run.py",
+    "test_harness_capture.py", "test_harness_in_run.py", "test_harness_run.py", "test_supervisor_stop.py",
     "test_env_adapters.py", "test_external_engines.py", "test_faults.py", "test_host_checks.py", "test_reload_retry.py",
     "test_launcher.py", "test_lora.py", "test_megatron_cpu.py", "test_megatron_lora.py", "test_megatron_memory.py",
     "test_megatron_moe.py",

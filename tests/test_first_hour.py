@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-HEAVY = ("torch", "transformers", "datasets", "pandas", "megatron")
+HEAVY = ("torch", "transformers", "datasets", "pandas", "megatron", "openai")  # openai: the harness, loaded only for one
 
 
 def _launch_and_list_heavy_modules(args: list[str], cwd: Path, **env_vars: str) -> tuple[int, str, list[str]]:
@@ -39,6 +39,18 @@ def test_a_used_run_dir_is_refused_before_torch_loads(tmp_path):
 def test_a_bad_key_is_named_before_torch_loads(tmp_path):
     rc, err, heavy = _launch_and_list_heavy_modules(["--bogus.key", "1", "--run-dir", str(tmp_path / "r")], REPO)
     assert rc == 2 and "unknown config key 'bogus.key'" in err
+    assert heavy == []
+
+
+@pytest.mark.parametrize("config", ["configs/coding_agent.toml", "configs/lookup.toml"])
+def test_an_environment_run_is_refused_before_transformers_loads(tmp_path, config):
+    """An environment's tools are checked (their schemas written) before anything starts, by tandem itself:
+    transformers' get_json_schema would import transformers and, through it, torch (seconds) first."""
+    used = tmp_path / "used"
+    used.mkdir()
+    (used / "metrics.jsonl").write_text('{"step": 1}\n')
+    rc, err, heavy = _launch_and_list_heavy_modules(["--config", config, "--run-dir", str(used)], REPO)
+    assert rc == 2 and "already holds a run" in err
     assert heavy == []
 
 

@@ -59,6 +59,8 @@ def stop_with(launch: Launch, sig: int) -> int:
     assert orphans == [], f"descendants outlived the launcher: {orphans}"
     assert gone_s <= children_gone_bound_s(), f"last child gone {gone_s:.1f}s after {signal.Signals(sig).name}"
     assert "tandem: interrupted; stopping all processes" in launch.stderr, "the launcher did not stop its children"
+    # every child stops on its SIGTERM (the router had sat on it for its in-flight requests until SIGKILL)
+    assert "after SIGTERM: killed" not in launch.stderr, launch.stderr[-2000:]
     for log in sorted((launch.run_dir / "logs").glob("engine*.log")):  # SIGTERM, not the parent-death SIGKILL
         last = log.read_text(errors="replace").rstrip().splitlines()[-1]
         assert "Finished server process" in last, f"{log.name} did not shut down on SIGTERM: {last}"

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from tandem.config import ConfigError, load_config
-from tandem.lab.rehearse import NOT_REHEARSABLE, REHEARSAL_TOL, rehearsal_config
+from tandem.lab.rehearse import (NOT_REHEARSABLE, REHEARSAL_TOL, _memory_features, _unverified, _what_is_real,
+                                  rehearsal_config)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -35,6 +36,17 @@ def test_the_stand_in_keeps_the_family_and_shards_at_the_configured_tp():
     r4, _ = swaps_of("configs/node_qwen3_4b.toml")  # 32 / 8, tied
     assert (r4.config.model.tiny.num_heads // r4.config.model.tiny.num_kv_heads,
             r4.config.model.tiny.tie_word_embeddings) == (4, True)
+
+
+def test_a_config_of_the_tiny_model_rehearses_with_it_and_asks_no_hub():
+    """configs/coding_agent.toml runs the tiny model: its rehearsal keeps it (no swap of the model, no
+    hub lookup of a model named 'tiny', which had retried for ~25 s and then refused the rehearsal)."""
+    r, swaps = swaps_of("configs/coding_agent.toml", "--model.tiny.num_layers", "3")
+    assert r.config.model.path == "tiny" and r.config.model.tiny == r.node.model.tiny
+    assert r.config.model.tiny.num_layers == 3 and not [k for k in swaps if k.startswith("model.")]
+    # its report's lists read a torch trainer's config (which has no [trainer.megatron] table)
+    said = "\n".join(_what_is_real(r.config) + _memory_features(r.config) + _unverified(r.node))
+    assert "environment tandem.envs.coding:CodingEnv" in said and "the real model's weights" not in said
 
 
 def test_what_runs_here_and_what_is_reported_as_not_rehearsable():

@@ -14,8 +14,9 @@
 
 Tools are the public methods a subclass defines (names in RESERVED are the contract's own).
 Their JSON schemas come from the type hints and the docstring's "Args:" section
-(transformers.utils.get_json_schema, the same as TRL's environment_factory), and go to the
-chat template as `tools`. Any method may be `async def`; a plain one runs on the rollout
+(tandem.env.tool_schema: the schemas of transformers.utils.get_json_schema, as TRL's
+environment_factory writes them, without importing transformers), and go to the chat template
+as `tools`. Any method may be `async def`; a plain one runs on the rollout
 thread pool, never on the event loop.
 
 An episode ends when the model replies without a tool call (its reply is the answer, in
@@ -37,6 +38,7 @@ from typing import Any, Callable, ClassVar
 from pydantic import BaseModel
 
 from tandem.env.parsers import ParsedReply, ToolCall
+from tandem.env.tool_schema import ToolSchemaError, tool_schema
 from tandem.config import validate_section
 from tandem.rollout.context import RolloutContext
 from tandem.rollout.plugins import PluginError, RewardResult, load_plugin
@@ -99,13 +101,11 @@ class Environment:
     @classmethod
     def tool_schemas(cls) -> list[dict]:
         """OpenAI-style function schemas for the chat template's `tools`."""
-        from transformers.utils import get_json_schema
-
         schemas = []
         for name in cls.tools():
             try:
-                schemas.append(get_json_schema(getattr(cls, name)))
-            except Exception as err:  # DocstringParsingException, TypeHintParsingException
+                schemas.append(tool_schema(getattr(cls, name)))
+            except (ToolSchemaError, NameError) as err:  # NameError: a hint naming what the module lacks
                 raise PluginError(f"tool {cls.__name__}.{name}: {err} (a tool needs type hints and a docstring "
                                   f"with an 'Args:' line per parameter)") from err
             schemas[-1]["function"]["parameters"]["properties"].pop("self", None)

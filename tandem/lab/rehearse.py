@@ -90,9 +90,8 @@ def _tiny_stand_in(node: TandemConfig) -> tuple[dict, dict]:
         raise ConfigError(f"model.path {path!r} is a {family!r} model; a rehearsal has a tiny stand-in for "
                           f"{', '.join(FAMILIES)} only")
     heads, kv = int(hf["num_attention_heads"]), int(hf.get("num_key_value_heads") or hf["num_attention_heads"])
-    mp = node.trainer.megatron
-    tp = mp.tensor_parallel if node.trainer.backend == "megatron" else 1
-    pp = mp.pipeline_parallel if node.trainer.backend == "megatron" else 1
+    mp = node.trainer.megatron if node.trainer.backend == "megatron" else None  # a torch trainer has no such table
+    tp, pp = (mp.tensor_parallel, mp.pipeline_parallel) if mp else (1, 1)
     if kv % tp or heads % kv:
         raise ConfigError(f"model.path {path!r}: {heads} heads and {kv} KV heads do not shard over "
                           f"trainer.megatron.tensor_parallel = {tp}")
@@ -135,7 +134,8 @@ def rehearsal_config(node: TandemConfig, steps: int = REHEARSAL_STEPS) -> Rehear
             swaps.append(Swap(key, before, here, why))
         parent[name] = here
 
-    tiny, hf = _tiny_stand_in(node)
+    # a config of the tiny model (configs/coding_agent.toml) is rehearsed with it: no hub lookup of 'tiny'
+    tiny, hf = (node.model.tiny.model_dump(), {}) if node.model.path == "tiny" else _tiny_stand_in(node)
     swap("model.path", "tiny", f"a random {tiny['num_layers']}-layer model of the same family (no download)")
     for name, value in tiny.items():
         swap(f"model.tiny.{name}", value, "the real model's layer types, GQA ratio and embedding tying, "
@@ -199,15 +199,15 @@ def _what_is_real(cfg: TandemConfig) -> list[str]:
 
 def _memory_features(cfg: TandemConfig) -> list[str]:
     """The trainer's memory features that run here (at rehearsal sizes)."""
-    tc, mp = cfg.trainer, cfg.trainer.megatron
+    tc = cfg.trainer
     out = []
     if tc.logprob_chunk_tokens:
         out.append(f"the chunked loss head ({tc.logprob_chunk_tokens} positions per chunk, recomputed in the backward)")
     if tc.max_tokens_per_micro_batch:
         out.append(f"packed micro-batches (up to {tc.max_tokens_per_micro_batch} tokens, block-diagonal attention)")
-    if tc.backend == "megatron" and mp.optimizer_cpu_offload:
-        out.append(f"megatron-core's HybridDeviceOptimizer ({mp.optimizer_offload_fraction:.0%} of the optimizer "
-                   "offloaded), with the CPU playing the GPU (tandem/trainer/megatron_cpu_shim.py)")
+    if tc.backend == "megatron" and tc.megatron.optimizer_cpu_offload:
+        out.append(f"megatron-core's HybridDeviceOptimizer ({tc.megatron.optimizer_offload_fraction:.0%} of the "
+                   "optimizer offloaded), with the CPU playing the GPU (tandem/trainer/megatron_cpu_shim.py)")
     return out
 
 
@@ -215,15 +215,15 @@ def _unverified(node: TandemConfig) -> list[str]:
     out = ["CUDA kernels, NCCL collectives and GPU placement",
            "bf16 numerics (the rehearsal trains in fp32)",
            "memory: see the plan (python -m tandem.lab.plan --config ...), at the top",
-           "throughput and step times at the node's sizes",
-           f"the real model's weights and tokenizer ({node.model.path}): the stand-in is random, byte-level"]
+           "throughput and step times at the node's sizes"] + ([] if node.model.path == "tiny" else
+          [f"the real model's weights and tokenizer ({node.model.path}): the stand-in is random, byte-level"])
     if node.engine.backend == "sglang":
         out.append(f"SGLang itself: engine.sglang.args {node.engine.sglang.args} are checked against its argument "
                    f"list, not run")
-    mp = node.trainer.megatron
-    if node.trainer.backend == "megatron" and mp.optimizer_cpu_offload:
+    mp = node.trainer.megatron if node.trainer.backend == "megatron" else None
+    if mp is not None and mp.optimizer_cpu_offload:
         out.append("the optimizer offload's real device-host copies, CUDA streams and pinned memory, and its step time")
-    if node.trainer.backend == "megatron" and (mp.precision_aware_optimizer or mp.main_grads_dtype != "float32"):
+    if mp is not None and (mp.precision_aware_optimizer or mp.main_grads_dtype != "float32"):
         out.append("trainer.megatron.precision_aware_optimizer and main_grads_dtype: they change the distributed "
                    "optimizer's bf16 bookkeeping on GPUs; the CPU ranks train in fp32 without it")
     return out

@@ -152,6 +152,7 @@ def router_command(cfg: TandemConfig, port: int, worker_urls: list[str], prometh
         # Started beside engines that are still loading: look for them every second, not every 30.
         "--worker-startup-check-interval", "1",
         "--request-timeout-secs", str(int(cfg.rollout.client.request_timeout_s)),
+        "--shutdown-grace-period-secs", "0",  # stopped only at the run's end: nobody waits on what it forwards
         "--log-level", "warn",
     ]  # no --api-key: the router forwards each client's Authorization header to the engines
 
@@ -163,10 +164,17 @@ def start_router(cfg: TandemConfig, sup: Supervisor, engines: dict[str, str]) ->
     return child.served_url
 
 
+ROUTER_STOP_GRACE_S = 0.5
+"""SIGTERM to SIGKILL for the router (Supervisor's Child.stop_grace_s)."""
+
+
 def launch_router(cfg: TandemConfig, sup: Supervisor, engines: dict[str, str]) -> Child:
     port = _pick_port(cfg.router.port, "router.port")
     cmd = router_command(cfg, port, list(engines.values()), free_port())
-    return sup.start("router", cmd, url=f"http://127.0.0.1:{port}", role="router")
+    # The router outlives its SIGTERM by seconds while it holds requests (measured 5 s, the whole grace, on every
+    # Ctrl-C of a run: bench/ctrl_c.py), even with no shutdown grace of its own; at the end of a run whatever it
+    # still forwards was abandoned by the loop already, so it gets 0.5 s.
+    return sup.start("router", cmd, url=f"http://127.0.0.1:{port}", role="router", stop_grace_s=ROUTER_STOP_GRACE_S)
 
 
 def router_pending(cfg: TandemConfig, child: Child, n_engines: int, engines: list[Pending]) -> Pending:
