@@ -64,7 +64,8 @@ def tool_schema(fn: Callable) -> dict:
 
 def parse_docstring(doc: str) -> tuple[str, dict[str, str], str | None]:
     """(the description before the first section, {argument: its text}, the Returns: text or None)."""
-    description = re.match(rf"(.*?)[\n\s]*(?:{SECTION}|\Z)", doc, re.S).group(1).strip()
+    head = re.match(rf"(.*?)[\n\s]*(?:{SECTION}|\Z)", doc, re.S)  # always matches (\Z); typed Optional
+    description = head.group(1).strip() if head else doc.strip()
     args_block = re.search(r"\n\s*Args:\n(.*?)[\n\s]*(?:Returns:|Raises:|\Z)", doc, re.S)
     returns = re.search(r"\n\s*Returns:\n\s*(.*?)[\n\s]*(?:Raises:|\Z)", doc, re.S)
     args: dict[str, str] = {}
