@@ -341,7 +341,7 @@ class TestNames:
         assert "-".join([word, word]) == want
 
 
-@pytest.mark.parametrize("n", [1, 2])
+@pytest.mark.parametrize("n", [5, 6])
 def test_zero(n):
     assert sub(n, n) == 0
 '''
@@ -349,7 +349,10 @@ SUB_BUG = ("diff --git a/pkg/__init__.py b/pkg/__init__.py\n--- a/pkg/__init__.p
            "@@ -1,2 +1,2 @@\n def sub(a, b):\n-    return a - b\n+    return a + b\n")
 SUB_F2P = ["tests/test_pkg.py::test_sub[7-3-4]", "tests/test_pkg.py::test_sub[20-5-15]"]
 SUB_P2P = ["tests/test_pkg.py::TestNames::test_twice[ab-ab-ab]", "tests/test_pkg.py::TestNames::test_twice[x-x-x]",
-           "tests/test_pkg.py::test_zero[1]", "tests/test_pkg.py::test_zero[2]"]
+           "tests/test_pkg.py::test_zero[5]", "tests/test_pkg.py::test_zero[6]"]
+# test_zero's inputs are 5 and 6, not 1 and 2: under the bug sub(2, 2) returns 4, test_sub[7-3-4]'s expected
+# value, and the host's codomain rule (tandem/envs/coding/derivation.py: a value among <= 4 the bug returns
+# for sub()) then counts that check as derivable and refuses the task; a known cost of that rule's caution.
 
 
 def test_a_parametrized_expectation_leaves_the_graded_copy():
@@ -362,7 +365,7 @@ def test_a_parametrized_expectation_leaves_the_graded_copy():
     assert hidden.source.count("\n") == source.count("\n")
     assert "15" not in hidden.source and "4)" not in hidden.source and "ab-ab" not in hidden.source
     assert "(7, 3, None)" in hidden.source and "ids=['case0', 'case1']" in hidden.source
-    assert "[1, 2])" in hidden.source  # no expectation column there: left as written
+    assert "[5, 6])" in hidden.source  # no expectation column there: left as written
     assert hidden.aliases == {"tests/test_pkg.py::test_sub[7-3-4]": "tests/test_pkg.py::test_sub[case0]",
                               "tests/test_pkg.py::test_sub[20-5-15]": "tests/test_pkg.py::test_sub[case1]",
                               "tests/test_pkg.py::TestNames::test_twice[ab-ab-ab]":
