@@ -27,9 +27,9 @@ TESTS3 = [  # the eight breaks of issue 45, then the trainer's hand-back trace
   H + "test_a_colocated_trainer_hands_its_memory_back_every_step_and_takes_it_again"),
  ("trainer: offloaded after the orchestrator hears of the step", "tandem/trainer/__main__.py",
   [("        if cfg.colocated:  # the device goes to the engines before the orchestrator hears of this step" + NL
-    + "            result.update(backend.offload())" + NL, ""),
-   ("        handoff.write_train_result(run_dir, step, result)" + NL,
-    "        handoff.write_train_result(run_dir, step, result)" + NL
+    + "            result.handover.update(backend.offload())" + NL, ""),
+   ("        handoff.write_train_result(run_dir, result)" + NL,
+    "        handoff.write_train_result(run_dir, result)" + NL
     + "        if cfg.colocated:" + NL + "            backend.offload()" + NL)], None,
   H + "test_a_colocated_trainer_hands_its_memory_back_every_step_and_takes_it_again"),
  ("trainer: the CPU hand-over leaves no trace", "tandem/trainer/offload.py",

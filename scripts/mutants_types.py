@@ -11,6 +11,6 @@ TYPES = [
   "answers = await asyncio.gather(*(engine_serves(client, url, version, lora) for url in pending))",
   "answers = await asyncio.gather(*(engine_serves(http, url, version, lora) for url in pending))", T),
  ("the virtual trainer without the TrainerLink's checkpoint_only", "tandem/lab/inprocess.py",
-  "    async def checkpoint_only(self, step: int, samples: list[Sample], reason: str) -> dict:",
-  "    async def checkpoint_only_unused(self, step: int, samples: list[Sample], reason: str) -> dict:", T),
+  "    async def checkpoint_only(self, step: int, samples: list[Sample], reason: str) -> TrainResult:",
+  "    async def checkpoint_only_unused(self, step: int, samples: list[Sample], reason: str) -> TrainResult:", T),
 ]

@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, ClassVar
 
 from tandem.sample import Sample
+from tandem.weights.record import NOTHING_PUBLISHED, Published
 
 POLL_S = 0.002
 
@@ -111,9 +112,83 @@ def wait_batch(run_dir: str | os.PathLike, step: int, timeout_s: float = 3600.0,
     return TrainBatch.from_json(payload)
 
 
-def write_train_result(run_dir: str | os.PathLike, step: int, result: dict) -> Path:
-    path = result_path(run_dir, step)
-    atomic_write_json(path, {**result, "step": step + 1}, durable=False)  # numbered as its file
+@dataclass
+class RoutingAgreement:
+    """trainer.moe (routing replay, record_routing): how the trainer's routers agreed with the engines'."""
+    recorded_tokens: float
+    """Token positions the engines recorded their experts for."""
+    agreement: float | None = None
+    """The fraction of (token, MoE layer) pairs whose recomputed top-k equals the engine's (None: nothing recorded)."""
+    agreement_tokens: float | None = None
+    """The fraction of tokens whose every layer agreed (None: nothing recorded, or pipeline parallel)."""
+
+    KEYS: ClassVar[dict[str, str]] = {"agreement": "routing_agreement", "recorded_tokens": "routing_recorded_tokens",
+            "agreement_tokens": "routing_agreement_tokens"}
+    """Field -> its name in the backend's step metrics and in the metrics row, in the row's order."""
+
+    @classmethod
+    def take(cls, metrics: dict[str, float]) -> RoutingAgreement | None:
+        """Move the routing numbers a backend's train_step reported (tandem.trainer.routing_replay) out of
+        `metrics`; None when the backend reported none (no trainer.moe)."""
+        found = {name: metrics.pop(key) for name, key in cls.KEYS.items() if key in metrics}
+        return cls(**found) if found else None
+
+    def row(self) -> dict[str, float]:
+        return {key: value for name, key in self.KEYS.items() if (value := getattr(self, name)) is not None}
+
+
+@dataclass
+class TrainResult:
+    """trainer/step_N.json: the trainer's answer for the loops' step `step` (N = step + 1, as in the batch's
+    file), written once the step is trained and, when due, its weights published and its checkpoint part saved."""
+    step: int
+    metrics: dict[str, float] = field(default_factory=dict)
+    """The backend's train_step numbers (loss, kl, entropy, clip_frac, grad_norm, tokens, train_time, ...)."""
+    routing: RoutingAgreement | None = None
+    """trainer.moe: the routers' agreement with the engines (None without it)."""
+    handover: dict[str, float] = field(default_factory=dict)
+    """run.colocate: the backend's offload/onload report (trainer_offloaded_mb, trainer_onload_time, ...)."""
+    wait_time: float = 0.0
+    """Seconds the trainer waited for the batch."""
+    published: Published | None = None
+    """The weight version published after this step (None: no sync was due)."""
+    publish_time: float = 0.0
+    checkpoint_tmp: str | None = None
+    """The checkpoint's temporary directory holding the trainer's part (None: no checkpoint was due); the
+    orchestrator adds its state and renames it."""
+    checkpoint_time: float = 0.0
+    checkpoint_only: bool = False
+    """The answer to a TrainBatch.checkpoint_only: nothing trained, the steps done checkpointed."""
+
+    @property
+    def train_time(self) -> float:
+        return self.metrics.get("train_time", 0.0)
+
+    def sync_metrics(self) -> dict[str, float]:
+        return dict(NOTHING_PUBLISHED) if self.published is None else self.published.sync_metrics()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"step": self.step + 1, "metrics": self.metrics,
+                "routing": None if self.routing is None else self.routing.__dict__, "handover": self.handover,
+                "wait_time": self.wait_time, "published": None if self.published is None else self.published.to_json(),
+                "publish_time": self.publish_time, "checkpoint_tmp": self.checkpoint_tmp,
+                "checkpoint_time": self.checkpoint_time, "checkpoint_only": self.checkpoint_only}
+
+    @classmethod
+    def from_json(cls, payload: dict[str, Any]) -> TrainResult:
+        if "metrics" not in payload:  # before issue 52 the answer was one flat dict
+            raise ValueError("a trainer/step_N.json written by an older tandem: start this run afresh (--overwrite) "
+                             "or resume it with the tandem that started it")
+        routing, published = payload["routing"], payload["published"]
+        return cls(payload["step"] - 1, payload["metrics"], None if routing is None else RoutingAgreement(**routing),
+                   payload["handover"], payload["wait_time"], None if published is None else Published.from_json(published),
+                   payload["publish_time"], payload["checkpoint_tmp"], payload["checkpoint_time"],
+                   payload["checkpoint_only"])
+
+
+def write_train_result(run_dir: str | os.PathLike, result: TrainResult) -> Path:
+    path = result_path(run_dir, result.step)
+    atomic_write_json(path, result.to_json(), durable=False)
     return path
 
 
@@ -129,5 +204,6 @@ def prune_step_files(run_dir: str | os.PathLike, steps_done: int, keep: int | st
 
 
 def wait_train_result(run_dir: str | os.PathLike, step: int, timeout_s: float = 3600.0,
-                      is_alive: Callable[[], bool] | None = None) -> dict:
-    return _wait_json(result_path(run_dir, step), timeout_s, f"trainer result for step {step + 1}", is_alive)
+                      is_alive: Callable[[], bool] | None = None) -> TrainResult:
+    payload = _wait_json(result_path(run_dir, step), timeout_s, f"trainer result for step {step + 1}", is_alive)
+    return TrainResult.from_json(payload)

@@ -17,6 +17,7 @@ from tandem.eval.alarms import ALARMS, AlarmWatch
 from tandem.eval.heldout import split_rows, with_held_out
 from tandem.eval.in_run import InRunEval, is_due, keep_rows_before_resume, read_rows
 from tandem.eval.measure import EVAL_PRIORITY, evaluate, figures, off_version
+from tandem.handoff import TrainResult
 from tandem.metric_groups import grouped_name, metric_group
 from tandem.orchestrator.evaluation import Evaluation
 from tandem.orchestrator.failures import RunStopped
@@ -26,6 +27,7 @@ from tests.test_loop import loop_run
 from tandem.orchestrator.metrics import MetricsLog
 from tandem.rollout import REQUEST_PRIORITY, DataError, Dataset, RolloutContext
 from tandem.sample import Sample
+from tandem.weights.record import Published
 
 
 def sample(reward: float, version: int = 0, tokens: int = 4) -> Sample:
@@ -239,7 +241,7 @@ class Trainer:
         pass
 
     async def result(self, step):
-        return {**self.rows[step], "train_time": 0.1, "weight_version": None}
+        return TrainResult(step, {**self.rows[step], "train_time": 0.1})
 
 
 def test_the_loop_logs_alarms_and_stops_on_one_when_asked(tmp_path, capsys):
@@ -284,7 +286,7 @@ def test_an_evaluation_ends_on_its_version_before_the_next_sync(tmp_path):
         evaluation, release, run_dir = setup("async")
         await evaluation.after_step(1, 1)  # not due
         await evaluation.after_step(2, 2)  # due: starts, and the loop goes on
-        sync = asyncio.create_task(evaluation.before_sync({"weight_version": 3}))
+        sync = asyncio.create_task(evaluation.before_sync(TrainResult(2, published=Published(3, "weights/step_000003"))))
         await asyncio.sleep(0.2)
         assert not sync.done(), "the sync to version 3 did not wait for version 2's evaluation"
         release.set()

@@ -178,6 +178,6 @@ def test_a_colocated_trainer_hands_its_memory_back_every_step_and_takes_it_again
                    ("onload", with_adam), ("train_step", None), ("export_for_sync", None), ("offload", with_adam)], log
     for step in range(steps):  # the orchestrator hears of a step only once its memory is handed back
         result = handoff.wait_train_result(run, step, timeout_s=1)
-        assert result["trainer_offloaded_mb"] * 2**20 == with_adam, result
-        assert result["trainer_onloaded_mb"] * 2**20 == (weights if step == 0 else with_adam), result
-        assert result["weight_version"] == step + 1
+        assert result.handover["trainer_offloaded_mb"] * 2**20 == with_adam, result
+        assert result.handover["trainer_onloaded_mb"] * 2**20 == (weights if step == 0 else with_adam), result
+        assert result.published is not None and result.published.version == step + 1

@@ -12,6 +12,7 @@ from types import SimpleNamespace
 import pytest
 
 from tandem.config import build_config
+from tandem.handoff import TrainResult
 from tandem.orchestrator.cpu_share import FIXED
 from tandem.orchestrator.evaluation import Evaluation
 from tandem.orchestrator.live_view import LiveView
@@ -51,7 +52,7 @@ class Trainer:
         self.given[step] = samples
 
     async def result(self, step):
-        return {"loss": 0.0, "train_time": 0.1, "weight_version": None}
+        return TrainResult(step, {"loss": 0.0, "train_time": 0.1})
 
 
 class Fleet:

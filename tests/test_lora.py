@@ -355,13 +355,13 @@ def test_only_the_adapter_trains_and_its_export_is_a_standard_peft_adapter(model
     assert metrics["kl"] > 0  # the adapter moved away from the base, which scored the KL
     assert all(torch.equal(p, base_before[n]) for n, p in trainer.model.named_parameters() if n not in trained)
     out = WeightPublisher(cfg, model_path).publish(trainer.export_adapter(), 2)
-    path = Path(out["weights_path"])
-    assert out["weights_kind"] == "lora" and sorted(f.name for f in path.iterdir()) == sorted(
+    path = Path(out.weights_path)
+    assert out.weights_kind == "lora" and sorted(f.name for f in path.iterdir()) == sorted(
         [ADAPTER_CONFIG, ADAPTER_WEIGHTS, "manifest.json"])
     manifest = json.loads((path / "manifest.json").read_text())
     assert manifest["adapter_name"] == "policy-v2" and manifest["adapters_kept"] == 3
     full_bytes = sum(f.stat().st_size for f in Path(model_path).glob("*.safetensors"))
-    assert out["publish_bytes"] < full_bytes / 2
+    assert out.publish_bytes < full_bytes / 2
     base = AutoModelForCausalLM.from_pretrained(model_path, torch_dtype=torch.float32)
     loaded = PeftModel.from_pretrained(base, path).eval()  # peft reads what tandem published
     prompt, output = [22, 28], [30, 31, 32, 33]
@@ -449,7 +449,7 @@ def test_every_engine_serves_each_new_adapter_as_the_trainer_scores_it(cluster):
             for version in range(1, 9):
                 trainer.train_step(batch(prompt, version))
                 out = publisher.publish(trainer.export_adapter(), version)
-                await fleet.sync(client, out["weights_path"], version, "continue", 60)
+                await fleet.sync(client, out.weights_path, version, "continue", 60)
                 assert client.adapter == adapter_name(version)
                 answer = await client.generate(prompt, {"max_new_tokens": 8, "temperature": 1.0, "ignore_eos": True})
                 assert answer["meta_info"]["weight_version"] == str(version)
@@ -558,7 +558,7 @@ def test_an_external_engine_behind_an_agent_rejoins_once_it_lists_the_current_ad
                             "sync": {"url": str(tmp_path / "store"), "reload_by": "agent"}})
     trainer = TorchTrainer(ext_cfg)
     trainer.train_step(batch([22, 28], 0))
-    path = WeightPublisher(ext_cfg, resolve_model_path(ext_cfg)).publish(trainer.export_adapter(), 77)["weights_path"]
+    path = WeightPublisher(ext_cfg, resolve_model_path(ext_cfg)).publish(trainer.export_adapter(), 77).weights_path
 
     async def main():
         fleet = ExternalFleet(ext_cfg, sup, {"engine1": url}, router)

@@ -323,7 +323,7 @@ def run_trainer_process(cfg, tmp_path: Path, batch: list | None = None) -> tuple
            "PYTHONWARNINGS": "ignore"}
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=220)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return proc, json.loads(handoff.result_path(cfg.run.run_dir, 0).read_text())
+    return proc, handoff.wait_train_result(cfg.run.run_dir, 0, timeout_s=1)
 
 
 def test_torchrun_trainer_loop_with_data_parallel(tmp_path, cache_dir, torch_reference):
@@ -331,18 +331,18 @@ def test_torchrun_trainer_loop_with_data_parallel(tmp_path, cache_dir, torch_ref
     one step from a real rollouts file, weights published by rank 0 through sync.publish_weights,
     and they equal the torch backend's after the same step (DP averaging + loss scaling)."""
     proc, result = run_trainer_process(make_cfg(cache_dir, "megatron", tp=1), tmp_path)
-    assert result["weight_version"] == 1
+    assert result.published is not None and result.published.version == 1
     for key in ("loss", "kl", "entropy", "logprob_mismatch"):
-        assert result[key] == pytest.approx(torch_reference["metrics"][key], abs=1e-5), key
-    assert result["grad_norm"] == pytest.approx(torch_reference["metrics"]["grad_norm"], rel=1e-4)
+        assert result.metrics[key] == pytest.approx(torch_reference["metrics"][key], abs=1e-5), key
+    assert result.metrics["grad_norm"] == pytest.approx(torch_reference["metrics"]["grad_norm"], rel=1e-4)
     from safetensors.torch import load_file
 
-    published = load_file(str(Path(result["weights_path"]) / "model.safetensors"))
+    published = load_file(str(Path(result.published.weights_path) / "model.safetensors"))
     ref = torch_reference
     for k, after in ref["after"].items():
         delta_mg, delta_torch = published[k] - ref["before"][k], after - ref["before"][k]
         assert ((delta_mg - delta_torch).norm() / delta_torch.norm()).item() < 1e-3, k
     assert proc.stdout.count('"trainer_step": ') == 1  # only rank 0 reports
     # The last step also saved the trainer's checkpoint part: one state file per rank.
-    parts = sorted(p.name for p in Path(result["checkpoint_tmp"]).glob("trainer_rank*.pt"))
+    parts = sorted(p.name for p in Path(str(result.checkpoint_tmp)).glob("trainer_rank*.pt"))
     assert parts == ["trainer_rank000.pt", "trainer_rank001.pt"]

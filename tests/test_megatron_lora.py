@@ -183,8 +183,9 @@ def test_the_trainer_process_publishes_the_gathered_adapter(tmp_path, cache_dir)
 
     cfg = lora_cfg(cache_dir, "megatron", tp=1)
     proc, result = run_trainer_process(cfg, tmp_path)
-    path = Path(result["weights_path"])
-    assert result["weight_version"] == 1 and result["weights_kind"] == "lora"
+    assert result.published is not None
+    path = Path(result.published.weights_path)
+    assert result.published.version == 1 and result.published.weights_kind == "lora"
     assert sorted(f.name for f in path.iterdir()) == sorted([ADAPTER_CONFIG, ADAPTER_WEIGHTS, "manifest.json"])
     adapter = load_file(str(path / ADAPTER_WEIGHTS))
     layers = json.loads((Path(resolve_model_path(cfg)) / "config.json").read_text())["num_hidden_layers"]
@@ -199,7 +200,7 @@ def test_the_trainer_process_publishes_the_gathered_adapter(tmp_path, cache_dir)
         with tuned.disable_adapter():
             plain = tuned(input_ids=PROBE).logits
     assert (adapted - plain).abs().max() > 1e-4
-    for part in sorted(Path(result["checkpoint_tmp"]).glob("trainer_rank*.pt")):
+    for part in sorted(Path(str(result.checkpoint_tmp)).glob("trainer_rank*.pt")):
         state = torch.load(part, weights_only=False)["backend"]
         assert state["model"] and all(".lora." in k for k in state["model"]), part.name
     assert proc.stdout.count('"trainer_step": 1,') == 1  # steps are numbered from 1

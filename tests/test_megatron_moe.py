@@ -209,12 +209,14 @@ def test_the_launched_trainer_trains_an_moe_policy_across_expert_parallel_ranks(
 
     proc, result = run_trainer_process(make_cfg(cache_dir, "megatron", ep=2), tmp_path, routed_batch())
     ref = torch_reference
+    assert result.routing is not None and result.published is not None
+    reported = {**result.metrics, **result.routing.row()}  # the routing numbers as the metrics row names them
     for key in ("loss", "kl", "entropy", "logprob_mismatch", "routing_agreement", "routing_agreement_tokens"):
-        assert result[key] == pytest.approx(ref["metrics"][key], abs=1e-5), key
-    published = load_file(str(Path(result["weights_path"]) / "model.safetensors"))
+        assert reported[key] == pytest.approx(ref["metrics"][key], abs=1e-5), key
+    published = load_file(str(Path(result.published.weights_path) / "model.safetensors"))
     assert set(published) == set(ref["after"])
     for k, after in ref["after"].items():
         delta_mg, delta_torch = published[k] - ref["before"][k], after - ref["before"][k]
         assert ((delta_mg - delta_torch).norm() / delta_torch.norm()).item() < 1e-3, k
-    assert sorted(p.name for p in Path(result["checkpoint_tmp"]).glob("trainer_rank*.pt")) == \
+    assert sorted(p.name for p in Path(str(result.checkpoint_tmp)).glob("trainer_rank*.pt")) == \
         ["trainer_rank000.pt", "trainer_rank001.pt"]

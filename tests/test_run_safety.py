@@ -395,11 +395,11 @@ def test_an_environment_names_what_it_needs():
 
 # --------------------------------------------------------------------------- retention
 def test_keep_rollouts_keeps_the_last_n_steps_files(tmp_path):
-    from tandem.handoff import TrainBatch, prune_step_files, result_path, write_batch, write_train_result
+    from tandem.handoff import TrainBatch, TrainResult, prune_step_files, result_path, write_batch, write_train_result
 
     for step in range(6):
         write_batch(tmp_path, TrainBatch(step, []))
-        write_train_result(tmp_path, step, {})
+        write_train_result(tmp_path, TrainResult(step))
         prune_step_files(tmp_path, step + 1, 2)
     assert sorted(p.name for p in (tmp_path / "rollouts").iterdir()) == ["step_000005.json", "step_000006.json"]
     assert sorted(p.name for p in (tmp_path / "trainer").iterdir()) == ["step_000005.json", "step_000006.json"]

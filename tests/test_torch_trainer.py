@@ -311,15 +311,16 @@ def test_trainer_process_trains_publishes_and_answers(cache_dir, tmp_path):
     proc = subprocess.run([sys.executable, "-m", "tandem.trainer", "--run-config", str(view)],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    results = [json.loads(handoff.result_path(run_dir, s).read_text()) for s in range(3)]
-    assert [r["weight_version"] for r in results] == [None, 2, 3]
+    results = [handoff.wait_train_result(run_dir, s, timeout_s=1) for s in range(3)]
+    assert [r.published and r.published.version for r in results] == [None, 2, 3]
     for key in ("loss", "kl", "entropy", "clip_frac", "grad_norm", "logprob_mismatch", "tokens", "train_time"):
-        assert key in results[0]
+        assert key in results[0].metrics
     assert sorted(p.name for p in (run_dir / "weights").iterdir()) == ["step_000002", "step_000003"]
-    assert results[2]["weights_path"] == str(run_dir / "weights" / "step_000003")
+    assert results[2].published is not None
+    assert results[2].published.weights_path == str(run_dir / "weights" / "step_000003")
     # The published version loads like any HF model and is not the base model any more.
     base = AutoModelForCausalLM.from_pretrained(resolve_model_path(cfg))
-    v3 = AutoModelForCausalLM.from_pretrained(results[2]["weights_path"])
+    v3 = AutoModelForCausalLM.from_pretrained(results[2].published.weights_path)
     ids = torch.tensor([[5, 6, 7, 8]])
     with torch.no_grad():
         assert (v3(ids).logits - base(ids).logits).abs().max() > 1e-4

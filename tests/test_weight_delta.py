@@ -143,9 +143,9 @@ def test_every_version_rebuilt_from_deltas_equals_a_full_publish(tmp_path, sourc
     host = LocalVersions(WeightStore(str(weights)), tmp_path / "host")
     for v, state in enumerate(states(5), start=1):
         out = pub.publish(state, v)
-        assert out["weights_kind"] == ("full" if v == 1 else "delta")
+        assert out.weights_kind == ("full" if v == 1 else "delta")
         if v > 1:
-            assert out["changed_fraction"] < 0.02 and out["publish_bytes"] < 0.1 * 2 * (4096 + 256)
+            assert out.changed_fraction < 0.02 and out.publish_bytes < 0.1 * 2 * (4096 + 256)
             assert (weights / f"step_{v:06d}" / DELTA_FILE).exists()
         assert_same_as_full_publish(host.materialize(v), state, source, tmp_path)
 
@@ -232,10 +232,10 @@ def test_a_resume_in_the_middle_of_a_chain_restarts_it_from_an_anchor(tmp_path, 
     resumed = publisher(tmp_path, source)  # a new trainer process: no memory of version 2's bytes
     shutil.rmtree(weights / "step_000003")  # what run_state.resume does to versions past the checkpoint
     out = resumed.publish(seq[1], 2, force_full=True)  # the start-up publish of the checkpoint's weights
-    assert out["weights_kind"] == "full"
+    assert out.weights_kind == "full"
     other = {k: v.clone() for k, v in seq[1].items()}
     other["model.b"].view(-1)[:3] -= 1.0
-    assert resumed.publish(other, 3)["weights_kind"] == "delta"
+    assert resumed.publish(other, 3).weights_kind == "delta"
     assert_same_as_full_publish(host.materialize(3), other, source, tmp_path)
 
 

@@ -123,7 +123,7 @@ def test_a_shared_path_publishes_in_place_and_forgets_newer_versions(source, tmp
     torch.manual_seed(0)
     for v in (1, 2, 3):
         out = publisher.publish({"model.w": torch.randn(4, 4)}, v)
-        assert out["weights_path"] == str(shared / f"step_{v:06d}") and "weights_url" not in out
+        assert out.weights_path == str(shared / f"step_{v:06d}") and out.weights_url is None
     assert publisher.store.versions() == [1, 2, 3] and not reload_by_agent(cfg)
     assert publisher.forget_after(1) == [2, 3] and publisher.store.versions() == [1]
 

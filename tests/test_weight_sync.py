@@ -119,13 +119,13 @@ def test_a_version_sent_as_a_delta_is_served_exactly_as_a_full_publish(cluster, 
         "run_dir": str(tmp_path), "cache_dir": cfg.run.cache_dir}, "sync": {"encoding": "delta"}})
     state = TorchTrainer(dcfg).export_hf_state_dict()
     publisher = WeightPublisher(dcfg, model_path)
-    assert publisher.publish(state, 1)["weights_kind"] == "full"
+    assert publisher.publish(state, 1).weights_kind == "full"
     name = max(state, key=lambda k: state[k].numel())
     moved = dict(state, **{name: state[name].clone()})
     flat = moved[name].view(-1)
     flat[torch.randperm(flat.numel(), generator=torch.Generator().manual_seed(0))[: flat.numel() // 100]] += 0.5
     out = publisher.publish(moved, 2)
-    assert out["weights_kind"] == "delta" and out["changed_fraction"] < 0.01
+    assert out.weights_kind == "delta" and out.changed_fraction < 0.01
     path = local_copies(dcfg).materialize(2)
     served = load_file_all(path)
     expected = drop_tied(moved, json.loads((Path(model_path) / "config.json").read_text()))

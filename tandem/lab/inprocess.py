@@ -39,6 +39,7 @@ from typing import Any
 import httpx
 
 from tandem import handoff
+from tandem.handoff import TrainResult
 from tandem.config import ConfigError, TandemConfig
 from tandem.rollout.client import ROUTING_KEY_HEADER
 from tandem.sample import Sample
@@ -49,6 +50,7 @@ from tandem.lab.sim_engine import SimEngineCore
 from tandem.lab.sim_trainer import batch_metrics, make_weights
 from tandem.trainer.__main__ import sync_due
 from tandem.weights import publish_weights
+from tandem.weights.record import Published
 
 ROUTER_URL = "http://router.virtual"
 ROUTED_POLICIES = ("manual", "round_robin")
@@ -223,21 +225,20 @@ class VirtualTrainer:
     async def submit(self, step: int, samples: list[Sample], cpu_threads: int | None = None) -> None:
         self._running[step] = asyncio.create_task(self._train(step, samples), name=f"virtual-trainer-{step}")
 
-    async def result(self, step: int) -> dict:
+    async def result(self, step: int) -> TrainResult:
         return await self._running.pop(step)
 
-    async def checkpoint_only(self, step: int, samples: list[Sample], reason: str) -> dict:
+    async def checkpoint_only(self, step: int, samples: list[Sample], reason: str) -> TrainResult:
         """TrainerLink's stop-and-checkpoint: a virtual run has no trainer state to save (checkpoint.interval
         = 0, checked above), so a stopping run raises before it would ask for one."""
         raise ConfigError(f"a virtual-clock run cannot checkpoint (stopping before step {step}: {reason})")
 
-    async def _train(self, step: int, samples: list[Sample]) -> dict:
+    async def _train(self, step: int, samples: list[Sample]) -> TrainResult:
         clock = asyncio.get_running_loop().time
         t0 = clock()
         metrics = batch_metrics(samples, self.cfg.trainer.loss.aggregation)
         await asyncio.sleep(self.cfg.trainer.sim.train_time_s)
-        result: dict[str, Any] = {**metrics, "train_time": clock() - t0, "wait_time": 0.0,
-                                  "weight_version": None, "weights_path": None, "publish_time": 0.0}
+        result = TrainResult(step, {**metrics, "train_time": clock() - t0})
         if sync_due(self.cfg, step):
             version = step + 1
             for t in self.weights.values():  # every version differs from the last, as with the sim trainer
@@ -246,8 +247,8 @@ class VirtualTrainer:
             path = publish_weights(self.weights, self.model_path, self.cfg.run.run_dir, version,
                                    self.cfg.sync.keep_last)
             await asyncio.sleep(self.publish_s)
-            result.update(weight_version=version, weights_path=str(path), publish_time=clock() - t_pub)
-        answer = handoff.write_train_result(self.cfg.run.run_dir, step, result)
+            result.published, result.publish_time = Published(version, str(path)), clock() - t_pub
+        answer = handoff.write_train_result(self.cfg.run.run_dir, result)
         now = unix_time()
         os.utime(answer, (now, now))  # the step's end, on the same clock as the engines' traces
         return result

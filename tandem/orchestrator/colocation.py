@@ -149,9 +149,10 @@ class Colocation:
                         handover_resume_time=(t_load - t0) + (time.perf_counter() - t_caches))
         return seconds
 
-    def metrics(self, trainer_result: dict) -> dict[str, float]:
-        """The step's hand-over metrics: the engines' (measured here) and the trainer's (its report)."""
-        trainer = {k: float(trainer_result.get(k, 0.0)) for k in
+    def metrics(self, trainer_handover: dict[str, float]) -> dict[str, float]:
+        """The step's hand-over metrics: the engines' (measured here) and the trainer's (its report,
+        TrainResult.handover)."""
+        trainer = {k: float(trainer_handover.get(k, 0.0)) for k in
                    ("trainer_offloaded_mb", "trainer_onloaded_mb", "trainer_offload_time", "trainer_onload_time", "trainer_device_memory_mb",
                     "trainer_train_peak_mb")}
         row = {**self.row, **trainer}

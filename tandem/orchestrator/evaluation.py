@@ -9,6 +9,7 @@ from pathlib import Path
 
 from tandem.config import TandemConfig
 from tandem.eval.alarms import Alarm, AlarmWatch
+from tandem.handoff import TrainResult
 from tandem.eval.in_run import InRunEval, keep_rows_before_resume, read_rows
 from tandem.orchestrator.live_view import LiveView
 from tandem.orchestrator.metrics import MetricsLog
@@ -45,10 +46,10 @@ class Evaluation:
         if self.evaluator is not None:
             self._waits[0] += await self.evaluator.after_step(steps_done, version)
 
-    async def before_sync(self, result: dict) -> None:
+    async def before_sync(self, result: TrainResult) -> None:
         """A new version is about to load: a running evaluation ends on its own first. (The loop has
         its step's training result: what it waits from now on is in the next step's step_time.)"""
-        if self.evaluator is not None and result.get("weight_version") is not None:
+        if self.evaluator is not None and result.published is not None:
             self.view.set_status("waiting for the evaluation to end on its version")
             self._waits[1] += await self.evaluator.before_sync()
 

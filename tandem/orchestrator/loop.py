@@ -9,7 +9,7 @@ import functools
 import json
 
 from tandem import checkpoint
-from tandem.handoff import prune_step_files
+from tandem.handoff import TrainResult, prune_step_files
 from tandem.orchestrator import run_state
 from tandem.orchestrator.failures import FailureGuard, RunStopped, StepFailures
 from tandem.orchestrator.producer import RolloutsFailing, StepBatch
@@ -37,7 +37,7 @@ async def run_loop(run: Run) -> None:
         result = await run.trainer.result(step)                                             # 2. train
         result_at = clock()
         prune_step_files(run_dir, step + 1, cfg.run.keep_rollouts)
-        run.cpu.training_done(result.get("train_time", 0.0), batch.rollout_time)
+        run.cpu.training_done(result.train_time, batch.rollout_time)
         reload_s = await sync_weights(run, step, result)                                    # 3. sync
         row = step_row(run, step, batch, failures, result,
                        StepTimes(result_at - last_result, batch_written - last_result, reload_s))
@@ -56,7 +56,7 @@ async def hand_to_trainer(run: Run, step: int, batch: StepBatch) -> None:
     await run.trainer.submit(step, batch.samples, threads)
 
 
-async def step_done(run: Run, step: int, row: dict, batch: StepBatch, result: dict, guard: FailureGuard) -> None:
+async def step_done(run: Run, step: int, row: dict, batch: StepBatch, result: TrainResult, guard: FailureGuard) -> None:
     """The autoscaler and the alarms read the row; it is logged and shown; the checkpoint follows
     it (checkpoint N => rows 1..N); an alarm with run.stop_on_alarm stops the run (exit 1)."""
     if run.autoscaler is not None:  # decides on this step; a resize runs in the background
@@ -64,18 +64,18 @@ async def step_done(run: Run, step: int, row: dict, batch: StepBatch, result: di
     alarms = run.evaluation.check(row)
     run.metrics.log(row, batch.samples)
     run.view.step_done(row)
-    if result.get("checkpoint_tmp"):  # atomic, after the row
+    if result.checkpoint_tmp:  # atomic, after the row
         run.view.set_status(f"step {step + 1}: checkpointing")
         finalize_checkpoint(run, step + 1)
     if reason := run.evaluation.stop_reason(alarms):
         await stop_run(run, reason, step + 1, [], [], guard)
 
 
-async def sync_weights(run: Run, step: int, result: dict) -> float:
+async def sync_weights(run: Run, step: int, result: TrainResult) -> float:
     """Load the version the trainer published (if it published one) into every engine, once an
     evaluation running on the old one has ended (and, with run.reproducible, every running rollout); then
     evaluate the new weights if due. The load's seconds."""
-    if run.cfg.run.reproducible and result.get("weight_version") is not None:
+    if run.cfg.run.reproducible and result.published is not None:
         run.view.set_status(f"step {step + 1}: run.reproducible: letting the running rollouts finish on their weights")
         await run.producer.settled()
     await run.evaluation.before_sync(result)  # an evaluation ends on the version it started on
@@ -84,14 +84,14 @@ async def sync_weights(run: Run, step: int, result: dict) -> float:
     return reload_s
 
 
-async def load_published(run: Run, step: int, result: dict) -> float:
-    if result.get("weight_version") is None:
+async def load_published(run: Run, step: int, result: TrainResult) -> float:
+    if (published := result.published) is None:
         return 0.0
-    run.view.set_status(f"step {step + 1}: syncing weights v{result['weight_version']} (waiting on engines)")
-    load = functools.partial(run.fleet.sync, run.ctx.engine, result["weights_path"], result["weight_version"],
+    run.view.set_status(f"step {step + 1}: syncing weights v{published.version} (waiting on engines)")
+    load = functools.partial(run.fleet.sync, run.ctx.engine, published.weights_path, published.version,
                              run.cfg.rollout.staleness.partial_rollout, run.cfg.sync.reload_timeout_s)
     reload_s = await (load() if run.colocation is None else run.colocation.sync(load))
-    await run.producer.set_version(result["weight_version"])
+    await run.producer.set_version(published.version)
     return reload_s
 
 

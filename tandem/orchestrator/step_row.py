@@ -5,14 +5,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tandem.handoff import TrainResult
 from tandem.orchestrator.failures import StepFailures
 from tandem.orchestrator.metrics import rollout_metrics
 from tandem.orchestrator.producer import StepBatch
 from tandem.orchestrator.run import Run
 
 TRAIN_KEYS = ("loss", "kl", "entropy", "clip_frac", "seq_clip_frac", "grad_norm", "logprob_mismatch", "train_time")
-SYNC_KEYS = ("publish_bytes", "changed_fraction", "encode_time", "upload_time")
-"""What the trainer reports about each publish (bytes written, the changed-element fraction of a delta)."""
 
 
 @dataclass
@@ -24,7 +23,7 @@ class StepTimes:
     reload_s: float
 
 
-def step_row(run: Run, step: int, batch: StepBatch, failures: StepFailures, result: dict,
+def step_row(run: Run, step: int, batch: StepBatch, failures: StepFailures, result: TrainResult,
              times: StepTimes) -> dict:
     """Rows number steps from 1, as the console, the handoff files and the checkpoints do: the row of
     step N follows checkpoint N-1 and carries weight version N once it is synced."""
@@ -35,16 +34,16 @@ def step_row(run: Run, step: int, batch: StepBatch, failures: StepFailures, resu
     return row
 
 
-def train_metrics(result: dict) -> dict:
-    """The trainer's numbers for the step, and what routing replay reported (routing_*)."""
-    keys = (*TRAIN_KEYS, *(k for k in result if k.startswith("routing_")))
-    return {k: result.get(k, 0.0) for k in keys}
+def train_metrics(result: TrainResult) -> dict:
+    """The trainer's numbers for the step, and what routing replay reported (trainer.moe)."""
+    routing = result.routing.row() if result.routing is not None else {}
+    return {**{k: result.metrics.get(k, 0.0) for k in TRAIN_KEYS}, **routing}
 
 
-def timings(run: Run, batch: StepBatch, result: dict, times: StepTimes) -> dict:
+def timings(run: Run, batch: StepBatch, result: TrainResult, times: StepTimes) -> dict:
     return {"step_time": times.step_s, "rollout_time": batch.rollout_time,
-            "sync_time": times.reload_s + result.get("publish_time", 0.0), "reload_time": times.reload_s,
-            **{k: result.get(k, 0.0) for k in SYNC_KEYS}, "apply_time": run.fleet.apply_s,
+            "sync_time": times.reload_s + result.publish_time, "reload_time": times.reload_s,
+            **result.sync_metrics(), "apply_time": run.fleet.apply_s,
             "trainer_wait_time": times.trainer_wait_s, "eval_wait_time": run.evaluation.take_wait(),
             "gen_tokens_per_s": sum(s.num_model_tokens for s in batch.samples) / max(batch.rollout_time, 1e-9)}
 
@@ -55,9 +54,9 @@ def batch_counts(batch: StepBatch, failures: StepFailures) -> dict:
             "oversample_discarded": batch.discarded, "longest_group_s": batch.longest_group_s}
 
 
-def part_metrics(run: Run, batch: StepBatch, result: dict) -> dict:
+def part_metrics(run: Run, batch: StepBatch, result: TrainResult) -> dict:
     """What the engines, the fleet, the producer, the CPU split, colocation and the plug-in report."""
-    colocated = run.colocation.metrics(result) if run.colocation is not None else {}
+    colocated = run.colocation.metrics(result.handover) if run.colocation is not None else {}
     return {**run.ctx.engine.load.take(), **run.fleet.metrics(), **batch.stats, **run.cpu.metrics(), **colocated,
             **step_plugin_metrics(run.producer.rollout_fn, batch.samples)}
 

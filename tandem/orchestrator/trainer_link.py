@@ -9,21 +9,21 @@ from pathlib import Path
 from typing import Protocol
 
 from tandem.config import TandemConfig
-from tandem.handoff import TrainBatch, wait_train_result, write_batch
+from tandem.handoff import TrainBatch, TrainResult, wait_train_result, write_batch
 from tandem.orchestrator.cluster import Cluster
 from tandem.supervisor import ChildFailed
 
 
 class TrainerLink(Protocol):
     """How the loop reaches the trainer: hand it a step's batch, then wait for its answer (the
-    training metrics, and `weight_version`/`weights_path` when it published weights)."""
+    training metrics, and the weight version when it published one)."""
 
     async def submit(self, step: int, samples: list, cpu_threads: int | None = None) -> None:
         """`cpu_threads`: the torch threads to train this step with (None: keep the current count)."""
 
-    async def result(self, step: int) -> dict: ...
+    async def result(self, step: int) -> TrainResult: ...
 
-    async def checkpoint_only(self, step: int, samples: list, reason: str) -> dict:
+    async def checkpoint_only(self, step: int, samples: list, reason: str) -> TrainResult:
         """The run stops before `step`: have the trainer checkpoint the steps done and train nothing
         (`samples`, the step's failed samples, are kept in its batch file for inspection)."""
 
@@ -38,16 +38,16 @@ class FileTrainerLink:
         batch = TrainBatch(step, samples, cpu_threads=cpu_threads or None)
         await asyncio.to_thread(write_batch, self.run_dir, batch)  # off the loop: rollouts keep flowing
 
-    async def result(self, step: int) -> dict:
+    async def result(self, step: int) -> TrainResult:
         return await wait_trainer(self.run_dir, step, self.cfg, self.cluster)
 
-    async def checkpoint_only(self, step: int, samples: list, reason: str) -> dict:
+    async def checkpoint_only(self, step: int, samples: list, reason: str) -> TrainResult:
         self.cluster.trainer.critical = False  # it exits once the checkpoint is written: not a failure
         await asyncio.to_thread(write_batch, self.run_dir, TrainBatch(step, samples, checkpoint_only=reason))
         return await self.result(step)
 
 
-async def wait_trainer(run_dir: Path, step: int, cfg: TandemConfig, cluster: Cluster) -> dict:
+async def wait_trainer(run_dir: Path, step: int, cfg: TandemConfig, cluster: Cluster) -> TrainResult:
     """The trainer's answer for `step`, polled in a thread that stops as soon as this task is
     cancelled (Ctrl-C: asyncio.run joins its threads before returning, so a thread that kept
     polling would hold the launcher, and every child, for as long as the step takes). A dead

@@ -17,11 +17,13 @@ import time
 from typing import Any, Callable, Protocol
 
 from tandem import checkpoint, handoff, registry
+from tandem.handoff import RoutingAgreement, TrainResult
 from tandem.config import TRAINER_VIEW, read_view
 from tandem.config.views import TrainerSide, TrainerView
 from tandem.model_source import resolve_model_path
 from tandem.sample import trained
 from tandem.trainer.backend import TrainerBackend
+from tandem.weights.record import Published
 from tandem.weights.transport import WeightPublisher
 
 # Upper bound only for a parent that is alive but never writes a batch; the real limit is
@@ -30,9 +32,8 @@ BATCH_WAIT_S = 24 * 3600.0
 
 
 class Publisher(Protocol):
-    def publish(self, state_dict: dict, version: int, force_full: bool = False) -> dict[str, Any]:
-        """Publish weight version `version` (whole weights when `force_full`): {"weights_path": ...,
-        and more per transport and encoding}."""
+    def publish(self, state_dict: dict, version: int, force_full: bool = False) -> Published:
+        """Publish weight version `version` (whole weights when `force_full`): where it is and what it cost."""
 
     def forget_after(self, version: int) -> list[int]:
         """Remove the versions newer than `version` from the store; the ones removed."""
@@ -108,31 +109,35 @@ def run_loop(
             import torch
 
             torch.set_num_threads(batch.cpu_threads)
-        onloaded = backend.onload() if cfg.colocated else {}  # run.colocate: back from the host
+        handover = backend.onload() if cfg.colocated else {}  # run.colocate: back from the host
         metrics = backend.train_step(trained(batch.samples))  # excluded samples stay in the batch file, untrained
-        result: dict[str, Any] = {**metrics, **onloaded, "wait_time": wait_time,
-                                  "weight_version": None, "weights_path": None, "publish_time": 0.0}
+        result = TrainResult(step, metrics, RoutingAgreement.take(metrics), handover, wait_time)
         if sync_due(cfg, step):
-            version = step + 1
             t_pub = time.perf_counter()
             state_dict = backend.export_for_sync(cfg.trainer.lora.enabled)  # every rank: may be a collective gather
             if backend.is_main_process:
                 # A checkpoint copies the published directory: it must hold whole weights, not a delta.
-                result.update(weight_version=version,
-                              **publisher.publish(state_dict, version, force_full=checkpoint_due(cfg, step)),
-                              publish_time=time.perf_counter() - t_pub)
+                result.published = publisher.publish(state_dict, step + 1, force_full=checkpoint_due(cfg, step))
+                result.publish_time = time.perf_counter() - t_pub
             del state_dict
         if checkpoint_due(cfg, step):
             t_ckpt = time.perf_counter()
-            tmp = save_checkpoint_part(backend, run_dir, step + 1, result["weights_path"])
-            result.update(checkpoint_tmp=tmp, checkpoint_time=time.perf_counter() - t_ckpt)
+            weights_path = result.published.weights_path if result.published is not None else None
+            result.checkpoint_tmp = save_checkpoint_part(backend, run_dir, step + 1, weights_path)
+            result.checkpoint_time = time.perf_counter() - t_ckpt
         if cfg.colocated:  # the device goes to the engines before the orchestrator hears of this step
-            result.update(backend.offload())
+            result.handover.update(backend.offload())
         if not backend.is_main_process:
             continue
-        handoff.write_train_result(run_dir, step, result)
-        log(json.dumps({"trainer_step": step + 1, **{k: (round(v, 5) if isinstance(v, float) else v)
-                                                   for k, v in result.items()}}))
+        handoff.write_train_result(run_dir, result)
+        log(json.dumps({"trainer_step": step + 1, **rounded(result.to_json())}))
+
+
+def rounded(payload: Any) -> Any:
+    """The trainer's log line: its floats to 5 decimals."""
+    if isinstance(payload, dict):
+        return {k: rounded(v) for k, v in payload.items() if k != "step"}
+    return round(payload, 5) if isinstance(payload, float) else payload
 
 
 def save_stop_checkpoint(cfg: TrainerView, backend: TrainerBackend, run_dir: str, publisher: Publisher,
@@ -140,12 +145,12 @@ def save_stop_checkpoint(cfg: TrainerView, backend: TrainerBackend, run_dir: str
     """The orchestrator stops the run before step `step` (too many failed samples): checkpoint the
     `step` steps done (their weights published whole as version `step`, which a resume reloads)."""
     state_dict = backend.export_for_sync(cfg.trainer.lora.enabled)  # every rank: may be a collective gather
-    published = publisher.publish(state_dict, step, force_full=True) if backend.is_main_process else {}
+    published = publisher.publish(state_dict, step, force_full=True) if backend.is_main_process else None
     del state_dict
-    tmp = save_checkpoint_part(backend, run_dir, step, published.get("weights_path"))
+    tmp = save_checkpoint_part(backend, run_dir, step, None if published is None else published.weights_path)
     if backend.is_main_process:
-        handoff.write_train_result(run_dir, step, {"checkpoint_only": True, "checkpoint_tmp": tmp,
-                                                   "weight_version": step, **published})
+        handoff.write_train_result(run_dir, TrainResult(step, published=published, checkpoint_tmp=tmp,
+                                                        checkpoint_only=True))
 
 
 def publish_start_weights(cfg: TrainerView, backend: TrainerBackend, publisher, version: int) -> dict[str, Any]:
@@ -161,7 +166,8 @@ def publish_start_weights(cfg: TrainerView, backend: TrainerBackend, publisher, 
     if dropped:
         print(f"tandem.trainer: removed weight versions {dropped} (newer than this run's start) from "
               f"{cfg.sync.url}", flush=True)
-    return {"weight_version": version, **publisher.publish(state_dict, version, force_full=True)}
+    published = publisher.publish(state_dict, version, force_full=True)
+    return {"weight_version": published.version, "weights_path": published.weights_path}
 
 
 def main(argv: list[str] | None = None) -> int:

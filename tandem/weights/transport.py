@@ -19,6 +19,7 @@ from tandem.config.views import TrainerSide, TrainerView
 from tandem.lora import ADAPTER_CONFIG, ADAPTER_WEIGHTS, adapter_name, adapters_kept, peft_config_dict
 from tandem.weights.delta import DeltaEncoder, write_delta_dir
 from tandem.weights.materialize import LocalVersions
+from tandem.weights.record import Published
 from tandem.weights.publish import WEIGHTS_DIR, drop_tied, publish_dir, publish_weights, remove_spare, state_bytes
 from tandem.config.sections import is_remote_url as is_remote
 from tandem.weights.store import WeightStore
@@ -46,15 +47,15 @@ class WeightPublisher:
         self.encoder = DeltaEncoder(cfg.sync.anchor_interval) if cfg.sync.encoding == "delta" else None
         self.model_config = json.loads((Path(source_model_dir) / "config.json").read_text())
 
-    def publish(self, state_dict: dict, version: int, force_full: bool = False) -> dict[str, Any]:
-        """Publish `version` (whole when `force_full`: a checkpoint needs whole weights); returns
-        weights_path (a local or shared path), weights_kind, publish_bytes, and with deltas
-        changed_fraction and encode_time; for a remote store also weights_url and upload_time."""
+    def publish(self, state_dict: dict, version: int, force_full: bool = False) -> Published:
+        """Publish `version` (whole when `force_full`: a checkpoint needs whole weights); the record says
+        where it is, what kind it is and what it cost (with deltas the changed fraction and encode time,
+        for a remote store the upload's URL and time)."""
         cfg = self.cfg
         extra: dict[str, Any] = {"partial_rollout": cfg.rollout.staleness.partial_rollout, "kind": "full"}
         keep_from = None
         publish_args: dict[str, Any] = dict(root=self.shared_root, manifest_extra=extra)
-        out: dict[str, Any] = {}
+        out = Published(version, "")
         if cfg.trainer.lora.enabled:
             extra.update(kind="lora", adapter_name=adapter_name(version),
                          adapters_kept=adapters_kept(cfg.effective_staleness))
@@ -75,14 +76,14 @@ class WeightPublisher:
             else:
                 path = publish_dir(lambda tmp: write_delta_dir(tmp, encoded), cfg.run.run_dir, version,
                                    len(encoded.payload), cfg.sync.keep_last, keep_from=keep_from, **publish_args)
-            out.update(changed_fraction=encoded.changed_fraction, encode_time=encoded.encode_s)
-        out.update(weights_path=str(path), weights_kind=extra["kind"],
-                   publish_bytes=sum(f.stat().st_size for f in path.iterdir() if f.is_file()))
+            out.changed_fraction, out.encode_time = encoded.changed_fraction, encoded.encode_s
+        out.weights_path, out.weights_kind = str(path), extra["kind"]
+        out.publish_bytes = sum(f.stat().st_size for f in path.iterdir() if f.is_file())
         if self.remote and self.store is not None:
             started = time.perf_counter()
-            out["weights_url"] = self.store.upload(path, version)
+            out.weights_url = self.store.upload(path, version)
             self.store.prune(cfg.sync.keep_last, keep_from)
-            out["upload_time"] = time.perf_counter() - started
+            out.upload_time = time.perf_counter() - started
         return out
 
     def close(self) -> None:
