@@ -95,7 +95,7 @@ class Placement:
     """The CPU is shared by phase (run.cpu_split = "phase" applies): see the module docstring."""
     cores: int = 1
     engine_extra_env: dict[str, str] = field(default_factory=dict)
-    """What every engine process gets on top of its device's variables: its backend's own (tandem.registry.ENGINE_ENVS)."""
+    """What every engine process gets on top of its device's variables: its backend's own (its config model's launch_env)."""
 
     @staticmethod
     def _cpu_env(threads: int) -> dict[str, str]:
@@ -142,10 +142,9 @@ def _needs_gpus(cfg: TandemConfig, visible_gpus: int) -> tuple[bool, bool]:
 
 
 def backend_env(cfg: TandemConfig) -> dict[str, str]:
-    """The variables engine.backend sets for its own processes (tandem.registry.ENGINE_ENVS; none for most)."""
-    if cfg.engine.backend not in registry.ENGINE_ENVS:
-        return {}
-    return registry.named(registry.ENGINE_ENVS, cfg.engine.backend, "engine.backend")(cfg)
+    """The variables engine.backend sets for its own processes (its config model's launch_env; none for most)."""
+    launch_env = type(cfg.engine).launch_env
+    return {} if launch_env is None else registry.load(launch_env, "engine.backend")(cfg)
 
 
 def plan_placement(cfg: TandemConfig, visible_gpus: int) -> Placement:

@@ -1,11 +1,12 @@
 """Where the core finds what plugs into it: each backend name a config can give, and the module
-that implements it, as a 'module:attribute' string imported on first use.
+that implements it, as a 'module:attribute' string imported on first use. An engine or trainer
+backend's strings are on its config model (tandem/config/engine_sections.py, trainer_sections.py: the
+one table of each); the bundled environments' are in ENVIRONMENTS below; this module loads them.
 
 The core (config, launcher and loop, producer, rollout client, losses, trainer process, weights,
 checkpoints) imports no engine implementation, no environment and no lab module; the layering
 contracts in pyproject.toml fail the tests if one does. What it needs of them it asks for here,
-by the name the config gave (`engine.backend`, `environment.name`, ...; a trainer backend's
-'module:Class' is on its config model, tandem/config/trainer_sections.py, and loaded here),
+by the name the config gave (`engine.backend`, `trainer.backend`, `environment.name`, ...),
 so a backend costs its imports (torch, megatron, fastapi) only in the process that runs it.
 This is also the one module that imports tandem code at run time: everywhere else an import
 stands at the top of its module, where the contracts see it.
@@ -15,30 +16,33 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-ENGINE_CORES = {
-    "embedded": "tandem.engine.embedded:EmbeddedCore",
-    "sim": "tandem.lab.sim_engine:SimEngineCore",
-}
-"""engine.backend -> the EngineCore that `python -m tandem.engine` serves (sglang and external
-engines are not served by tandem)."""
-
 ENGINE_SERVER = "tandem.engine"
-"""The module run as `python -m` for an engine.backend in ENGINE_CORES."""
+"""The module run as `python -m` for an engine backend whose config model names a `core`."""
 
-ENGINE_COMMANDS = {"sglang": "tandem.engine.sglang_launch:sglang_command"}
-"""engine.backend -> fn(cfg, port=, model_path=) -> argv of an engine that is not tandem's own server."""
 
-ENGINE_ENVS = {"sglang": "tandem.engine.sglang_launch:sglang_env"}
-"""engine.backend -> fn(cfg) -> environment variables every engine of that backend gets."""
+@dataclass(frozen=True)
+class BundledEnvironment:
+    """What the core knows of an environment shipped in tandem/envs without importing it."""
+    args: str | None = None
+    """'module:Model' of its typed arguments (environment.args), for --help."""
+    rehearsal_data: str | None = None
+    """Data of the project's own that `--rehearse` uses when the configured data exists only on the node."""
 
-ENGINE_PREFLIGHT = {"sglang": "tandem.engine.sglang_launch:interpreter_problems"}
-"""engine.backend -> fn(cfg, run) -> problems found before anything starts."""
 
-ENVIRONMENT_ARGS = {"tandem.envs.coding:CodingEnv": "tandem.envs.coding.settings:CodingArgs"}
-"""The bundled environments that type their arguments (environment.name -> its Args model), for --help."""
+ENVIRONMENTS = {
+    "tandem.envs.coding:CodingEnv": BundledEnvironment("tandem.envs.coding.settings:CodingArgs",
+                                                       "data/swe_tasks/tasks.jsonl"),
+    "tandem.envs.counter:Counter": BundledEnvironment(),
+    "tandem.envs.lookup:Lookup": BundledEnvironment(),
+    "tandem.envs.verifiers_env:VerifiersEnv": BundledEnvironment(),
+    "tandem.envs.openenv_env:OpenEnvEnv": BundledEnvironment(),
+}
+"""environment.name -> the bundled environment's entry: the one table of environments (an environment of
+the user's, 'module:Class' or 'file.py:Class', needs none)."""
 
 LAB = {
     "rehearsal": "tandem.lab.rehearse",

@@ -1,7 +1,7 @@
 """Which config keys the suite sets to a non-default value: a static reading of tests/ (test_config_coverage.py).
 
 The keys: every leaf of `TandemConfig`, each backend's own sub-table included ([engine.sim], [trainer.megatron],
-...), and the typed arguments of the bundled environments (environment.args.*, registry.ENVIRONMENT_ARGS).
+...), and the typed arguments of the bundled environments (environment.args.*, registry.ENVIRONMENTS).
 
 A key counts as set when a file under tests/ (Python read as its syntax tree, TOML and JSON parsed), or a
 configs/*.toml that a test names, sets it in one of the ways a test can:
@@ -46,8 +46,9 @@ def schema_keys() -> tuple[dict[str, Any], dict[str, list[tuple[str, ...]]]]:
     keys: dict[str, Any] = {}
     models: dict[str, list[tuple[str, ...]]] = {}
     _walk(TandemConfig, (), keys, models)
-    for spec in registry.ENVIRONMENT_ARGS.values():
-        _walk(registry.load(spec), ("environment", "args"), keys, models)
+    for env in registry.ENVIRONMENTS.values():
+        if env.args:
+            _walk(registry.load(env.args), ("environment", "args"), keys, models)
     return keys, models
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import importlib.util
 import tomllib
 from pathlib import Path
 
@@ -132,20 +133,38 @@ def test_the_import_contracts_hold(report):
     assert broken(report) == {}
 
 
-def test_every_module_of_tandem_is_in_the_import_contracts():
-    """Each of tandem's top-level modules is either core (the source of core-imports-no-plugin, and in
-    one of core-layers' layers) or a plug-in (its forbidden modules): a new module cannot slip past
-    the contracts unlisted, as tandem.moe once did."""
-    contracts = {c["id"]: c for c in tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]}
-    core = set(contracts["core-imports-no-plugin"]["source_modules"])
-    plugins = set(contracts["core-imports-no-plugin"]["forbidden_modules"])
-    on_disk = {f"tandem.{p.stem}" for p in (REPO / "tandem").iterdir()
-               if (p.suffix == ".py" and p.stem != "__init__") or (p / "__init__.py").exists()}
-    assert not core & plugins
-    assert sorted(on_disk - core - plugins) == [], "unlisted: add to core-imports-no-plugin and core-layers"
-    assert sorted((core | plugins) - on_disk) == [], "listed but gone"
+def contract_script():
+    spec = importlib.util.spec_from_file_location("write_import_contracts", REPO / "scripts" / "write_import_contracts.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_core_and_its_plugins_are_the_ones_the_backend_tables_name():
+    """core-imports-no-plugin's two lists are derived from the backend tables (an engine's core or launch
+    command, a bundled environment, a lab piece, ...: scripts/write_import_contracts.py), never listed by
+    hand: a new module of tandem/ is core unless a table names it, and cannot slip past the contracts, as
+    tandem.moe once did. Every core module also has its place in core-layers."""
+    script = contract_script()
+    text = (REPO / "pyproject.toml").read_text()
+    assert script.with_derived_contract(text) == text, "run `python scripts/write_import_contracts.py`"
+    core, plugins = script.contract_modules()
+    assert {"tandem.engine", "tandem.envs", "tandem.lab", "tandem.cli"} <= set(plugins)
+    assert {"tandem.orchestrator", "tandem.trainer", "tandem.moe", "tandem.handoff"} <= set(core)
+    contracts = {c["id"]: c for c in tomllib.loads(text)["tool"]["importlinter"]["contracts"]}
+    assert contracts["core-imports-no-plugin"]["source_modules"] == core
     layered = {m.strip() for layer in contracts["core-layers"]["layers"] for m in layer.split("|")}
-    assert layered == core
+    assert sorted(layered) == core, "place each core module in one of core-layers' layers"
+
+
+def test_a_backend_table_entry_makes_its_package_a_plugin(monkeypatch):
+    """The derivation follows the tables: an engine backend served from a core package would make that
+    package a plug-in, which the core may then not import."""
+    script = contract_script()
+    monkeypatch.setattr(script.ENGINE_BACKENDS["embedded"], "core", "tandem.weights.fake:Core")
+    core, plugins = script.contract_modules()
+    assert "tandem.weights" in plugins and "tandem.weights" not in core
 
 
 @pytest.mark.parametrize("importer,imported,breaks", [

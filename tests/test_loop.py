@@ -148,3 +148,20 @@ def test_a_step_whose_failures_leave_no_group_two_valid_rewards_stops_the_run(tm
     with pytest.raises(RunStopped, match="no sample of step 1 is left to train"):
         run(tmp_path, [batch])
     assert not (tmp_path / "metrics.jsonl").exists()
+
+
+def test_a_train_result_crosses_the_file_as_it_was_written(tmp_path):
+    """trainer/step_N.json: every typed field of the trainer's answer comes back as written (numbered
+    from 1 in the file, as its name), a publish record and routing replay's agreement included."""
+    from tandem.handoff import RoutingAgreement, result_path, wait_train_result, write_train_result
+    from tandem.weights.record import Published
+
+    sent = TrainResult(4, {"loss": 0.5, "train_time": 1.5}, RoutingAgreement(12.0, 0.75), {"trainer_offloaded_mb": 3.0},
+                       0.25, Published(5, "w/step_000005", "delta", 123, 0.1, 0.2), 0.5, "ckpt/tmp", 0.75)
+    write_train_result(tmp_path, sent)
+    assert json.loads(result_path(tmp_path, 4).read_text())["step"] == 5
+    assert wait_train_result(tmp_path, 4, timeout_s=1) == sent
+    assert sent.routing is not None and sent.routing.row() == {"routing_agreement": 0.75, "routing_recorded_tokens": 12.0}
+    assert sent.sync_metrics() == {"publish_bytes": 123, "changed_fraction": 0.1, "encode_time": 0.2, "upload_time": 0.0}
+    step_metrics = {"loss": 1.0, "routing_agreement": 0.5, "routing_recorded_tokens": 3.0}  # a backend's train_step
+    assert RoutingAgreement.take(step_metrics) == RoutingAgreement(3.0, 0.5) and step_metrics == {"loss": 1.0}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Annotated, Any, Union, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
@@ -23,7 +24,7 @@ class Section(BaseModel):
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, validate_assignment=True)
 
 
-def by_backend(default: str, variants: dict[str, type[BaseModel]]) -> Any:
+def by_backend(default: str, variants: Mapping[str, type[BaseModel]]) -> Any:
     """The type of a section whose settings depend on its `backend` key: a discriminated union of
     one model per backend, each holding the common keys and a sub-table named after its backend
     (`engine.sim.*` exists only when engine.backend = "sim"). A table without `backend` is the

@@ -6,7 +6,7 @@ section, each field carries its docstring."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
@@ -60,7 +60,19 @@ class ExternalEngineSettings(Section):
 
 
 class EngineCommon(Section):
-    """The keys every engine backend reads; each backend's own settings are its sub-table."""
+    """The keys every engine backend reads; each backend's own settings are its sub-table. A backend is
+    one subclass here, named in ENGINE_BACKENDS below: its ClassVars are the one place that says what
+    serves, launches and checks it (tandem.registry loads them by name, so the core imports no engine;
+    docs/architecture.md, "Adding a backend")."""
+    core: ClassVar[str | None] = None
+    """'module:Class' of the EngineCore that `python -m tandem.engine` serves (None: tandem does not serve
+    this backend's engines)."""
+    launch_command: ClassVar[str | None] = None
+    """'module:function' (cfg, port=, model_path=) -> argv of an engine that is not tandem's own server."""
+    launch_env: ClassVar[str | None] = None
+    """'module:function' (cfg) -> environment variables every engine of this backend gets."""
+    preflight: ClassVar[str | None] = None
+    """'module:function' (cfg) -> problems found before anything starts."""
     count: int = Field(2, ge=1)
     """Number of engine processes (one GPU each on a GPU node); with backend 'external', the number of engine.external.urls."""
     api_key_env: str = ""
@@ -82,6 +94,7 @@ class EngineCommon(Section):
 class EmbeddedEngineConfig(EngineCommon):
     backend: Literal["embedded"] = "embedded"
     """tandem's own SGLang-API server over an HF model (CPU or CUDA)."""
+    core = "tandem.engine.embedded:EmbeddedCore"
     embedded: EmbeddedEngineSettings = EmbeddedEngineSettings()
     """Settings of the embedded engine (only with engine.backend = "embedded")."""
 
@@ -89,6 +102,9 @@ class EmbeddedEngineConfig(EngineCommon):
 class SglangEngineConfig(EngineCommon):
     backend: Literal["sglang"] = "sglang"
     """Real SGLang servers, started by the launcher."""
+    launch_command = "tandem.engine.sglang_launch:sglang_command"
+    launch_env = "tandem.engine.sglang_launch:sglang_env"
+    preflight = "tandem.engine.sglang_launch:interpreter_problems"
     sglang: SglangEngineSettings = SglangEngineSettings()
     """Settings of the SGLang servers (only with engine.backend = "sglang")."""
 
@@ -96,6 +112,7 @@ class SglangEngineConfig(EngineCommon):
 class SimEngineConfig(EngineCommon):
     backend: Literal["sim"] = "sim"
     """A latency-model engine for sizing studies."""
+    core = "tandem.lab.sim_engine:SimEngineCore"
     sim: SimEngineSettings = SimEngineSettings()
     """Settings of the simulated engine (only with engine.backend = "sim")."""
 
@@ -116,8 +133,9 @@ class ExternalEngineConfig(EngineCommon):
         return self
 
 
-ENGINE_BACKENDS: dict[str, type[BaseModel]] = {"embedded": EmbeddedEngineConfig, "sglang": SglangEngineConfig, "sim": SimEngineConfig,
-                   "external": ExternalEngineConfig}
+ENGINE_BACKENDS: dict[str, type[EngineCommon]] = {"embedded": EmbeddedEngineConfig, "sglang": SglangEngineConfig,
+                                                  "sim": SimEngineConfig, "external": ExternalEngineConfig}
+"""engine.backend -> its config model, which names its implementation: the one table of engine backends."""
 EngineConfig = by_backend("embedded", ENGINE_BACKENDS)
 """[engine]: the common keys, and the sub-table of engine.backend's own settings."""
 

@@ -225,7 +225,7 @@ class SimTrainerConfig(TrainerCommon):
     """Settings of the sim backend (only with trainer.backend = "sim")."""
 
 
-TRAINER_BACKENDS: dict[str, type[BaseModel]] = {"torch": TorchTrainerConfig, "megatron": MegatronTrainerConfig, "sim": SimTrainerConfig}
+TRAINER_BACKENDS: dict[str, type[TrainerCommon]] = {"torch": TorchTrainerConfig, "megatron": MegatronTrainerConfig, "sim": SimTrainerConfig}
 """trainer.backend -> its config model, which names its implementation: the one table of trainer backends."""
 TrainerConfig = by_backend("torch", TRAINER_BACKENDS)
 """[trainer]: the common keys, and the sub-table of trainer.backend's own settings."""

@@ -29,7 +29,7 @@ from typing import Any
 
 from tandem import registry
 from tandem.auth import MissingApiKey, api_key_from_env
-from tandem.config import ENGINE_VIEW, ConfigError, EngineCommon, child_view, load_config, read_view
+from tandem.config import ENGINE_BACKENDS, ENGINE_VIEW, ConfigError, EngineCommon, child_view, load_config, read_view
 from tandem.config.views import EngineView
 from tandem.engine.http import build_app
 from tandem.model_source import resolve_model_path
@@ -59,6 +59,11 @@ def _log_config(level: str) -> dict[str, Any]:
 
 def default_torch_threads(engine_count: int) -> int:
     return max(1, (os.cpu_count() or 1) // (engine_count + 1))
+
+
+def served_backends() -> list[str]:
+    """The engine backends this server runs (their config model names a `core`)."""
+    return sorted(name for name, model in ENGINE_BACKENDS.items() if model.core is not None)
 
 
 def _fail(name: str, message: str, code: int = 2) -> None:
@@ -94,9 +99,9 @@ def _load_run_config(name: str, path: str) -> EngineView:
         _fail(name, f"cannot read run config {path!r}: {err}")
 
     backend = cfg.engine.backend
-    if backend not in registry.ENGINE_CORES:
+    if type(cfg.engine).core is None:
         _fail(name, f"engine.backend = {backend!r} is not served by `python -m tandem.engine` "
-                    f"(choose one of {sorted(registry.ENGINE_CORES)}; 'sglang' servers are launched directly)")
+                    f"(choose one of {served_backends()}; 'sglang' servers are launched directly)")
 
     mp = cfg.model.path
     if mp != "tiny" and (os.path.isabs(mp) or mp.startswith((".", "~"))) and not os.path.isdir(os.path.expanduser(mp)):
@@ -128,7 +133,7 @@ def make_core(args: argparse.Namespace, cfg: EngineView) -> LoadedCore:
         model_path = resolve_model_path(cfg)
     except Exception as err:
         _fail(name, f"cannot build/resolve model {cfg.model.path!r}: {err}")
-    core_cls = registry.named(registry.ENGINE_CORES, cfg.engine.backend, "engine.backend")
+    core_cls = registry.load(type(cfg.engine).core, "engine.backend")
     try:
         core = core_cls.from_config(cfg, model_path=model_path, name=name)
     except Exception as err:
@@ -157,7 +162,7 @@ def build_serve_parser() -> argparse.ArgumentParser:
                                              "'external'). Other --section.key value options override config.toml.")
     ap.add_argument("--host", default="127.0.0.1", help="address to bind (0.0.0.0: reachable from other hosts)")
     ap.add_argument("--port", type=int, default=30000)
-    ap.add_argument("--backend", choices=sorted(registry.ENGINE_CORES), default="embedded")
+    ap.add_argument("--backend", choices=served_backends(), default="embedded")
     ap.add_argument("--name", default="engine0", help="engine name (logs, server_info, sampling seed)")
     ap.add_argument("--api-key-env", default="", help="environment variable holding the API key clients must send")
     ap.add_argument("--torch-threads", type=int, default=None)

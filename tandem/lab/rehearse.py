@@ -24,6 +24,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tandem import registry
 from tandem.config import ConfigError, EmbeddedEngineSettings, TandemConfig, build_config, config_from_json
 from tandem.lab.plan import memory as mem
 from tandem.lab.plan import report as plan_report
@@ -38,8 +39,6 @@ REHEARSAL_TOL = 1e-4
 PLAN_VERDICT_FAILED = "verdict: DOES NOT FIT"
 """The last line a rehearsal prints when the node's plan does not fit (the exit status is then 1)."""
 """Largest |engine - trainer| logprob a sync may leave (fp32 on CPU: numerics only)."""
-BUNDLED_DATA = {"tandem.envs.coding:CodingEnv": "data/swe_tasks/tasks.jsonl"}
-"""Data of the project's own for an environment whose configured data exists only on the node."""
 FAMILIES = ("qwen3",)
 """Model families with a tiny stand-in (tandem's tiny model is a Qwen3)."""
 # The rehearsal's sizes: enough for every path to run, small enough for a 2-core CPU.
@@ -107,7 +106,8 @@ def _data_path(node: TandemConfig) -> str | None:
     configured = Path(node.data.path)
     if configured.exists() or (PROJECT_ROOT / configured).exists():
         return None
-    bundled = BUNDLED_DATA.get(node.environment.name)
+    entry = registry.ENVIRONMENTS.get(node.environment.name)
+    bundled = entry.rehearsal_data if entry is not None else None
     if bundled is None:
         raise ConfigError(f"data.path {node.data.path!r} does not exist here, and the rehearsal "
                           f"has no bundled data for environment.name {node.environment.name!r}: "

@@ -47,9 +47,8 @@ def _pick_port(configured: int, key: str) -> int:
 def engine_command(cfg: TandemConfig, name: str, port: int, run_dir: Path, model_path: str) -> list[str]:
     """tandem's own engine server for the backends it serves (given its view of the config), else
     the backend's own command."""
-    backend = cfg.engine.backend
-    if backend in registry.ENGINE_COMMANDS:
-        return registry.named(registry.ENGINE_COMMANDS, backend, "engine.backend")(cfg, port=port, model_path=model_path)
+    if (command := type(cfg.engine).launch_command) is not None:
+        return registry.load(command, "engine.backend")(cfg, port=port, model_path=model_path)
     view = view_path(run_dir, "engine")
     return [sys.executable, "-m", registry.ENGINE_SERVER, "--run-config", str(view), "--port", str(port),
             "--name", name]

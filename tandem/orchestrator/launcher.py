@@ -93,7 +93,7 @@ def load_run(resume_dir: str | None, argv: list[str]) -> TandemConfig:
     """The run's config: a fresh one from config.toml and the command line, or (--resume DIR) the
     saved run's config with the command line over it."""
     if "-h" in argv or "--help" in argv:  # the core's keys, and the bundled environments' typed arguments
-        print(help_text({name: registry.load(spec) for name, spec in registry.ENVIRONMENT_ARGS.items()}))
+        print(help_text({name: registry.load(env.args) for name, env in registry.ENVIRONMENTS.items() if env.args}))
         raise SystemExit(0)
     if not resume_dir:
         return load_config(argv)

@@ -52,9 +52,8 @@ def module_problems(cfg: TandemConfig) -> list[str]:
 
 def engine_problems(cfg: TandemConfig) -> list[str]:
     """What the engine backend checks before it starts (sglang: its interpreter has SGLang)."""
-    if cfg.engine.backend not in registry.ENGINE_PREFLIGHT:
-        return []
-    return registry.named(registry.ENGINE_PREFLIGHT, cfg.engine.backend, "engine.backend")(cfg)
+    check = type(cfg.engine).preflight
+    return [] if check is None else registry.load(check, "engine.backend")(cfg)
 
 
 def placement_problems(cfg: TandemConfig) -> list[str]:
