@@ -13,6 +13,7 @@ from tandem import handoff
 from tandem.config import load_config
 from tandem.orchestrator.cpu_share import PROBE_EVERY, CpuShare, Split, ThreadChoice, split_by_demand
 from tandem.placement import plan_placement
+from tandem.weights.record import Published
 
 
 @pytest.mark.parametrize("cores,engines,engine_demand,trainer_demand,expected", [
@@ -125,7 +126,7 @@ def test_the_trainer_takes_its_threads_from_the_batch(tmp_path):
 
     class Publisher:
         def publish(self, state_dict, version, force_full=False):
-            return {"weights_path": None}
+            return Published(version, str(tmp_path / "weights" / f"step_{version:06d}"))
 
     cfg = load_config(["--run.steps", "3", "--checkpoint.interval", "0"])
     before = torch.get_num_threads()

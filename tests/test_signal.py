@@ -97,11 +97,12 @@ def test_the_trainer_trains_only_the_samples_with_a_loss_weight(tmp_path):
     process hands its backend only those without an `excluded` reason."""
     from tandem import handoff
     from tandem.trainer.__main__ import run_loop
+    from tandem.weights.record import Published
 
     given: list = []
     backend = SimpleNamespace(is_main_process=True, export_for_sync=lambda lora: {},
                               train_step=lambda samples: given.extend(samples) or {"train_time": 0.0})
-    publisher = SimpleNamespace(publish=lambda state, version, force_full=False: {"weights_path": None})
+    publisher = SimpleNamespace(publish=lambda state, version, force_full=False: Published(version, "weights"))
     batch = [sample(1, 1.0), sample(1, 0.0, failed=True), sample(1, 0.0)]
     prepare_step(batch, rollout(), use_std_norm=False)
     handoff.write_batch(tmp_path, handoff.TrainBatch(0, batch))
