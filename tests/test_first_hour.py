@@ -42,6 +42,24 @@ def test_a_bad_key_is_named_before_torch_loads(tmp_path):
     assert heavy == []
 
 
+HELP_NEEDS_NONE_OF = ("tandem.orchestrator.launcher", "tandem.supervisor", "tandem.env", "tandem.rollout", "aiohttp", "numpy")
+"""What `--help` printed before them took seconds to import: the launcher and what it pulls in."""
+
+
+@pytest.mark.parametrize("command", [["train.py", "--help"], ["-m", "tandem.cli", "train", "--help"]])
+def test_help_is_printed_without_importing_the_launcher(command):
+    """`python train.py --help` and `tandem train --help`: the keys come from the config models alone."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run([sys.executable, "-X", "importtime", *command], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "--trainer.lr (" in done.stdout and "--environment.args.sandbox.python (" in done.stdout
+    imported = {line.rsplit("|", 1)[1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
+    heavy = {m for m in imported if m.split(".")[0] in HEAVY
+             or any(m == name or m.startswith(name + ".") for name in HELP_NEEDS_NONE_OF)}
+    assert heavy == set()
+
+
 @pytest.mark.parametrize("config", ["configs/coding_agent.toml", "configs/lookup.toml"])
 def test_an_environment_run_is_refused_before_transformers_loads(tmp_path, config):
     """An environment's tools are checked (their schemas written) before anything starts, by tandem itself:
