@@ -6,8 +6,8 @@
 
 The commands come from README.md itself (of --checkout), so what runs is what a reader copies:
 the install line, the Python example (written to a file as printed and run with `python FILE`),
-each line of the Quick-start block, and the inline `python ...`/`tandem ...` commands of "From
-laptop to node". Each runs through `bash -c` in the checkout, with the venv's bin first on PATH
+each line of the Quick-start block, and the inline `python ...`/`tandem ...`/`pip install ...` commands
+of "From laptop to node". Each runs through `bash -c` in the checkout, with the venv's bin first on PATH
 (as after `source VENV/bin/activate`) and no PYTHONPATH, under `timeout -s INT LIMIT` (a Ctrl-C at
 the limit: a training line that would run for tens of minutes is stopped as a user would stop it,
 and how long it then takes to exit is recorded too).
@@ -30,7 +30,7 @@ import subprocess
 import time
 from pathlib import Path
 
-LIMITS_S = {"--help": 300, "inspect": 300, "lab.plan": 300, "--rehearse": 900, "Qwen/": 600,
+LIMITS_S = {"pip install -r requirements-gpu": 900, "--help": 300, "inspect": 300, "lab.plan": 300, "--rehearse": 900, "Qwen/": 600,
             "--steps 20": 1200, "--resume": 1200, "coding_agent": 900, "tandem.train(": 900}
 """Time limit by a fragment of the command; training lines not named here get --limit-s (their whole run)."""
 DEFAULT_LIMIT_S = 3600
@@ -46,7 +46,7 @@ def readme_commands(readme: str) -> list[tuple[str, str]]:
         elif lang == "python":
             commands.append(("python", body))
     node = readme.split("## From laptop to node", 1)[1].split("\n## ", 1)[0]
-    commands += [("shell", code) for code in re.findall(r"`((?:python|tandem) [^`]+)`", node)]
+    commands += [("shell", code) for code in re.findall(r"`((?:python|tandem|pip install) [^`]+)`", node)]
     return commands
 
 

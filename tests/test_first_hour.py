@@ -80,19 +80,26 @@ def readme_block(heading: str) -> list[str]:
     return [line.split("  #")[0].strip() for line in block.splitlines() if line.strip()]
 
 
+def readme_node_commands() -> list[str]:
+    """The `python train.py ...` commands quoted in README's "From laptop to node" steps."""
+    section = (REPO / "README.md").read_text().split("## From laptop to node\n", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"`(python train\.py [^`]+)`", section)
+
+
 @pytest.mark.unit
-def test_every_quick_start_run_has_its_own_run_dir(monkeypatch):
-    """Run in order after the install line's `python train.py`, no Quick-start line is refused for a
-    run dir an earlier line used (each --resume continues the run it names)."""
+def test_every_readme_run_has_its_own_run_dir(monkeypatch):
+    """Run in order after the install line's `python train.py`, no Quick-start line nor step of "From laptop
+    to node" is refused for a run dir an earlier line used (each --resume continues the run it names; a
+    rehearsal replaces its own)."""
     import shlex
 
     from tandem.config import load_config
 
     monkeypatch.chdir(REPO)
     used = {"runs/default": "python train.py"}  # the install line's default run
-    for line in readme_block("Quick start"):
+    for line in readme_block("Quick start") + readme_node_commands():
         argv = shlex.split(line)
-        if argv[:2] != ["python", "train.py"] or "--help" in argv or "--resume" in argv:
+        if argv[:2] != ["python", "train.py"] or {"--help", "--resume", "--rehearse"} & set(argv):
             continue
         run_dir = load_config(argv[2:]).run.run_dir
         assert run_dir not in used, f"{line!r} writes into {run_dir}, which {used.get(run_dir)!r} used"
