@@ -78,6 +78,7 @@ def load_1min() -> float:
 def run_one(kind: str, command: str, checkout: Path, venv: Path, logs: Path, index: int, default_limit: int) -> dict:
     shown = command if kind == "shell" else "python readme_example.py  # the README's Python block, as printed"
     limit = next((s for frag, s in LIMITS_S.items() if frag in command), default_limit)
+    run_dir = run_dir_of(command, checkout)  # the Python block's too: its run_dir="..."
     if kind == "python":
         (checkout / "readme_example.py").write_text(command)
         command = "python readme_example.py"
@@ -92,7 +93,7 @@ def run_one(kind: str, command: str, checkout: Path, venv: Path, logs: Path, ind
                                cwd=checkout, env=env, stdout=out, stderr=subprocess.STDOUT)
     wall = time.monotonic() - started
     lines = [line for line in log.read_text(errors="replace").splitlines() if line.strip()]
-    steps, step_time = steps_in(run_dir_of(command if kind == "shell" else shown, checkout))
+    steps, step_time = steps_in(run_dir)
     return {"n": index, "command": shown, "exit": code, "wall_s": round(wall, 1), "limit_s": limit,
             "load_before": load_before, "load_after": load_1min(),
             "steps": steps, "step_time_median_s": step_time,
