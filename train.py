@@ -6,11 +6,11 @@
     python train.py --resume runs/NAME       # continue a run from its latest checkpoint
 
 Same as `tandem train ...` once the project is installed (`pip install -e .`). The launcher
-lives in tandem/orchestrator/launcher.py, the loop (sync and async are one loop) in
-tandem/orchestrator/loop.py.
+lives in tandem/orchestrator/launcher.py (imported only past --help: tandem/orchestrator/train_command.py),
+the loop (sync and async are one loop) in tandem/orchestrator/loop.py.
 """
 
-from tandem.orchestrator.launcher import command
+from tandem.orchestrator.train_command import command
 
 if __name__ == "__main__":
     command()

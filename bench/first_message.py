@@ -9,12 +9,13 @@ all of them alike), each as `python train.py ARGS` in that checkout with PYTHONP
 - bad_key: `--bogus.key 1` (an unknown config key, exit 2);
 - used_run_dir: `--run-dir D` where D holds a run (one metrics row), exit 2;
 - env_used_run_dir: the same with `--config configs/coding_agent.toml` (an environment run);
-- help: `--help` (exit 0).
+- help: `--help` (exit 0);
+- tandem_train_help: `python -m tandem.cli train --help` (= `tandem train --help`, exit 0).
 
 Recorded per run: wall_s (start to exit; the refusal is the last thing it prints), first_output_s
 (start to the first byte on stdout or stderr), cpu_s (user + system of the process and anything it
 waited for, from wait4), exit, and the 1-minute load average before it started. The summary gives the
-median of each. CPU time is the figure that load does not inflate: on a quiet machine the wall time of
+median of each with its spread (min–max). CPU time is the figure that load does not inflate: on a quiet machine the wall time of
 this single-threaded path comes close to it.
 """
 
@@ -32,11 +33,13 @@ import time
 from pathlib import Path
 
 CASES = {
-    "bad_key": ["--bogus.key", "1"],
-    "used_run_dir": ["--run-dir", "{used}"],
-    "env_used_run_dir": ["--config", "configs/coding_agent.toml", "--run-dir", "{used}"],
-    "help": ["--help"],
+    "bad_key": ["train.py", "--bogus.key", "1"],
+    "used_run_dir": ["train.py", "--run-dir", "{used}"],
+    "env_used_run_dir": ["train.py", "--config", "configs/coding_agent.toml", "--run-dir", "{used}"],
+    "help": ["train.py", "--help"],
+    "tandem_train_help": ["-m", "tandem.cli", "train", "--help"],
 }
+"""Each case's arguments to the interpreter."""
 
 
 def load_1min() -> float:
@@ -44,11 +47,11 @@ def load_1min() -> float:
 
 
 def one_run(tree: Path, args: list[str], timeout_s: float) -> dict:
-    """Run `python train.py ARGS` in `tree`; its times, CPU and exit status."""
+    """Run `python ARGS` in `tree`; its times, CPU and exit status."""
     env = {**os.environ, "PYTHONPATH": str(tree), "HF_HUB_OFFLINE": "1"}
     load = load_1min()
     started = time.monotonic()
-    proc = subprocess.Popen([sys.executable, "train.py", *args], cwd=tree, env=env,
+    proc = subprocess.Popen([sys.executable, *args], cwd=tree, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     first, tail = None, b""
     sel = selectors.DefaultSelector()
@@ -72,13 +75,15 @@ def one_run(tree: Path, args: list[str], timeout_s: float) -> dict:
 
 
 def summarize(results: dict) -> list[str]:
-    lines = ["| case | tree | runs | exit | wall (median) | first output | CPU user+sys | load (1-min) |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = ["| case | tree | runs | exit | wall: median (min–max) | first output | CPU user+sys: median (min–max) "
+             "| load (1-min) |", "|---|---|---|---|---|---|---|---|"]
     for case, per_tree in results.items():
         for tree, runs in per_tree.items():
-            med = lambda key: statistics.median(r[key] for r in runs if r[key] is not None)  # noqa: E731
+            def spread(key: str) -> str:
+                values = [r[key] for r in runs if r[key] is not None]
+                return f"{statistics.median(values):.2f} s ({min(values):.2f}–{max(values):.2f})"
             lines.append(f"| {case} | {tree} | {len(runs)} | {sorted({r['exit'] for r in runs})} | "
-                         f"{med('wall_s'):.2f} s | {med('first_output_s'):.2f} s | {med('cpu_s'):.2f} s | "
+                         f"{spread('wall_s')} | {spread('first_output_s')} | {spread('cpu_s')} | "
                          f"{min(r['load_1min'] for r in runs):.2f}–{max(r['load_1min'] for r in runs):.2f} |")
     return lines
 
@@ -96,7 +101,7 @@ def main() -> None:
     (used / "metrics.jsonl").write_text(json.dumps({"step": 1, "reward_mean": 0.0}) + "\n")
     results: dict = {case: {name: [] for name in trees} for case in opts.cases}
     for name, tree in trees.items():  # unmeasured: the files into the page cache, .pyc written
-        one_run(tree, ["--bogus.key", "1"], opts.timeout)
+        one_run(tree, CASES["bad_key"], opts.timeout)
     for trial in range(opts.trials):
         for case in opts.cases:
             for name, tree in trees.items():

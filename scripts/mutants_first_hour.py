@@ -57,4 +57,10 @@ FIRST_HOUR = [  # the first hour: fast refusals, README lines that run as printe
   "from tandem.orchestrator.hooks import NO_HOOKS, RunHooks" + NL,
   "from tandem.orchestrator.hooks import NO_HOOKS, RunHooks" + NL + "from tandem.harness import HarnessRollout" + NL,
   F + "test_a_bad_key_is_named_before_torch_loads"),
+ ("--help imports the launcher before printing", "tandem/orchestrator/train_command.py",
+  "    if wants_help(argv):", "    if wants_help(argv) and registry.load(LAUNCHER):",
+  F + "test_help_is_printed_without_importing_the_launcher"),
+ ("the coding package imports its agent (tandem.env, aiohttp) with its settings", "tandem/envs/coding/__init__.py",
+  "__all__ = sorted(_HOMES)" + NL, "__all__ = sorted(_HOMES)" + NL + "from tandem.envs.coding.bash_env import BashAgentEnv" + NL,
+  F + "test_help_is_printed_without_importing_the_launcher"),
 ]

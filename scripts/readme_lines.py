@@ -6,8 +6,8 @@
 
 The commands come from README.md itself (of --checkout), so what runs is what a reader copies:
 the install line, the Python example (written to a file as printed and run with `python FILE`),
-each line of the Quick-start block, and the inline `python ...`/`tandem ...` commands of "From
-laptop to node". Each runs through `bash -c` in the checkout, with the venv's bin first on PATH
+each line of the Quick-start block, and the inline `python ...`/`tandem ...`/`pip install ...` commands
+of "From laptop to node". Each runs through `bash -c` in the checkout, with the venv's bin first on PATH
 (as after `source VENV/bin/activate`) and no PYTHONPATH, under `timeout -s INT LIMIT` (a Ctrl-C at
 the limit: a training line that would run for tens of minutes is stopped as a user would stop it,
 and how long it then takes to exit is recorded too).
@@ -16,7 +16,8 @@ Not run: the test-suite line (the whole suite; CI's job, see docs/testing.md) an
 placeholder (`tandem inspect RUN_DIR`) or that serve forever (`mkdocs serve`).
 
 Recorded per command: exit status (124 = stopped by the time limit), wall time, the 1-minute load
-average before and after, the steps in the run dir's metrics.jsonl, and the last output line.
+average before and after, the steps in the run dir's metrics.jsonl with their median `step_time`,
+and the last output line.
 """
 
 from __future__ import annotations
@@ -29,10 +30,10 @@ import subprocess
 import time
 from pathlib import Path
 
-LIMITS_S = {"pip install": 900, "--help": 300, "inspect": 300, "lab.plan": 300, "--rehearse": 900,
+LIMITS_S = {"pip install -r requirements-gpu": 900, "--help": 300, "inspect": 300, "lab.plan": 300, "--rehearse": 900, "Qwen/": 600,
             "--steps 20": 1200, "--resume": 1200, "coding_agent": 900, "tandem.train(": 900}
-"""Time limit by a fragment of the command; training lines not named here get DEFAULT_LIMIT_S."""
-DEFAULT_LIMIT_S = 300
+"""Time limit by a fragment of the command; training lines not named here get --limit-s (their whole run)."""
+DEFAULT_LIMIT_S = 3600
 SKIPPED = ("pytest", "RUN_DIR", "mkdocs serve")
 
 
@@ -45,7 +46,7 @@ def readme_commands(readme: str) -> list[tuple[str, str]]:
         elif lang == "python":
             commands.append(("python", body))
     node = readme.split("## From laptop to node", 1)[1].split("\n## ", 1)[0]
-    commands += [("shell", code) for code in re.findall(r"`((?:python|tandem) [^`]+)`", node)]
+    commands += [("shell", code) for code in re.findall(r"`((?:python|tandem|pip install) [^`]+)`", node)]
     return commands
 
 
@@ -60,20 +61,24 @@ def run_dir_of(command: str, checkout: Path) -> Path | None:
     return checkout / "runs/default" if re.search(r"python train.py( &&|$| --engines| --run\.| --model)", command) else None
 
 
-def steps_in(run_dir: Path | None) -> int | None:
+def steps_in(run_dir: Path | None) -> tuple[int | None, float | None]:
+    """How many metrics rows the run dir holds, and the median of their step_time (s)."""
     metrics = run_dir / "metrics.jsonl" if run_dir else None
     if not metrics or not metrics.exists():
-        return None
-    return sum(1 for line in metrics.read_text().splitlines() if line.strip())
+        return None, None
+    rows = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
+    times = sorted(r["step_time"] for r in rows if isinstance(r.get("step_time"), (int, float)))
+    return len(rows), (round(times[len(times) // 2], 3) if times else None)
 
 
 def load_1min() -> float:
     return float(Path("/proc/loadavg").read_text().split()[0])
 
 
-def run_one(kind: str, command: str, checkout: Path, venv: Path, logs: Path, index: int) -> dict:
+def run_one(kind: str, command: str, checkout: Path, venv: Path, logs: Path, index: int, default_limit: int) -> dict:
     shown = command if kind == "shell" else "python readme_example.py  # the README's Python block, as printed"
-    limit = next((s for frag, s in LIMITS_S.items() if frag in command), DEFAULT_LIMIT_S)
+    limit = next((s for frag, s in LIMITS_S.items() if frag in command), default_limit)
+    run_dir = run_dir_of(command, checkout)  # the Python block's too: its run_dir="..."
     if kind == "python":
         (checkout / "readme_example.py").write_text(command)
         command = "python readme_example.py"
@@ -88,9 +93,10 @@ def run_one(kind: str, command: str, checkout: Path, venv: Path, logs: Path, ind
                                cwd=checkout, env=env, stdout=out, stderr=subprocess.STDOUT)
     wall = time.monotonic() - started
     lines = [line for line in log.read_text(errors="replace").splitlines() if line.strip()]
+    steps, step_time = steps_in(run_dir)
     return {"n": index, "command": shown, "exit": code, "wall_s": round(wall, 1), "limit_s": limit,
             "load_before": load_before, "load_after": load_1min(),
-            "steps": steps_in(run_dir_of(command if kind == "shell" else shown, checkout)),
+            "steps": steps, "step_time_median_s": step_time,
             "last_line": lines[-1][:200] if lines else "", "log": str(log)}
 
 
@@ -101,6 +107,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("readme_lines.json"))
     parser.add_argument("--only", type=int, nargs="*")
     parser.add_argument("--list", action="store_true")
+    parser.add_argument("--limit-s", type=int, default=DEFAULT_LIMIT_S,
+                        help="time limit of a training line (its whole run, by default)")
     opts = parser.parse_args()
     checkout = opts.checkout.resolve()
     commands = readme_commands((checkout / "README.md").read_text())
@@ -113,10 +121,10 @@ def main() -> None:
               flush=True)
         if opts.list or skip or (opts.only and index not in opts.only):
             continue
-        result = run_one(kind, command, checkout, opts.venv.resolve(), logs, index)
+        result = run_one(kind, command, checkout, opts.venv.resolve(), logs, index, opts.limit_s)
         results = [r for r in results if r["n"] != index] + [result]
         print(f"   exit {result['exit']}, {result['wall_s']} s, load {result['load_before']}->{result['load_after']}, "
-              f"steps {result['steps']}: {result['last_line']}", flush=True)
+              f"steps {result['steps']} (median {result['step_time_median_s']} s): {result['last_line']}", flush=True)
         opts.out.write_text(json.dumps(sorted(results, key=lambda r: r["n"]), indent=1) + "\n")
 
 

@@ -62,7 +62,7 @@ HARNESS_ROLLOUT = "tandem.harness:HarnessRollout"
 """rollout.harness / rollout.harness_command's rollout plug-in, loaded by the launcher only for a harness run:
 the OpenAI SDK it imports is half the launcher's import time, which every refusal and `--help` would pay."""
 
-COMMANDS = {"train": "tandem.orchestrator.launcher:command", "engine": "tandem.engine.__main__:main",
+COMMANDS = {"train": "tandem.orchestrator.train_command:command", "engine": "tandem.engine.__main__:main",
             "inspect": "tandem.inspect.__main__:main", "eval": "tandem.orchestrator.eval_command:main"}
 """`tandem COMMAND` -> its main(argv)."""
 

@@ -42,6 +42,24 @@ def test_a_bad_key_is_named_before_torch_loads(tmp_path):
     assert heavy == []
 
 
+HELP_NEEDS_NONE_OF = ("tandem.orchestrator.launcher", "tandem.supervisor", "tandem.env", "tandem.rollout", "aiohttp", "numpy")
+"""What `--help` printed before them took seconds to import: the launcher and what it pulls in."""
+
+
+@pytest.mark.parametrize("command", [["train.py", "--help"], ["-m", "tandem.cli", "train", "--help"]])
+def test_help_is_printed_without_importing_the_launcher(command):
+    """`python train.py --help` and `tandem train --help`: the keys come from the config models alone."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run([sys.executable, "-X", "importtime", *command], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "--trainer.lr (" in done.stdout and "--environment.args.sandbox.python (" in done.stdout
+    imported = {line.rsplit("|", 1)[1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
+    heavy = {m for m in imported if m.split(".")[0] in HEAVY
+             or any(m == name or m.startswith(name + ".") for name in HELP_NEEDS_NONE_OF)}
+    assert heavy == set()
+
+
 @pytest.mark.parametrize("config", ["configs/coding_agent.toml", "configs/lookup.toml"])
 def test_an_environment_run_is_refused_before_transformers_loads(tmp_path, config):
     """An environment's tools are checked (their schemas written) before anything starts, by tandem itself:
@@ -62,19 +80,26 @@ def readme_block(heading: str) -> list[str]:
     return [line.split("  #")[0].strip() for line in block.splitlines() if line.strip()]
 
 
+def readme_node_commands() -> list[str]:
+    """The `python train.py ...` commands quoted in README's "From laptop to node" steps."""
+    section = (REPO / "README.md").read_text().split("## From laptop to node\n", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"`(python train\.py [^`]+)`", section)
+
+
 @pytest.mark.unit
-def test_every_quick_start_run_has_its_own_run_dir(monkeypatch):
-    """Run in order after the install line's `python train.py`, no Quick-start line is refused for a
-    run dir an earlier line used (each --resume continues the run it names)."""
+def test_every_readme_run_has_its_own_run_dir(monkeypatch):
+    """Run in order after the install line's `python train.py`, no Quick-start line nor step of "From laptop
+    to node" is refused for a run dir an earlier line used (each --resume continues the run it names; a
+    rehearsal replaces its own)."""
     import shlex
 
     from tandem.config import load_config
 
     monkeypatch.chdir(REPO)
     used = {"runs/default": "python train.py"}  # the install line's default run
-    for line in readme_block("Quick start"):
+    for line in readme_block("Quick start") + readme_node_commands():
         argv = shlex.split(line)
-        if argv[:2] != ["python", "train.py"] or "--help" in argv or "--resume" in argv:
+        if argv[:2] != ["python", "train.py"] or {"--help", "--resume", "--rehearse"} & set(argv):
             continue
         run_dir = load_config(argv[2:]).run.run_dir
         assert run_dir not in used, f"{line!r} writes into {run_dir}, which {used.get(run_dir)!r} used"

@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Callable
 
 from tandem import registry
-from tandem.config import ConfigError, TandemConfig, help_text, load_config
+from tandem.config import ConfigError, TandemConfig, load_config
 from tandem.auth import MissingApiKey, api_key_from_env
-from tandem.orchestrator import exit_status, preflight, run_state
+from tandem.orchestrator import exit_status, preflight, run_state, train_command
 from tandem.placement import resolve_colocation, visible_gpu_count, visible_gpu_memory_bytes
 from tandem.orchestrator.hooks import NO_HOOKS, RunHooks
 from tandem.supervisor import Supervisor
@@ -92,8 +92,8 @@ def split_launcher_options(argv: list[str]) -> tuple[str | None, bool, list[str]
 def load_run(resume_dir: str | None, argv: list[str]) -> TandemConfig:
     """The run's config: a fresh one from config.toml and the command line, or (--resume DIR) the
     saved run's config with the command line over it."""
-    if "-h" in argv or "--help" in argv:  # the core's keys, and the bundled environments' typed arguments
-        print(help_text({name: registry.load(env.args) for name, env in registry.ENVIRONMENTS.items() if env.args}))
+    if train_command.wants_help(argv):  # main(argv) called directly; the command prints it before importing us
+        train_command.print_help()
         raise SystemExit(0)
     if not resume_dir:
         return load_config(argv)

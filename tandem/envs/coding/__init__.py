@@ -13,10 +13,23 @@ Its reward, graded on the host from what the hidden tests computed:
 - swe_data.py     the task rows and their repositories
 """
 
-from tandem.envs.coding.bash_env import BashAgentEnv, is_submission, observation_text, parse_actions
-from tandem.envs.coding.coding_env import END_REASONS, CodingEnv, agent_step_metrics, swe_agent_rollout
-from tandem.envs.coding.grading import swe_reward
-from tandem.envs.coding.prompts import Prompts
 
-__all__ = ["BashAgentEnv", "CodingEnv", "END_REASONS", "Prompts", "agent_step_metrics", "is_submission",
-           "observation_text", "parse_actions", "swe_agent_rollout", "swe_reward"]
+import importlib
+from typing import Any
+
+_HOMES = {"BashAgentEnv": "bash_env", "is_submission": "bash_env", "observation_text": "bash_env",
+          "parse_actions": "bash_env", "CodingEnv": "coding_env", "END_REASONS": "coding_env",
+          "agent_step_metrics": "coding_env", "swe_agent_rollout": "coding_env", "swe_reward": "grading",
+          "Prompts": "prompts"}
+"""Each exported name's module, imported on first use: `--help` reads only settings.CodingArgs, and
+importing the agent (tandem.env, the rollout client, aiohttp, numpy) would cost it seconds."""
+
+__all__ = sorted(_HOMES)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{_HOMES[name]}"), name)
+    globals()[name] = value
+    return value
