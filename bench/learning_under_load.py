@@ -10,7 +10,8 @@ each as it ships but with `--run.seed`; the success level of all three is a 5-st
 that is whatever else runs; the load average is recorded with every run) and `loaded` (one busy
 process per core, `python -c 'while True: pass'`, for the whole run). Per run: the success step,
 seconds to it (start-up included), wall time, the load average before and after, and the
-trained tokens' lag (token_lag_1: the fraction generated one weight version behind the step).
+trained tokens' lag (token_lag_1: the fraction generated one weight version behind the step) and
+the steps without gradient (every group's rewards equal: where the counter's failed runs end).
 A run stops once its success row is in metrics.jsonl (SIGTERM, the launcher's clean stop), so
 its wall time runs to that exit; `--full` runs every job to its last step. `--extra ...` passes
 the rest of the command line to every run (a candidate setting, e.g. `--extra --trainer.lr 3e-3`).
@@ -64,6 +65,15 @@ def read_rows(metrics: Path) -> list[dict]:
     return [json.loads(line) for line in lines if line]
 
 
+def steps_without_gradient(rows: list[dict]) -> int:
+    """Steps whose gradient was exactly zero, counted from the first step with a mean reward of 0.1
+    (before it, a rare reward leaves most steps without one): every group's rewards were equal, so
+    GRPO's advantages and the update vanished. A policy stuck there (a fixed number of tool calls,
+    or none) stays stuck: this is how the counter's failed runs at trainer.lr 2e-3 ended."""
+    first = next((i for i, r in enumerate(rows) if r["reward_mean"] >= 0.1), len(rows))
+    return sum(1 for r in rows[first:] if r["grad_norm"] == 0.0)
+
+
 def train_to_success(run_dir: Path, args: list[str], stop_early: bool) -> tuple[list[dict], float, float | None, float]:
     """Run train.py; with stop_early, SIGTERM it (the launcher's clean stop) once the success level is logged.
 
@@ -110,6 +120,7 @@ def one_run(job: str, seed: int, condition: str, args: argparse.Namespace, scrat
               "wall_s": wall, "startup_and_stop_s": outside_steps, "step_time_mean": statistics.fmean(r["step_time"] for r in rows),
               "final_reward": statistics.fmean(r["reward_mean"] for r in rows[-WINDOW:]),
               "token_lag_1": statistics.fmean(r.get("token_lag_1", 0.0) for r in rows),
+              "steps_without_gradient": steps_without_gradient(rows),
               "loadavg_before": before, "loadavg_during_mean": round(load_during, 2), "loadavg_after": loadavg()}
     print(json.dumps(result), flush=True)
     return result, rows
@@ -121,14 +132,14 @@ def report(runs: list[dict], diffs: dict[str, list[str]], argv: list[str]) -> st
              "the run; load averages (1, 5, 15 min) as read before and after each run; a run stops at its success "
              "level unless --full or --reproducible (wall s: start to exit).", "",
              "| job | seed | condition | success step | s to success | wall s | step s mean | final 5-step reward "
-             "| token_lag_1 | load before | load during (1-min mean) | load after |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| token_lag_1 | steps without gradient | load before | load during (1-min mean) | load after |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in runs:
         to = "not reached" if r["seconds_to_success"] is None else f"{r['seconds_to_success']:.0f}"
         step = r["success_step"] or f"> {r['steps']}"
         lines.append(f"| {r['job']} | {r['seed']} | {r['condition']} | {step} | {to} | {r['wall_s']:.0f} "
                      f"| {r['step_time_mean']:.2f} | {r['final_reward']:.3f} "
-                     f"| {r['token_lag_1']:.3f} | {fmt_load(r['loadavg_before'])} | {fmt_load([r['loadavg_during_mean']] if 'loadavg_during_mean' in r else None)} "
+                     f"| {r['token_lag_1']:.3f} | {r.get('steps_without_gradient', 'n/a')} | {fmt_load(r['loadavg_before'])} | {fmt_load([r['loadavg_during_mean']] if 'loadavg_during_mean' in r else None)} "
                      f"| {fmt_load(r['loadavg_after'])} |")
     lines.append("")
     for job in dict.fromkeys(r["job"] for r in runs):

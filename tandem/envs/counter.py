@@ -10,7 +10,10 @@ tool's answer read.
 tiny model: stopping after one call then scores about 0.61 on targets 1-3, a policy that
 collapses there gives every sample of a group the same reward and GRPO no gradient (measured:
 one of two runs stayed at 0.58 for 200 steps); exact credit reached the success level at steps
-59, 74, 76 and 81 in four runs (bench/results/env_learning.md has two of them).
+59, 74, 76 and 81 in four runs (bench/results/env_learning.md has two of them). Over more seeds
+exact credit has its own trap: a policy that calls a fixed number of times whatever the target gets
+equal rewards in every group too (8 of 18 runs reached the level; docs/performance.md, "Learning
+under load").
 """
 
 from __future__ import annotations
