@@ -282,7 +282,8 @@ def test_a_fix_that_changes_the_expected_sides_code_scores_one_and_a_forger_of_b
     task = _local_task(tmp_path, {"pkg/__init__.py": VERSION, "tests/test_version.py": VERSION_TESTS}, VERSION_BUG,
                        F2P, P2P, statement)
     reset_runtime()
-    runtime = get_runtime(make_cfg(tmp_path, sandbox={"backend": backend, "pool_size": 2}))
+    # the agent's commands get 60 s, not the config's 10: at load 15 one `cat` into a fresh sandbox ran out of 10
+    runtime = get_runtime(make_cfg(tmp_path, sandbox={"backend": backend, "pool_size": 2, "command_timeout_s": 60}))
     try:
         plan = runtime.grader.plan(task)
         graded = {name: runtime.grader.grade(task, _diff(runtime, task, command)) for name, command in COMMANDS.items()}
