@@ -23,10 +23,9 @@ EXPECTED_SIDES = [  # (name, file, old, new, guarding test)
  ("an own check's R not in the graded copies", "tandem/envs/coding/instrument.py",
   "_check_call(s.k, e, r, with_references or s.k in own)", "_check_call(s.k, e, r, with_references)", CHOOSING),
  ("a run's own E == R ignored", "tandem/envs/coding/verdict.py",
-  "        if not site.passes(value, test, nth) and not agreed(site, own.get(i)):",
-  "        if not site.passes(value, test, nth):", VERDICT),
+  "            if not agreed(site, own.get(i)):", "            if True:", VERDICT),
  ("an own check must meet every reference value", "tandem/envs/coding/verdict.py",
-  "            if own_side(sites[k]) and seen.get(k):", "            if False:", VERDICT),
+  "            if k in changed:", "            if False:", VERDICT),
  ("the sandbox writes no outcome of E == R", "tandem/envs/coding/grader_plugin/tandem_checks.py",
   '        record["eq"] = _holds(value, expected[0])', '        record["eq"] = False', SANDBOX),
  # no forgery pays

@@ -19,8 +19,8 @@ both sides return the same constant. So a run's own R counts only where it decid
   value and whether `E == R` held in the run (tandem_checks), as the original assert judges it, whatever
   the values' types;
 - the host passes an own site's value when it meets the reference's R, or when the run's own `E == R`
-  held; an own site must be reached (how often is the code's: a fix that changes R changes which of
-  the reference's values it meets);
+  held; where a value passed by the run's own R alone (the diff changed what R computes), the site
+  must be reached, not meet each of the reference's values (otherwise it must, as every site);
 - every decisive site is judged on the host-held values alone, as before; when one misses and its R
   runs the repository's code, the reason says that its expected side is held at the reference fix's
   value (verdict.host_check), so a diff that changes what that code returns fails it.

@@ -224,18 +224,22 @@ def host_check(events: list[tuple[int, Any]], sites: dict[int, Site], required: 
     run wrote for its own sites' R, by index in `events` (tandem.envs.coding.expected_sides)."""
     own = own or {}
     seen: dict[int, list] = {}
+    changed: set[int] = set()
+    """Own sites a value passed only by the run's own R: the diff changed what R computes."""
     for i, (k, value) in enumerate(events):
         site = sites.get(k)
         if site is None:
             continue  # tamper: judge() names it
         nth = len(seen.setdefault(k, []))
         seen[k].append(value)
-        if not site.passes(value, test, nth) and not agreed(site, own.get(i)):
-            return f"the check at {site.where} does not hold (it computes `{site.source}`){held_note(site)}"
+        if not site.passes(value, test, nth):
+            if not agreed(site, own.get(i)):
+                return f"the check at {site.where} does not hold (it computes `{site.source}`){held_note(site)}"
+            changed.add(k)
     for k in sorted(required):
         if k in sites and sites[k].unmet(test, seen.get(k, [])):
-            if own_side(sites[k]) and seen.get(k):
-                continue  # an own site: each of its values held above, and reached is what its original needs
+            if k in changed:
+                continue  # R changed: the reference's values are not the ones to meet, reached is what is left
             return f"the check at {sites[k].where} never ran (it computes `{sites[k].source}`)"
     return ""
 
