@@ -9,6 +9,7 @@
     python scripts/mutate.py tests3                 # off-default keys and colocation's hand-over (issue 45)
     python scripts/mutate.py first_hour             # what a new user meets first: fast refusals, the Python API
     python scripts/mutate.py reward                 # issue 46: no correct fix refused, no derivation pays
+    python scripts/mutate.py expected_sides         # issue 46: an expected side that calls code the fix changes
 
 Each mutation replaces exact pieces of code (it refuses, STALE, when that code has moved on),
 runs the guarding test(s), and restores the files, whatever happens. CAUGHT means pytest said the
@@ -23,6 +24,7 @@ from pathlib import Path
 
 # each feature's mutants in its own module; scripts/ is on the path of `python scripts/mutate.py`
 from mutants_eval import EVAL
+from mutants_expected_sides import EXPECTED_SIDES
 from mutants_first_hour import FIRST_HOUR
 from mutants_harness import HARNESS
 from mutants_load import LOAD
@@ -43,7 +45,7 @@ F = "tests/test_reward_forgery.py::"
 H = "tests/test_sandbox_hardening.py::"
 DEFENCES = [
  ("host checks ignored", "tandem/envs/coding/verdict.py",
-  "        why = host_check(events, sites, required.get(t, set()), t)", '        why = ""',
+  "        why = host_check(events, sites, required.get(t, set()), t, lookup(stream.own, t, {}))", '        why = ""',
   F + "test_forgery_scores_zero[unshare-generic_forger_trial_0]"),
  ("required checks optional", "tandem/envs/coding/verdict.py", "        if k in sites and sites[k].unmet(test, seen.get(k, [])):",
   "        if False:",
@@ -140,8 +142,8 @@ DEFENCES = [
  ("issue text no echo", "tandem/envs/coding/exposure.py",
   "    out = Exposure(tuple(_distinct(echoes)), stated=stated_values(statement))",
   "    out = Exposure(tuple(_distinct(echoes)))", F + "test_a_forger_that_reads_the_issue_scores_zero[unshare]"),
- ("issue text not analysed", "tandem/envs/coding/grading_plan.py", "                       task.problem_statement)",
-  '                       "")', F + "test_a_forger_that_reads_the_issue_scores_zero[unshare]"),
+ ("issue text not analysed", "tandem/envs/coding/grading_plan.py", "                       task.problem_statement, buggy.own)",
+  '                       "", buggy.own)', F + "test_a_forger_that_reads_the_issue_scores_zero[unshare]"),
  ("R left in graded copies", "tandem/envs/coding/instrument.py", 'f", ({r}))" if r is not None and with_references else ")"',
   'f", ({r}))" if r is not None else ")"', "tests/test_host_checks.py::test_split_keeps_expectations_out_and_lines_in_place"),
  ("no confirming run", "tandem/envs/coding/grading_plan.py", "    if _refuse_failing(plan, task, run, confirm,",
@@ -315,7 +317,7 @@ CORE = [  # one or more mutants per core guarantee, each guarded by a fast, hand
   'return _on_off_flag("--enable-memory-saver", "run.colocate") if cfg.colocated else []',
   'return _on_off_flag("--enable-memory-saver", "run.colocate")', "tests/test_colocation.py::test_sglang_gets_the_memory_saver_only_when_colocated"),
 ]
-SETS = {"defences": DEFENCES, "suite": SUITE, "core": CORE, "memory": MEMORY, "moe": MOE, "tests3": TESTS3, "first_hour": FIRST_HOUR, "reward": REWARD, "load": LOAD, "eval": EVAL, "harness": HARNESS, "sglang": SGLANG, "signal": SIGNAL, "reload": RELOAD, "reward_fixes": REWARD_FIXES, "types": TYPES, "typed2": TYPED2}
+SETS = {"defences": DEFENCES, "suite": SUITE, "core": CORE, "memory": MEMORY, "moe": MOE, "tests3": TESTS3, "first_hour": FIRST_HOUR, "reward": REWARD, "load": LOAD, "eval": EVAL, "harness": HARNESS, "sglang": SGLANG, "signal": SIGNAL, "reload": RELOAD, "reward_fixes": REWARD_FIXES, "types": TYPES, "typed2": TYPED2, "expected_sides": EXPECTED_SIDES}
 OUTCOME = {0: "MISSED", 1: "CAUGHT"}
 """pytest's exit codes: 0 all passed (the mutant lived), 1 tests failed (caught). Anything else
 (2 interrupted, 3 internal error, 4 usage error such as a test that does not exist, 5 no tests

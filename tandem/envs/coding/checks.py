@@ -84,7 +84,7 @@ class Raises:
 @dataclass(frozen=True)
 class Reference:
     """An expectation the test computes (`assert E == R`, R not a constant): R's values in the
-    reference fix's run, per test and in the order the check ran; R itself never enters the sandbox."""
+    reference fix's run, per test and in the order the check ran; R is in no graded copy unless own."""
 
     values: dict[str, tuple] = field(default_factory=dict)
     stored: bool = False

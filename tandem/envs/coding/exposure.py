@@ -22,6 +22,9 @@ the files (tandem.envs.coding.instrument with references) and the bug's run (tan
 - **a uniform transform**: one simple transformation (reverse, negate, sort, +-1, ...) of
   every value one function computes that makes every hidden check pass under the bug (the
   bug mirrors the right answer); a forger needs no verifier, only to try a few;
+- **an own site's expected side** (tandem.envs.coding.expected_sides): R of a check the bug passes runs
+  in the graded copies, so its constants are echoes, its `E == R` is a kept equality, and what its
+  calls compute under the bug joins their functions' codomains;
 - **a derivation from the bug's value** (tandem.envs.coding.derivation): the bug's value extended
   to a string the files hold, its items joined, one of the few values the function returns on
   the files' other inputs, or the issue's bad -> good edit applied by analogy.
@@ -36,11 +39,12 @@ from __future__ import annotations
 
 import ast
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from tandem.envs.coding.checks import STRONG_OPS, Reference, Site, constant, echoes_of, parse
 from tandem.envs.coding.derivation import derived
+from tandem.envs.coding.expected_sides import own_side, with_r_values
 from tandem.envs.coding.instrument import CHECK, is_constant, call_name
 from tandem.envs.coding.verdict import host_check, lookup
 
@@ -104,10 +108,12 @@ class _Check:
 
 
 def analyse(reference_files: dict[str, str], sites: dict[int, Site], buggy: dict[str, list],
-            required: dict[str, set[int]], tests: list[str], statement: str = "") -> Exposure:
+            required: dict[str, set[int]], tests: list[str], statement: str = "",
+            own: dict[str, dict[int, tuple[Any, bool]]] | None = None) -> Exposure:
     """The exposure of every host-held site: `reference_files` are the graded files as the reference
     fix's run had them (reference sites compute R too), `buggy` the bug's run's check values per test,
-    `statement` the task's problem statement (what the agent reads)."""
+    `statement` the task's problem statement (what the agent reads), `own` what R of own sites computed
+    in the bug's run (verdict.Stream.own)."""
     checks: list[tuple[_Check, set[str]]] = []
     echoes: list = []
     for rel, text in reference_files.items():
@@ -121,6 +127,9 @@ def analyse(reference_files: dict[str, str], sites: dict[int, Site], buggy: dict
     kept = [(c, names) for c, names in checks if c.k is None]
     for c, names in kept:
         _kept_equality(c, names, host, out.reasons)
+    for c, names in checks:  # an own site's `E == R` is in the graded copies (tandem.envs.coding.expected_sides)
+        if c.k is not None and own_side(sites.get(c.k)):
+            _kept_equality(replace(c, k=None), names, [(k, h) for k, h in host if k != c.k], out.reasons)
     broken = _broken_sites(sites, buggy, required, tests)
     for c, _ in checks:
         pair = _round_trip(c, sites)
@@ -131,7 +140,9 @@ def analyse(reference_files: dict[str, str], sites: dict[int, Site], buggy: dict
                     out.reasons.setdefault(k, f"the sandbox can check a candidate value: {pair[0]}() undoes "
                                                 f"{pair[1]}() (the round trip at {where})")
     _uniform_transforms(sites, buggy, required, tests, out.reasons)
-    for k, why in derived(sites, buggy, tests, out.echoes, out.stated).items():
+    r_sides = {c.k: c.expected for c, _ in checks if c.k is not None and c.expected is not None
+               and own_side(sites.get(c.k))}
+    for k, why in derived(*with_r_values(sites, buggy, own or {}, r_sides), tests, out.echoes, out.stated).items():
         if k in broken:
             out.reasons.setdefault(k, why)
     return out
@@ -169,7 +180,7 @@ def stated_values(statement: str) -> tuple:
 
 def _checks(tree: ast.AST, rel: str, sites: dict[int, Site]) -> tuple[list[_Check], tuple[ast.expr, ...]]:
     """Host-held sites (`__tandem_check__(k, E[, R])`) and kept equalities, with their function;
-    and the R nodes (not in a graded copy, so not echoes)."""
+    and the R nodes no graded copy holds, so not echoes (an own site's R is in them: its constants are)."""
     found: list[_Check] = []
     references: list[ast.expr] = []
     for function in [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]:
@@ -178,7 +189,7 @@ def _checks(tree: ast.AST, rel: str, sites: dict[int, Site]) -> tuple[list[_Chec
                     and len(node.args) >= 2 and isinstance(node.args[0], ast.Constant) \
                     and isinstance(node.args[0].value, int):
                 r = node.args[2] if len(node.args) > 2 else None
-                if r is not None:
+                if r is not None and not own_side(sites.get(node.args[0].value)):  # an own site's R is there
                     references.append(r)
                 found.append(_Check(node.args[0].value, rel, node.lineno, function, node.args[1], r))
             kept = _kept_pair(node)
@@ -292,6 +303,7 @@ def _uniform_transforms(sites: dict[int, Site], buggy: dict[str, list], required
     """Sites the bug fails whose function's every value, transformed one way, makes every hidden
     test's host-held checks hold."""
     broken = _broken_sites(sites, buggy, required, tests)
+    sites = {k: s for k, s in sites.items() if not own_side(s)}  # a forger passes these with its own R
     for key in sorted({s.computes for s in sites.values()}) + ["*"]:
         touched = {k for k, s in sites.items() if key in ("*", s.computes)}
         for name, transform in TRANSFORMS.items():

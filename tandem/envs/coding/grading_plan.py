@@ -11,7 +11,10 @@ whether the task can be graded at all.
    sandbox as the ordinary assert it was. The sites each test reached are *required*: a graded
    run that skips one fails that test.
 3. **Buggy run**: the graded files against the bug. A site is *decisive* for a hidden test
-   when the bug fails it (a wrong value, or never reached).
+   when the bug fails it (a wrong value, or never reached). A reference site whose R runs the
+   repository's code and that is decisive for no test becomes *own* (tandem.envs.coding.expected_sides):
+   the graded copies compute its R too and a run's own `E == R` passes it (a correct fix may change
+   what R's code returns); the buggy run is repeated with those copies.
 4. **Confirming run**: the graded files, exactly as samples get them, against the reference
    fix: it must score 1 under this plan (an R that had side effects, a value that changes from
    run to run), or the task is refused.
@@ -35,6 +38,7 @@ from pathlib import Path
 from typing import Callable
 
 from tandem.envs.coding.checks import Reference, Site
+from tandem.envs.coding.expected_sides import eligible, marked
 from tandem.envs.coding.exposure import Exposure, analyse
 from tandem.envs.coding.instrument import Candidate, find_sites, rewrite
 from tandem.envs.coding.params import hide
@@ -142,12 +146,13 @@ def build_plan(task: SweTask, testbed: Path, run_tests: RunTests) -> GradingPlan
                        for rel in sources}
     plan.required = {t: {k for k, _ in lookup(clean.checks, t, []) if k in sites} for t in task.tests}
     _, buggy = _reference(run_tests, False, plan.files, sites)
+    buggy = _own_sides(plan, sources, candidates, set(kept), buggy, run_tests, task.tests)
     run, confirm = _reference(run_tests, True, plan.files, sites)
     if _refuse_failing(plan, task, run, confirm, "the reference fix does not pass the graded copies of its tests",
                        judged=True):
         return plan
     exposure = analyse(reference_files, sites, buggy.checks, plan.required, list(task.tests),
-                       task.problem_statement)
+                       task.problem_statement, buggy.own)
     plan.exposed = exposure.reasons
     reasons = []
     for t in task.fail_to_pass:
@@ -158,6 +163,28 @@ def build_plan(task: SweTask, testbed: Path, run_tests: RunTests) -> GradingPlan
     if reasons:
         plan.refused = "; ".join(reasons)[:1500]
     return plan
+
+
+def _own_sides(plan: GradingPlan, sources: dict[str, str], candidates: dict[str, list[Candidate]], kept: set[int],
+               buggy: Stream, run_tests: RunTests, tests: tuple[str, ...]) -> Stream:
+    """Make own the reference sites whose R runs the repository's code and that the bug passes in every test
+    (tandem.envs.coding.expected_sides): the graded copies compute their R too. The bug's run again with those
+    copies, which it returns; if the bug fails an own site there (R's side effects), no site is own."""
+    def decisive(stream: Stream) -> set[int]:
+        return {k for t in tests for k, _ in _decisive(lookup(stream.checks, t, []), plan.sites, plan.required[t], t)}
+
+    own = eligible(plan.sites, plan.required) - decisive(buggy)
+    if not own:
+        return buggy
+    before = dict(plan.sites)
+    plan.sites.update(marked(plan.sites, own))
+    files = {rel: rewrite(sources[rel], candidates[rel], keep=kept, own=own) for rel in sources}
+    _, again = _reference(run_tests, False, files, plan.sites)
+    if own & decisive(again):
+        plan.sites.update(before)
+        return buggy
+    plan.files = files
+    return again
 
 
 def _reference(run_tests: RunTests, clean: bool, files: dict[str, str], sites: dict[int, Site],

@@ -26,6 +26,7 @@ import of the sandbox-side helpers (grader_plugin/tandem_checks) at the end of t
 from __future__ import annotations
 
 import ast
+import builtins
 import io
 import re
 from collections.abc import Set as AbstractSet
@@ -46,6 +47,7 @@ _UNITTEST = {"assertEqual": "==", "assertEquals": "==", "assertListEqual": "==",
              "assertIn": "in", "assertNotIn": "not in", "assertIs": "is", "assertIsNot": "is not",
              "assertCountEqual": "counteq", "assertAlmostEqual": "almost"}
 _UNITTEST_UNARY = {"assertTrue": "truth", "assertFalse": "falsy", "assertIsNone": "is", "assertIsNotNone": "is not"}
+_BUILTINS = frozenset(dir(builtins))
 _NESTED_QUANTIFIER = re.compile(r"\)[*+?{]|[*+}]\)?[*+{]")
 """A `match` regex the host would run on text the forger chooses: nested quantifiers could backtrack for ever."""
 
@@ -61,11 +63,16 @@ class Candidate:
     """Per site: the source of what it computes, and of R for a reference site (else None)."""
     raises: bool = False
 
-    def replacement(self, with_references: bool) -> str:
+    def replacement(self, with_references: bool, own: AbstractSet[int] = frozenset()) -> str:
+        """own: sites whose R the graded copies compute too (tandem.envs.coding.expected_sides)."""
         if self.raises:
             return f"{RAISES}({self.sites[0].k})"
-        return "; ".join(f"{CHECK}({s.k}, ({e})" + (f", ({r}))" if r is not None and with_references else ")")
+        return "; ".join(_check_call(s.k, e, r, with_references or s.k in own)
                          for s, (e, r) in zip(self.sites, self.parts))
+
+
+def _check_call(k: int, e: str, r: str | None, with_references: bool) -> str:
+    return f"{CHECK}({k}, ({e})" + (f", ({r}))" if r is not None and with_references else ")")
 
 
 @dataclass(frozen=True)
@@ -97,10 +104,11 @@ def find_sites(source: str, rel: str, first_k: int) -> list[Candidate] | None:
 
 
 def rewrite(source: str, candidates: list[Candidate], keep: AbstractSet[int] = frozenset(),
-            with_references: bool = False) -> str:
+            with_references: bool = False, own: AbstractSet[int] = frozenset()) -> str:
     """`source` with every candidate none of whose sites is in `keep` replaced; unchanged if none is.
 
-    with_references: reference sites compute R as well (the reference fix's run only)."""
+    with_references: reference sites compute R as well (the reference fix's run only); own: the reference
+    sites whose R every copy computes (tandem.envs.coding.expected_sides)."""
     chosen = [c for c in candidates if not any(s.k in keep for s in c.sites)]
     if not chosen:
         return source
@@ -116,7 +124,7 @@ def rewrite(source: str, candidates: list[Candidate], keep: AbstractSet[int] = f
     text = source
     for c in sorted(chosen, key=lambda c: c.start, reverse=True):
         a, b = offset(c.start), offset(c.end)
-        replacement = c.replacement(with_references)
+        replacement = c.replacement(with_references, own)
         missing = text[a:b].count("\n") - replacement.count("\n")
         new = replacement[:-1] + "\n" * max(missing, 0) + replacement[-1]  # pad inside the closing paren
         text = text[:a] + new + text[b:]
@@ -247,7 +255,22 @@ def _split_compare(left: ast.expr, op: str, right: ast.expr) -> _Split | None:
         return None
     # `E == R`: R is the expectation (`assert expected == f(x)` is read the other way round)
     actual, reference = (right, left) if is_stored(left) and not is_stored(right) else (left, right)
-    return _Split(actual, "==", Reference(stored=is_stored(reference)), reference=reference)
+    kind = CodeReference if runs_code(reference) else Reference
+    return _Split(actual, "==", kind(stored=is_stored(reference)), reference=reference)
+
+
+@dataclass(frozen=True)
+class CodeReference(Reference):
+    """A Reference whose R runs the repository's code: a correct fix may change what it computes."""
+
+    own: bool = False
+    """The graded copies compute R too, and a run's own `E == R` passes the check (expected_sides)."""
+
+
+def runs_code(node: ast.expr) -> bool:
+    """R names something other than a builtin (a function, a class, a module, a variable): the repository's
+    code may compute its value, so a correct fix may change it (tandem.envs.coding.expected_sides)."""
+    return any(isinstance(n, ast.Name) and n.id not in _BUILTINS for n in ast.walk(node))
 
 
 def _is_approx_call(node: ast.expr) -> bool:

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tandem.envs.coding.checks import Malformed, Site, check_outcome, read_record_value
+from tandem.envs.coding.expected_sides import agreed, held_note, own_side
 
 STATUSES = ("PASSED", "FAILED", "ERROR", "SKIPPED", "XFAIL", "XPASS")
 MAX_TAMPER_NOTES = 8
@@ -54,6 +55,9 @@ class Stream:
     """Test id -> (site, decoded value) for every check record, in order."""
     references: dict[str, list[tuple[int, Any]]] = field(default_factory=dict)
     """Test id -> (site, R's value) of the reference run's `E == R` sites, in order."""
+    own: dict[str, dict[int, tuple[Any, bool]]] = field(default_factory=dict)
+    """Test id -> index in its `checks` -> (R's value, did `E == R` hold) a graded run wrote for an own site
+    (tandem.envs.coding.expected_sides)."""
     unknown_sites: set[int] = field(default_factory=set)
     """Sites named by records that the graded files do not have (their values never decoded)."""
 
@@ -112,10 +116,14 @@ def _fold(out: Stream, phases: dict, rec, sites: dict[int, Site] | None = None, 
 
 def _fold_check(out: Stream, rec: dict, sites: dict[int, Site] | None, references: bool) -> None:
     site = rec["k"]
-    if type(site) is not int or not set(rec) <= {"ev", "id", "k", "v", "r"}:
+    if type(site) is not int or not set(rec) <= {"ev", "id", "k", "v", "r", "eq"}:
         raise Malformed("site number")
     if "r" in rec and not references:
-        raise Malformed("an expectation written by a graded run (only the reference run writes one)")
+        if sites is None or not own_side(sites.get(site)):
+            raise Malformed("an expectation written by a graded run (only the reference run writes one, and a graded "
+                            "run for a check the bug passes whose expected side runs the repository's code)")
+    if ("eq" in rec) != ("r" in rec) or type(rec.get("eq", False)) is not bool:
+        raise Malformed("an expected side's value without its outcome (a bool), or the other way round")
     if sites is not None and site not in sites:
         out.unknown_sites.add(site)
         return
@@ -125,9 +133,12 @@ def _fold_check(out: Stream, rec: dict, sites: dict[int, Site] | None, reference
     if sites is not None:
         check_outcome(sites[site], value)
     test = str(rec["id"])
-    out.checks.setdefault(test, []).append((site, value))
-    if "r" in rec:
+    events = out.checks.setdefault(test, [])
+    if "r" in rec and references:
         out.references.setdefault(test, []).append((site, read_record_value(rec["r"])))
+    elif "r" in rec:
+        out.own.setdefault(test, {})[len(events)] = (read_record_value(rec["r"]), rec["eq"])
+    events.append((site, value))
 
 
 def _status(phases: dict[str, tuple[str, bool]]) -> str:
@@ -207,20 +218,28 @@ def lookup(by_id: dict, node_id: str, default=None):
 
 
 def host_check(events: list[tuple[int, Any]], sites: dict[int, Site], required: set[int],
-               test: str | None = None) -> str:
+               test: str | None = None, own: dict[int, tuple[Any, bool]] | None = None) -> str:
     """Why one test's checks do not hold ('' when they do): a wrong value, or a required site never
-    reached (a reference site: one of the reference run's values never met, Site.unmet)."""
+    reached (a reference site: one of the reference run's values never met, Site.unmet). `own`: what the
+    run wrote for its own sites' R, by index in `events` (tandem.envs.coding.expected_sides)."""
+    own = own or {}
     seen: dict[int, list] = {}
-    for k, value in events:
+    changed: set[int] = set()
+    """Own sites a value passed only by the run's own R: the diff changed what R computes."""
+    for i, (k, value) in enumerate(events):
         site = sites.get(k)
         if site is None:
             continue  # tamper: judge() names it
         nth = len(seen.setdefault(k, []))
         seen[k].append(value)
         if not site.passes(value, test, nth):
-            return f"the check at {site.where} does not hold (it computes `{site.source}`)"
+            if not agreed(site, own.get(i)):
+                return f"the check at {site.where} does not hold (it computes `{site.source}`){held_note(site)}"
+            changed.add(k)
     for k in sorted(required):
         if k in sites and sites[k].unmet(test, seen.get(k, [])):
+            if k in changed:
+                continue  # R changed: the reference's values are not the ones to meet, reached is what is left
             return f"the check at {sites[k].where} never ran (it computes `{sites[k].source}`)"
     return ""
 
@@ -241,7 +260,7 @@ def judge(expected: list[str], stream: Stream, returncode: int, stdout: str, sit
     for t in expected:
         status = lookup(stream.status, t, "MISSING")
         events = lookup(stream.checks, t, [])
-        why = host_check(events, sites, required.get(t, set()), t)
+        why = host_check(events, sites, required.get(t, set()), t, lookup(stream.own, t, {}))
         if why:
             failures[t] = why
             status = "FAILED" if status == "PASSED" else status

@@ -19,8 +19,10 @@ values; so are the standard types `==` compares as one of them (UserList, UserDi
 mapping proxy, set-like dict views, Mapping and Set ABCs, the numeric tower: _compares_as). Anything
 else is {"o": "<type name>"}, which the host never equals.
 
-In the reference fix's run only, `assert E == R` (R not a constant) reaches check(k, E, R):
-R's value goes along as "r", and becomes the expectation the host holds (tandem.envs.coding.checks.Reference).
+In the reference fix's run, `assert E == R` (R not a constant) reaches check(k, E, R): R's value
+goes along as "r", and becomes the expectation the host holds (tandem.envs.coding.checks.Reference). A
+graded copy computes R too only where the bug already passes the check and R runs the repository's
+code (tandem.envs.coding.expected_sides): there "eq" says whether `E == R` held in this process.
 """
 
 from __future__ import annotations
@@ -151,11 +153,20 @@ def _rational(value):
 
 def check(site: int, value, *expected) -> None:
     """Record the value one hidden check computed; the host judges it. `expected`: R of `E == R`, in
-    the reference fix's run only."""
+    the reference fix's run, and in graded runs for the checks the bug already passes whose R runs the
+    repository's code: R's value goes along, and whether `E == R` held here, as the original assert judges."""
     record = {"ev": "check", "id": tandem_report.current_test(), "k": site, "v": encode(value)}
     if expected:
         record["r"] = encode(expected[0])
+        record["eq"] = _holds(value, expected[0])
     tandem_report.emit(record)
+
+
+def _holds(value, expected) -> bool:
+    try:
+        return bool(value == expected)
+    except Exception:  # the original assert raises: the check fails
+        return False
 
 
 class raises:
