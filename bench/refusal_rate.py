@@ -26,6 +26,7 @@ import json
 import os
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
@@ -33,6 +34,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 REALISTIC = ROOT / "data" / "swe_realistic" / "tasks.jsonl"
+_WRITING = threading.Lock()
+PARTIAL: Path | None = None
+"""Where each task's result is written as soon as it is measured (--out's name, .partial.json)."""
 
 
 def rule_of(reason: str) -> str:
@@ -62,17 +66,31 @@ def _one(runtime, task, out: dict) -> None:
     plan = runtime.grader.plan(task)
     fix = runtime.grader.grade(task, agent_diff(runtime, task, None, reverse_patch=True))
     rules = Counter(rule_of(r) for r in plan.exposed.values())
-    out["exposed_rules"].update(rules)
-    if plan.refused:
-        out["refused"][task.instance_id] = plan.refused
-    out["fix_scores"][task.instance_id] = fix.reward
-    out["per_task"][task.instance_id] = {
-        "refused": bool(plan.refused), "fix": fix.reward, "f2p": len(task.fail_to_pass),
+    entry = {
+        "refused": plan.refused, "fix": fix.reward, "f2p": len(task.fail_to_pass),
         "host_graded_sites": {t: len(k) for t, k in plan.host_graded.items()}, "exposed": dict(rules),
         "graded_by_guesses": plan.graded_by_guesses,
         "fix_reason": "" if fix.reward == 1.0 else fix.reason[:400], "seconds": round(time.monotonic() - start, 1)}
+    with _WRITING:
+        out["exposed_rules"].update(rules)
+        if plan.refused:
+            out["refused"][task.instance_id] = plan.refused
+        out["fix_scores"][task.instance_id] = fix.reward
+        out["per_task"][task.instance_id] = entry
+    if PARTIAL is not None:  # what is measured so far survives a run stopped early
+        with _WRITING:
+            PARTIAL.write_text(json.dumps(out["per_task"], indent=1, default=str) + "\n")
     print(f"  {task.instance_id}: {'REFUSED' if plan.refused else 'graded'}, fix {fix.reward}, exposed "
           f"{dict(rules) or '-'}" + (f": {plan.refused[:300]}" if plan.refused else ""), file=sys.stderr, flush=True)
+
+
+def _round_robin(tasks: list) -> list:
+    """One task of each repository in turn: a run stopped early has measured every repository."""
+    by_repo: dict[str, list] = {}
+    for t in tasks:
+        by_repo.setdefault(t.repo, []).append(t)
+    rounds = max((len(v) for v in by_repo.values()), default=0)
+    return [v[i] for i in range(rounds) for v in by_repo.values() if i < len(v)]
 
 
 def run_backend(backend: str, data: Path, names: list[str], jobs: int) -> dict:
@@ -83,7 +101,7 @@ def run_backend(backend: str, data: Path, names: list[str], jobs: int) -> dict:
     tmp = Path(tempfile.mkdtemp(prefix=f"refusal-rate-{backend}-"))
     reset_runtime()
     runtime = get_runtime(make_cfg(tmp, sandbox={"backend": backend, "pool_size": 2}))
-    tasks = [t for t in load_bundled(data) if not names or t.repo.split("/")[-1] in names]
+    tasks = _round_robin([t for t in load_bundled(data) if not names or t.repo.split("/")[-1] in names])
     start = time.monotonic()
     try:
         if runtime.backend != backend:
@@ -112,6 +130,9 @@ def main() -> None:
     p.add_argument("--jobs", type=int, default=2, help="tasks planned and graded at a time")
     args = p.parse_args()
     from tandem.envs.coding.sandbox.isolation import _probe
+
+    global PARTIAL
+    PARTIAL = args.out.with_suffix(".partial.json")
 
     results = []
     for backend in args.backends:
