@@ -27,6 +27,6 @@ GUESSES = [
      "if _appears(w, (*echoes, *stated)):", "if False:",
      D + "test_a_coincidence_in_a_small_codomain_is_a_guess_and_other_cases_stay_decisive"),
     ("a guess's odds count the bug's own value", DERIVATION,
-     "odds = max(len(values) - 1, 1)", "odds = len(values)",
+     "Guess(max(len(values) - 1, 1),", "Guess(len(values),",
      D + "test_a_value_of_the_functions_few_values_is_derived"),
 ]

@@ -71,6 +71,6 @@ REWARD += [  # issue 46's derivation families 2-5, each closed on the host (tand
   "    out.derived = {key: why for key, why in values.items() if key[1] in broken}", "    out.derived = {}",
   D + "test_a_value_the_bug_cut_short_extended_to_the_tests_input_is_derived"),
  ("a codomain never small", DERIVATION,
-  "elif len(values) <= SMALL_CODOMAIN:", "elif False:",
+  "elif len(values) <= SMALL_CODOMAIN and", "elif False and",
   D + "test_a_value_of_the_functions_few_values_is_derived"),
 ]
