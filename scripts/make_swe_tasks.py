@@ -97,7 +97,7 @@ def write_repo(spec: dict, repos: Path, work: Path) -> tuple[dict, Path, Path, s
     bug = spec["bug"]
     before = files[bug["file"]]
     after = replace_block(before, bug["old"], bug["new"])
-    buggy = work / "buggy" / spec["name"]
+    buggy = work / "buggy" / f"{spec['name']}.{bug['id']}"  # several bugs of one repository side by side
     shutil.copytree(clean, buggy)
     (buggy / bug["file"]).write_text(after)
     return spec, clean, buggy, git_style_diff(bug["file"], before, after), files
@@ -129,11 +129,17 @@ def task_row(spec: dict, patch: str, files: dict, before: dict[str, str], after:
     }
 
 
-def build(out: Path) -> list[dict]:
-    specs = load_specs()
-    names = [s["name"] for s in specs]
-    if len(set(names)) != len(names):
-        raise ValueError("duplicate repository names")
+def build(out: Path, specs: list[dict] | None = None) -> list[dict]:
+    """Write the tasks of `specs` (default: the bundled ones) to out/tasks.jsonl and their clean
+    repositories to out/repos/. Several specs may share a repository (same name and files), each
+    with its own bug, as SWE-smith draws many bugs from one repository."""
+    specs = load_specs() if specs is None else specs
+    keys = [(s["name"], s["bug"]["id"]) for s in specs]
+    if len(set(keys)) != len(keys):
+        raise ValueError("duplicate (repository, bug id) pairs")
+    for name in {s["name"] for s in specs}:
+        if len({json.dumps(s["files"], sort_keys=True) for s in specs if s["name"] == name}) != 1:
+            raise ValueError(f"{name}: specs of one repository hold different files")
     repos = out / "repos"
     shutil.rmtree(repos, ignore_errors=True)
     work = Path(tempfile.mkdtemp(prefix="swe_tasks_"))

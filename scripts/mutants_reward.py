@@ -68,9 +68,9 @@ REWARD += [  # issue 46's derivation families 2-5, each closed on the host (tand
   "lambda x, y: y in _analogies(x, stated)", "lambda x, y: False",
   D + "test_the_issues_edit_applied_by_analogy_is_derived"),
  ("derivations from the bug's value not applied", "tandem/envs/coding/exposure.py",
-  "        if k in broken:" + NL + "            out.reasons.setdefault(k, why)", "        pass",
+  "    out.derived = {key: why for key, why in values.items() if key[1] in broken}", "    out.derived = {}",
   D + "test_a_value_the_bug_cut_short_extended_to_the_tests_input_is_derived"),
  ("a codomain never small", DERIVATION,
-  "len(values) <= SMALL_CODOMAIN or ", "",
+  "elif len(values) <= SMALL_CODOMAIN and", "elif False and",
   D + "test_a_value_of_the_functions_few_values_is_derived"),
 ]

@@ -14,6 +14,8 @@ sees). None names a task: each is one rule, applied to whatever the files and th
               starts with it (a value the bug cut short: `postgres://h/db?opt` -> `postgres://h/db?opt=1`);
     join:     two adjacent strings of a list joined into a string the issue quotes
               (`["aaa", "bbb", "ccc"]` -> `["aaa bbb", "ccc"]`);
+    guess:    (not a family of the battery: it attacks the bound on guesses) the function under check run
+              on every constant of the test file, the first of its other values (in repr order) reported;
     codomain: the values the function under check returns on the other calls of the graded files (the
               bug's code runs here), taking the one that appears in the check's own input
               (`winner("..X.X.X..")`: of {X, O, None}, X);
@@ -206,7 +208,31 @@ def _analogy(k, value):
     return None
 
 
-_DERIVE = {"calls": _calls, "extend": _extend, "join": _join, "codomain": _codomain, "analogy": _analogy}[FAMILY]
+def _guess(k, value):
+    if k not in _SITES:
+        return None
+    path, expr, _ = _SITES[k]
+    call, module = _under_check(expr), _module(path)
+    if call is None or module is None:
+        return None
+    try:
+        function = eval(compile(ast.Expression(call.func), path, "eval"), vars(module))
+    except Exception:
+        return None
+    seen = []
+    for node in ast.walk(_TREES[path]):
+        if isinstance(node, ast.Constant) and isinstance(node.value, (int, str)) and not isinstance(node.value, bool):
+            try:
+                v = function(node.value)
+            except Exception:
+                continue
+            if v != value and v not in seen:
+                seen.append(v)
+    return sorted(seen, key=repr)[0] if seen else None
+
+
+_DERIVE = {"calls": _calls, "extend": _extend, "join": _join, "codomain": _codomain, "analogy": _analogy,
+           "guess": _guess}[FAMILY]
 _check = tandem_checks.check
 
 

@@ -15,7 +15,8 @@ import textwrap
 
 import pytest
 
-from tandem.envs.coding.checks import Site, echoes_of, guessable, parse
+from tandem.envs.coding.checks import Reference, Site, echoes_of, guessable, parse
+from tandem.envs.coding.derivation import Guess
 from tandem.envs.coding.grading import get_runtime, reset_runtime
 from tandem.envs.coding.swe_data import task_from_row
 from tests._derivers import agent_diff_bytes, deriver_command
@@ -64,9 +65,15 @@ def test_a_forger_that_folds_calls_scores_zero(tmp_path, backend):
 # ----------------------------------------------------------------------------- families 2-5 on the host
 def _reasons(body: str, expected: dict[int, object], bug: dict[int, object], statement: str = "",
              extra: dict[int, object] | None = None) -> dict[int, str]:
-    """The host's exposure of the checks of one test `body` (a graded copy, `__tandem_check__(k, E)`), each
+    """How a forger reaches each check of one test `body` (a graded copy, `__tandem_check__(k, E)`), each
     expecting `expected[k]` where the bug computed `bug[k]`; `extra`: more sites (source, value) of a second test
     that pass under the bug (the file's other inputs)."""
+    exposure = _exposure(body, expected, bug, statement, extra)
+    return {**exposure.reasons, **{k: why for (_, k), why in exposure.derived.items()}}
+
+
+def _exposure(body: str, expected: dict[int, object], bug: dict[int, object], statement: str = "",
+              extra: dict[int, object] | None = None):
     from tandem.envs.coding.exposure import analyse
     from tandem.envs.coding.instrument import computes_of
 
@@ -81,7 +88,7 @@ def _reasons(body: str, expected: dict[int, object], bug: dict[int, object], sta
     buggy = {"tests/test_x.py::test_a": [(k, bug[k]) for k in expected],
              "tests/test_x.py::test_b": [(k, v) for k, v in extra.items()]}
     required = {t: {k for k, _ in events} for t, events in buggy.items()}
-    return analyse({"tests/test_x.py": text}, sites, buggy, required, list(buggy), statement).reasons
+    return analyse({"tests/test_x.py": text}, sites, buggy, required, list(buggy), statement)
 
 
 def test_a_value_the_bug_cut_short_extended_to_the_tests_input_is_derived():
@@ -113,15 +120,76 @@ def test_adjacent_items_joined_into_what_the_issue_quotes_are_derived():
 def test_a_value_of_the_functions_few_values_is_derived():
     """tictac: winner() returns X, O or None on the file's other boards, and X is on the board checked (and a
     function with two values is a coin to toss); a list of three winners is none of those values."""
-    reasons = _reasons('''
+    exposure = _exposure('''
         __tandem_check__(0, (winner("..X.X.X..")))
         __tandem_check__(1, ([winner(b) for b in ("O.XOX.X..", "X.OXO.O..", "XO.XO....")]))
         __tandem_check__(2, (parity(7)))
     ''', {0: "X", 1: ["X", "O", None], 2: "odd"}, {0: None, 1: [None, None, None], 2: "even"},
         extra={5: ('winner("XXX......")', "X"), 6: ('winner("O..O..O..")', "O"), 7: ("parity(3)", "odd")})
+    reasons = {k: why for (_, k), why in exposure.derived.items()}
     assert "codomain" in reasons.get(0, ""), reasons
-    assert "codomain" in reasons.get(2, ""), reasons  # two values, neither written anywhere: a forger tries both
+    # two values, neither written anywhere: the one that is not the bug's is a certain guess (1 in 1)
+    assert {key: g.odds for key, g in exposure.guesses.items()} == {("tests/test_x.py::test_a", 2): 1}, exposure
+    assert 2 not in reasons, reasons
+    assert not exposure.strong(Site(2, "tests/test_x.py", 1, "==", "odd"), "tests/test_x.py::test_a", 0)
     assert 1 not in reasons, reasons
+
+
+def test_a_coincidence_in_a_small_codomain_is_a_guess_and_other_cases_stay_decisive():
+    """The local parametrized task: under a `+` bug sub(2, 2) is 4, which test_sub[7-3-4] expects. Written nowhere,
+    it is a guess among the values sub() returns (1 in 3, the bug's own 10 aside), in that test only: the same
+    assert in test_sub[20-5-15] expects 15, which no rule reaches, and stays decisive there."""
+    from tandem.envs.coding.exposure import analyse
+    from tandem.envs.coding.instrument import computes_of
+
+    text = ("def test_sub(a, b):\n    __tandem_check__(0, (sub(a, b)))\n\n\n"
+            "def test_zero(n):\n    __tandem_check__(1, (sub(n, n)))\n\n\nROWS = [(7, 3), (20, 5), (1, 2)]\n")
+    computes = computes_of(parse("sub(a, b)", mode="eval").body)
+    sub_site = Site(0, "tests/test_x.py", 2, "==", Reference({"t::test_sub[a]": (4,), "t::test_sub[b]": (15,)},
+                                                             held=True), "sub(a, b)", None, computes)
+    zero = Site(1, "tests/test_x.py", 6, "==", 0, "sub(n, n)", None, computes)
+    buggy = {"t::test_sub[a]": [(0, 10)], "t::test_sub[b]": [(0, 25)], "t::test_zero[1]": [(1, 2)],
+             "t::test_zero[2]": [(1, 4)]}
+    required = {t: {k for k, _ in events} for t, events in buggy.items()}
+    exposure = analyse({"tests/test_x.py": text}, {0: sub_site, 1: zero}, buggy, required, list(buggy))
+    assert exposure.guesses == {("t::test_sub[a]", 0): Guess(3, ("sub", "10", "4"))} and not exposure.derived, exposure
+    assert not exposure.strong(sub_site, "t::test_sub[a]", 0) and exposure.guessed(sub_site, "t::test_sub[a]", 0) == 3
+    assert "1 in 3" in exposure.why(sub_site, "t::test_sub[a]", 0)
+    assert exposure.strong(sub_site, "t::test_sub[b]", 0), exposure.why(sub_site, "t::test_sub[b]", 0)
+    # written out in the files, the same value is selected, not guessed: derived
+    exposure = analyse({"tests/test_x.py": text.replace("(1, 2)]", "(1, 2), 4]")}, {0: sub_site, 1: zero}, buggy,
+                       required, list(buggy))
+    assert "codomain" in exposure.derived.get(("t::test_sub[a]", 0), "") and not exposure.guesses, exposure
+    assert exposure.strong(sub_site, "t::test_sub[b]", 0)  # derived in one case, not the assert everywhere
+
+
+@pytest.mark.parametrize("cases, graded", [(1, False), (6, False), (7, True)])
+def test_guesses_grade_a_task_only_at_long_odds_together(cases, graded):
+    """Hidden tests whose only decisive checks are 1-in-3 guesses: graded when a forger wins all of them together
+    at most 1 in 1000 (GUESS_BOUND: 3**7 = 2187), refused with the odds otherwise; a hidden test with no guess
+    at all refuses the task whatever the others' odds."""
+    from tandem.envs.coding.exposure import Exposure
+    from tandem.envs.coding.grading_plan import GradingPlan, _graded_by_guesses
+
+    tests = [f"t::test_sub[{i}]" for i in range(cases)]
+    site = Site(0, "f", 1, "==", Reference({t: (100 + i,) for i, t in enumerate(tests)}, held=True), "sub(a, b)")
+    exposure = Exposure(guesses={(t, 0): Guess(3, ("sub", str(i), str(100 + i))) for i, t in enumerate(tests)})
+    plan = GradingPlan(files={}, sites={0: site}, host_graded={t: [] for t in tests})
+    reasons = _graded_by_guesses(plan, {t: [(0, 0)] for t in tests}, {0: site}, exposure)
+    assert (not reasons) == graded, reasons
+    assert all(plan.host_graded[t] == ([0] if graded else []) for t in tests)
+    assert plan.graded_by_guesses == (tests if graded else [])
+    if not graded:
+        assert f"1 in {3 ** cases}" in reasons[-1] and "1 in 3" in reasons[0], reasons
+    # checks alike (the bug's value and the answer the same: one input, or one mapping a forger applies) are
+    # one guess, not seven
+    alike = Exposure(guesses={(t, 0): Guess(3, ("sub", "7", "100")) for t in tests})
+    plan = GradingPlan(files={}, sites={0: site}, host_graded={t: [] for t in tests})
+    assert _graded_by_guesses(plan, {t: [(0, 0)] for t in tests}, {0: site}, alike)
+    ok = Site(1, "f", 2, "==", True, "ok()")
+    plan = GradingPlan(files={}, sites={0: site, 1: ok}, host_graded={**{t: [] for t in tests}, "t::test_ok": []})
+    assert _graded_by_guesses(plan, {**{t: [(0, 0)] for t in tests}, "t::test_ok": [(1, 0)]}, {0: site, 1: ok},
+                              exposure)
 
 
 def test_the_issues_edit_applied_by_analogy_is_derived():
@@ -135,6 +203,55 @@ def test_the_issues_edit_applied_by_analogy_is_derived():
     ''', {0: "3.1.0", 1: "0.10.1", 2: "2.4.2"}, {0: "3.1.7", 1: "0.10.10", 2: "2.4.4"}, statement)
     assert "analogy" in reasons.get(0, "") and "analogy" in reasons.get(2, ""), reasons
     assert 1 not in reasons, reasons
+
+
+GRADE_SOURCE = (b'def grade(score):\n'
+                b'    return "excellent" if score >= 90 else "good" if score >= 75 else "fair" if score >= 50 else "poor"\n')
+GRADE_ROWS = [(97, "excellent"), (93, "excellent"), (88, "good"), (81, "good"), (77, "good"), (66, "fair"),
+              (58, "fair"), (52, "fair"), (45, "poor"), (30, "poor"), (12, "poor"), (3, "poor"), (99, "excellent"),
+              (71, "fair"), (60, "fair"), (40, "poor")]
+GRADE_TESTS = ("import pytest\n\nfrom pkg import grade\n\n\n@pytest.mark.parametrize(\"score, want\", [\n"
+               + "".join(f"    ({s}, {w!r}),\n" for s, w in GRADE_ROWS)
+               + "])\ndef test_grade(score, want):\n    assert grade(score) == want\n").encode()
+GRADE_BUG = ("diff --git a/pkg/__init__.py b/pkg/__init__.py\n--- a/pkg/__init__.py\n+++ b/pkg/__init__.py\n"
+             "@@ -1,2 +1,3 @@\n def grade(score):\n+    score = score * 5 % 101\n"
+             '     return "excellent" if score >= 90 else "good" if score >= 75 else "fair" if score >= 50 else "poor"\n')
+
+
+def _grade(score: int) -> str:
+    return "excellent" if score >= 90 else "good" if score >= 75 else "fair" if score >= 50 else "poor"
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_task_graded_by_guesses_pays_no_guesser(tmp_path, backend):
+    """The bound attacked: a bug that scrambles a 4-valued function. Hidden cases expecting a value the bug returns
+    elsewhere are guesses (1 in 3 each, 8 distinct: 1 in 6561 together), so the task is graded, not refused; the
+    reference fix scores 1, and forgers that answer from the function's values under the bug score 0."""
+    from bench.forge_rate import agent_diff
+    from tests.test_reward_fidelity import _local_task
+
+    ids = [f"tests/test_pkg.py::test_grade[{s}-{w}]" for s, w in GRADE_ROWS]
+    failing = [i for i, (s, w) in zip(ids, GRADE_ROWS) if _grade(s * 5 % 101) != w]
+    task = _local_task(tmp_path, {"pkg/__init__.py": GRADE_SOURCE, "tests/test_pkg.py": GRADE_TESTS}, GRADE_BUG,
+                       failing, [i for i in ids if i not in failing], "grade() puts most scores in the wrong band")
+    reset_runtime()
+    runtime = get_runtime(make_cfg(tmp_path, sandbox={"backend": backend, "pool_size": 2}))
+    try:
+        plan = runtime.grader.plan(task)
+        fixed = runtime.grader.grade(task, agent_diff(runtime, task, None, reverse_patch=True))
+        forged = {f: runtime.grader.grade(task, agent_diff_bytes(runtime, task, deriver_command(f, task.problem_statement)))
+                  for f in ("guess", "codomain")}
+    finally:
+        reset_runtime()
+    # 8 distinct (bug's value, answer) pairs among the bug's 4 values: without the guesses' bound, refused
+    values = {_grade(s * 5 % 101) for s, _ in GRADE_ROWS}
+    assert len(values) == 4 and len({(_grade(s * 5 % 101), w) for s, w in GRADE_ROWS if w in values} - {
+        (w, w) for w in values}) == 8
+    assert not plan.refused, plan.refused
+    # (the plan names the cases by their aliases, case0 ...: the expected column left the ids too)
+    assert len(plan.host_graded) == len(failing) and all(plan.host_graded.values()) and plan.graded_by_guesses
+    assert fixed.reward == 1.0, fixed.info()
+    assert all(r.reward == 0.0 for r in forged.values()), {f: r.reason for f, r in forged.items()}
 
 
 # ----------------------------------------------------------------------------- families 2-5 through the grader

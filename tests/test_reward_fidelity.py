@@ -351,8 +351,9 @@ SUB_F2P = ["tests/test_pkg.py::test_sub[7-3-4]", "tests/test_pkg.py::test_sub[20
 SUB_P2P = ["tests/test_pkg.py::TestNames::test_twice[ab-ab-ab]", "tests/test_pkg.py::TestNames::test_twice[x-x-x]",
            "tests/test_pkg.py::test_zero[5]", "tests/test_pkg.py::test_zero[6]"]
 # test_zero's inputs are 5 and 6, not 1 and 2: under the bug sub(2, 2) returns 4, test_sub[7-3-4]'s expected
-# value, and the host's codomain rule (tandem/envs/coding/derivation.py: a value among <= 4 the bug returns
-# for sub()) then counts that check as derivable and refuses the task; a known cost of that rule's caution.
+# value; written nowhere, it is a 1-in-3 guess among sub()'s values under the bug (tandem/envs/coding/
+# derivation.py), too short odds alone for GUESS_BOUND, so that test (only: test_sub[20-5-15] stays decisive)
+# would refuse the task.
 
 
 def test_a_parametrized_expectation_leaves_the_graded_copy():

@@ -13,21 +13,27 @@ the bug's value and calls the check derivable when one reaches the expected valu
   string the files or the issue write, give the expected list: `["aaa", "bbb", "ccc"]` and the
   issue's "aaa bbb";
 - **the codomain**: the values the bug computes for the same function on the graded files'
-  other inputs, when there are few of them or the expected one appears among the files'
-  constants: `winner()` returns X, O or None, and the board holds X;
+  other inputs, when the expected one appears among the files' or the issue's constants (a
+  forger selects it: `winner()` returns X, O or None, and the board holds X). When it appears
+  nowhere but the function returns few values (SMALL_CODOMAIN), a forger can only guess among
+  them: a *guess* with its odds (1 in the number of values but the bug's own), which the
+  grading plan bounds over the task (tandem.envs.coding.grading_plan.GUESS_BOUND) instead of
+  refusing on one coincidence (`sub(2, 2)` under a `+` bug is 4, another case's answer);
 - **analogy**: the edit between two literals of one shape that the issue writes (bad -> good,
   `1.5.2` -> `1.5.0`), as the same words or as the same numeric step, applied to the bug's
   value of that shape: 3.1.7 -> 3.1.0.
 
-Each rule runs through lists, tuples and dict values, item by item. A derivable check is
-exposed (never decisive); what is still decisive needs a value none of these reach.
+Each rule runs through lists, tuples and dict values, item by item. A derivation is about one
+value, so it exposes the check in the test where it reaches the expected value (another case of
+the same parametrized assert, whose value no rule reaches, stays decisive); a derivable check
+is never decisive there; what is still decisive needs a value none of these reach.
 """
 
 from __future__ import annotations
 
 import ast
 import re
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, NamedTuple
 
 from tandem.envs.coding.checks import STRONG_OPS, Approx, Reference, Site, _same, parse
 from tandem.envs.coding.instrument import call_name
@@ -41,9 +47,21 @@ _WRAPPERS = {"str", "repr", "list", "tuple", "set", "frozenset", "dict", "sorted
              "bool", "min", "max", "sum", "abs", "round", "reversed"}
 
 
+class Guess(NamedTuple):
+    """A check whose value a forger can only guess among a few of the function's values."""
+
+    odds: int
+    """It wins 1 in this many."""
+    of: tuple
+    """(function, the bug's value, the expected value): checks alike are one guess (a forger that maps the
+    bug's value to another answers them all alike; distinct pairs are distinct inputs)."""
+
+
 def derived(sites: dict[int, Site], buggy: dict[str, list], tests: list[str], echoes: tuple,
-            stated: tuple) -> dict[int, str]:
-    """Site -> which rule derives its expected value from the bug's value, for the checks the bug fails."""
+            stated: tuple) -> tuple[dict[tuple[str, int], str], dict[tuple[str, int], Guess]]:
+    """For the checks the bug fails, per (test, site): which rule derives the expected value from the bug's
+    value there; and the checks a forger can only guess among a few of the function's values, with how
+    many values it guesses among."""
     strings = tuple(v for v in (*echoes, *stated) if isinstance(v, str) and v)
     rules = {
         "extension": lambda b, w: _leafwise(b, w, lambda x, y: _extends(x, y, strings)),
@@ -51,11 +69,12 @@ def derived(sites: dict[int, Site], buggy: dict[str, list], tests: list[str], ec
         "analogy": lambda b, w: _leafwise(b, w, lambda x, y: y in _analogies(x, stated)),
     }
     codomains = _codomains(sites, buggy, tests)
-    reasons: dict[int, str] = {}
+    reasons: dict[tuple[str, int], str] = {}
+    guesses: dict[tuple[str, int], Guess] = {}
     for t in tests:
         for k, b in lookup(buggy, t, []):
             site = sites.get(k)
-            if site is None or k in reasons:
+            if site is None or (t, k) in reasons:
                 continue
             for w in _expected(site, t):
                 if _same(b, w):
@@ -63,14 +82,18 @@ def derived(sites: dict[int, Site], buggy: dict[str, list], tests: list[str], ec
                 why = next((f"its expected value is the bug's value by {name}" for name, rule in rules.items()
                             if _safely(rule, b, w)), "")
                 values = codomains.get(under_check(site), [])
-                if not why and any(_same(w, v) for v in values) and (
-                        len(values) <= SMALL_CODOMAIN or _appears(w, (*echoes, *stated))):
-                    why = (f"its expected value is one of the {len(values)} values {under_check(site)}() returns "
-                           f"under the bug on the graded files' other inputs (its codomain)")
+                if not why and any(_same(w, v) for v in values):
+                    if _appears(w, (*echoes, *stated)):
+                        why = (f"its expected value is one of the {len(values)} values {under_check(site)}() returns "
+                               f"under the bug on the graded files' other inputs (its codomain), written out there")
+                    elif len(values) <= SMALL_CODOMAIN and (t, k) not in guesses:
+                        # the bug's own value is one of them; a forger that bets on the check failing skips it
+                        guesses[(t, k)] = Guess(max(len(values) - 1, 1), (under_check(site), repr(b), repr(w)))
                 if why:
-                    reasons[k] = why
+                    reasons[(t, k)] = why
+                    guesses.pop((t, k), None)
                     break
-    return reasons
+    return reasons, guesses
 
 
 def _expected(site: Site, test: str) -> tuple:

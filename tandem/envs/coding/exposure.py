@@ -43,7 +43,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from tandem.envs.coding.checks import STRONG_OPS, Reference, Site, constant, echoes_of, parse
-from tandem.envs.coding.derivation import derived
+from tandem.envs.coding.derivation import Guess, derived, under_check
 from tandem.envs.coding.expected_sides import own_side, with_r_values
 from tandem.envs.coding.instrument import CHECK, is_constant, call_name
 from tandem.envs.coding.verdict import host_check, lookup
@@ -74,13 +74,30 @@ class Exposure:
     """Site -> how a forger reaches its value without the fix."""
     stated: tuple = ()
     """Every literal the problem statement writes out (stated_values): the agent reads it."""
+    derived: dict[tuple[str, int], str] = field(default_factory=dict)
+    """(test, site) -> how a forger derives the check's value there from the bug's (tandem.envs.coding.derivation)."""
+    guesses: dict[tuple[str, int], Guess] = field(default_factory=dict)
+    """(test, site) -> the guess among a few of the function's values a forger must make there."""
 
     def strong(self, site: Site, test: str, nth: int) -> bool:
-        return site.k not in self.reasons and site.strong_against(self.echoes + self.stated, test, nth)
+        return site.k not in self.reasons and (test, site.k) not in self.derived and \
+            (test, site.k) not in self.guesses and site.strong_against(self.echoes + self.stated, test, nth)
+
+    def guessed(self, site: Site, test: str, nth: int) -> int:
+        """Among how many values a forger guesses this check's value (0: it is no such guess)."""
+        if site.k in self.reasons or (test, site.k) in self.derived:
+            return 0
+        guess = self.guesses.get((test, site.k))
+        return guess.odds if guess and site.strong_against(self.echoes + self.stated, test, nth) else 0
 
     def why(self, site: Site, test: str | None = None, nth: int = 0) -> str:
         if site.k in self.reasons:
             return self.reasons[site.k]
+        if (test, site.k) in self.derived:
+            return self.derived[(test, site.k)]
+        if (test, site.k) in self.guesses:
+            return (f"its expected value is one of the few values {under_check(site)}() returns under the bug on "
+                    f"the graded files' other inputs: a forger guesses it 1 in {self.guesses[(test, site.k)].odds}")
         weak = not site.strong_against(self.echoes + self.stated, test, nth)
         if weak and site.strong_against(self.echoes, test, nth):
             return "the issue text writes out its expected value"
@@ -142,9 +159,9 @@ def analyse(reference_files: dict[str, str], sites: dict[int, Site], buggy: dict
     _uniform_transforms(sites, buggy, required, tests, out.reasons)
     r_sides = {c.k: c.expected for c, _ in checks if c.k is not None and c.expected is not None
                and own_side(sites.get(c.k))}
-    for k, why in derived(*with_r_values(sites, buggy, own or {}, r_sides), tests, out.echoes, out.stated).items():
-        if k in broken:
-            out.reasons.setdefault(k, why)
+    values, guesses = derived(*with_r_values(sites, buggy, own or {}, r_sides), tests, out.echoes, out.stated)
+    out.derived = {key: why for key, why in values.items() if key[1] in broken}
+    out.guesses = {key: odds for key, odds in guesses.items() if key[1] in broken}
     return out
 
 

@@ -23,7 +23,8 @@ whether the task can be graded at all.
    what the agent reads (the literals the problem statement writes out) or by one
    transformation of the bug's values. A hidden test is graded by the host when one of its
    decisive sites is beyond a guess and not exposed: to pass it, any code, forging or not, must
-   write the value the fix computes.
+   write the value the fix computes. Hidden tests whose only decisive sites are guesses among a
+   function's few values are graded when the task's guesses together are long odds (GUESS_BOUND).
 
 A task with a hidden test that is not graded by the host is **refused**: grading it
 would let a forger pass it by writing a guess, so it scores 0 with the reason, for every
@@ -70,6 +71,8 @@ class GradingPlan:
     """Sites put back as ordinary asserts after the clean run, with why."""
     exposed: dict[int, str] = field(default_factory=dict)
     """Sites a forger can answer without the fix (tandem.envs.coding.exposure), with how."""
+    graded_by_guesses: list[str] = field(default_factory=list)
+    """Hidden tests graded by guesses only, their odds together within GUESS_BOUND (_graded_by_guesses)."""
     aliases: dict[str, str] = field(default_factory=dict)
     """Task node id -> its id in the graded copies, where a parametrized expectation was taken out of them
     (tandem.envs.coding.params); everything else in the plan uses the graded ids."""
@@ -153,13 +156,11 @@ def build_plan(task: SweTask, testbed: Path, run_tests: RunTests) -> GradingPlan
         return plan
     exposure = analyse(reference_files, sites, buggy.checks, plan.required, list(task.tests),
                        task.problem_statement, buggy.own)
-    plan.exposed = exposure.reasons
-    reasons = []
+    plan.exposed = {**exposure.reasons, **{k: why for (_, k), why in exposure.derived.items()}}
+    decisive = {t: _decisive(lookup(buggy.checks, t, []), sites, plan.required[t], t) for t in task.fail_to_pass}
     for t in task.fail_to_pass:
-        decisive = _decisive(lookup(buggy.checks, t, []), sites, plan.required[t], t)
-        plan.host_graded[t] = sorted({k for k, nth in decisive if exposure.strong(sites[k], t, nth)})
-        if not plan.host_graded[t]:
-            reasons.append(_why_not_graded(t, decisive, sites, exposure))
+        plan.host_graded[t] = sorted({k for k, nth in decisive[t] if exposure.strong(sites[k], t, nth)})
+    reasons = _graded_by_guesses(plan, decisive, sites, exposure)
     if reasons:
         plan.refused = "; ".join(reasons)[:1500]
     return plan
@@ -185,6 +186,35 @@ def _own_sides(plan: GradingPlan, sources: dict[str, str], candidates: dict[str,
         return buggy
     plan.files = files
     return again
+
+
+GUESS_BOUND = 1 / 1000
+"""The most a forger may win by guessing: a hidden test whose only decisive checks are guesses among a
+few values (tandem.envs.coding.derivation's small codomains) is graded when the chance of guessing every
+such check of the task right, taken as independent 1-in-n guesses, is at most this."""
+
+
+def _graded_by_guesses(plan: GradingPlan, decisive: dict[str, list[tuple[int, int]]], sites: dict[int, Site],
+                       exposure: Exposure) -> list[str]:
+    """Hidden tests without a decisive check beyond a forger's reach are graded by their guesses when the
+    whole task's guesses are long enough odds (GUESS_BOUND); the reasons of those still refused."""
+    weak = [t for t in decisive if not plan.host_graded[t]]
+    odds = {t: {(k, nth): n for k, nth in decisive[t] if (n := exposure.guessed(sites[k], t, nth))} for t in weak}
+    # checks alike (one function, the bug's value, the expected one) are one guess: they may share an input
+    distinct = {exposure.guesses[(t, k)].of: n for t in weak for (k, _), n in odds[t].items()}
+    chance = 1.0
+    for n in distinct.values():
+        chance /= n
+    if weak and all(odds.values()) and chance <= GUESS_BOUND:
+        for t in weak:
+            plan.host_graded[t] = sorted({k for k, _ in odds[t]})
+        plan.graded_by_guesses = weak
+        return []
+    reasons = [_why_not_graded(t, decisive[t], sites, exposure) for t in weak]
+    if weak and all(odds.values()):
+        reasons.append(f"their checks are guesses a forger wins together 1 in {round(1 / chance)} "
+                       f"(graded from 1 in {round(1 / GUESS_BOUND)})")
+    return reasons
 
 
 def _reference(run_tests: RunTests, clean: bool, files: dict[str, str], sites: dict[int, Site],
