@@ -93,9 +93,9 @@ class Exposure:
     def why(self, site: Site, test: str | None = None, nth: int = 0) -> str:
         if site.k in self.reasons:
             return self.reasons[site.k]
-        if (test, site.k) in self.derived:
+        if test is not None and (test, site.k) in self.derived:
             return self.derived[(test, site.k)]
-        if (test, site.k) in self.guesses:
+        if test is not None and (test, site.k) in self.guesses:
             return (f"its expected value is one of the few values {under_check(site)}() returns under the bug on "
                     f"the graded files' other inputs: a forger guesses it 1 in {self.guesses[(test, site.k)].odds}")
         weak = not site.strong_against(self.echoes + self.stated, test, nth)
