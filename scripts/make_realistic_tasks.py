@@ -17,14 +17,11 @@ bench/refusal_rate.py grades them.
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import make_swe_tasks  # noqa: E402  (a sibling script)
-import realistic_specs_a  # noqa: E402
-import realistic_specs_b  # noqa: E402, F401  (registers part B's repositories and bugs)
+import make_swe_tasks  # a sibling script: run as a script, its folder is on the import path
+import realistic_specs_a
+import realistic_specs_b  # noqa: F401  (registers part B's repositories and bugs)
 
 ROOT = Path(__file__).resolve().parent.parent
 REALISTIC_TASKS = ROOT / "data" / "swe_realistic"

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
@@ -29,12 +30,10 @@ def _rows() -> list[dict]:
 
 
 def _specs() -> list[dict]:
-    sys.path.insert(0, str(REPO / "scripts"))
-    try:
-        import make_realistic_tasks
-    finally:
-        sys.path.remove(str(REPO / "scripts"))
-    return make_realistic_tasks.specs()
+    """The generator's specs, from a Python started in scripts/ (its sibling imports resolve there, as when run)."""
+    code = "import json, make_realistic_tasks; print(json.dumps(make_realistic_tasks.specs()))"
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO / "scripts", capture_output=True, text=True, check=True)
+    return json.loads(out.stdout)
 
 
 def test_thirty_procedural_bugs_drawn_several_per_repository():
