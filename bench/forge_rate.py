@@ -165,7 +165,7 @@ def run_derivers_agent(backend: str) -> dict:
     """Each derivation forger typed by a policy through the real rollout plug-in, on its task (G = 1)."""
     from tandem.envs.coding import agent_step_metrics
     from tandem.envs.coding.grading import reset_runtime
-    from tests._derivers import deriver_command
+    from tests._derivers import DERIVER_AGENT_LIMITS, deriver_command
     from tests._swe import bash, make_cfg, row_named, run_rollout
 
     def policy_for(family: str):
@@ -174,7 +174,7 @@ def run_derivers_agent(backend: str) -> dict:
         return policy
 
     tmp = Path(tempfile.mkdtemp(prefix=f"derive-agent-{backend}-"))
-    cfg = make_cfg(tmp, sandbox={"backend": backend, "pool_size": 2}, rollout={"samples_per_prompt": 1})
+    cfg = make_cfg(tmp, sandbox={"backend": backend, "pool_size": 2}, **DERIVER_AGENT_LIMITS)
     start, samples = time.monotonic(), []
     reset_runtime()
     try:
@@ -183,6 +183,7 @@ def run_derivers_agent(backend: str) -> dict:
         reset_runtime()
     metrics = agent_step_metrics(samples)
     cases = [{"family": f, "task": n, "reward": s.reward, "tamper": s.reward_info.get("tamper"),
+              "diff_bytes": len(s.metadata.get("diff", "")), "format_errors": s.metadata["agent"].get("format_errors"),
               "refused": s.reward_info.get("refused"), "reason": str(s.reward_info.get("reason", ""))[:300]}
              for (f, n), s in zip(DERIVER_CASES, samples)]
     print(f"{backend}: derivation forgers through the agent loop: pass@1 {metrics['agent_pass_at_1']:.2f}, "
