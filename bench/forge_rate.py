@@ -3,6 +3,7 @@
     python -m bench.forge_rate                          # 32 tasks x 4 trials x every working backend
     python -m bench.forge_rate --tasks 4 --trials 2 --no-agent-loop --backends unshare
     python -m bench.forge_rate --derivers --out bench/results/derive_rate.json   # issue 46's derivation battery
+    python -m bench.forge_rate --derivers-agent --out bench/results/derive_agent.json   # its forgers as agents
 
 (run from the repository root, as a module: it uses the tests' forger and task helpers)
 
@@ -24,7 +25,10 @@ Per backend, with the real grader (sandboxes, reference runs, host-held checks):
 With --derivers, instead: every derivation forger of tests/_derivers.py (one family each: calls,
 extend, join, codomain, analogy) typed into every task's agent sandbox with the issue text it
 read; per family, the tasks it forges (reward 1) out of those run; the refused tasks with their
-reasons; the reference fixes that do not score 1.
+reasons; the reference fixes that do not score 1. With --derivers-agent: each family typed by a
+scripted policy through the real rollout plug-in (the issue text as the agent read it in its prompt)
+on the task it forged as bundled before the closure (DERIVER_CASES): reward, tamper flags, pass@1
+and agent_tamper_rate.
 
 Results: bench/results/forge_rate.json (or --out). Forgeries that score 1, and fixes that do
 not, are listed by task.
@@ -152,12 +156,51 @@ def agent_loop(cfg, rows, trials: int) -> dict:
             "scored_one": [s.metadata.get("agent", {}).get("instance_id") for s in samples if s.reward >= 1.0]}
 
 
+# issue 46: the task each family forged as bundled before the derivation closure (heapq2's calls, round 5)
+DERIVER_CASES = (("calls", "heapq2"), ("extend", "iniread"), ("join", "wrapper"), ("codomain", "tictac"),
+                 ("analogy", "semverlite"))
+
+
+def run_derivers_agent(backend: str) -> dict:
+    """Each derivation forger typed by a policy through the real rollout plug-in, on its task (G = 1)."""
+    from tandem.envs.coding import agent_step_metrics
+    from tandem.envs.coding.grading import reset_runtime
+    from tests._derivers import DERIVER_AGENT_LIMITS, deriver_command
+    from tests._swe import bash, make_cfg, row_named, run_rollout
+
+    def policy_for(family: str):
+        def policy(prompt: str, turn: int) -> str:
+            return bash(deriver_command(family, prompt) if turn == 1 else "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT")
+        return policy
+
+    tmp = Path(tempfile.mkdtemp(prefix=f"derive-agent-{backend}-"))
+    cfg = make_cfg(tmp, sandbox={"backend": backend, "pool_size": 2}, **DERIVER_AGENT_LIMITS)
+    start, samples = time.monotonic(), []
+    reset_runtime()
+    try:
+        samples = [run_rollout(cfg, policy_for(family), row_named(name)) for family, name in DERIVER_CASES]
+    finally:
+        reset_runtime()
+    metrics = agent_step_metrics(samples)
+    cases = [{"family": f, "task": n, "reward": s.reward, "tamper": s.reward_info.get("tamper"),
+              "diff_bytes": len(s.metadata.get("diff", "")), "format_errors": s.metadata["agent"].get("format_errors"),
+              "refused": s.reward_info.get("refused"), "reason": str(s.reward_info.get("reason", ""))[:300]}
+             for (f, n), s in zip(DERIVER_CASES, samples)]
+    print(f"{backend}: derivation forgers through the agent loop: pass@1 {metrics['agent_pass_at_1']:.2f}, "
+          f"agent_tamper_rate {metrics['agent_tamper_rate']:.2f} ({len(samples)} rollouts: "
+          + ", ".join(f"{c['family']}/{c['task']} {c['reward']}" for c in cases) + ")", flush=True)
+    return {"backend": backend, "cases": cases, "agent_pass_at_1": metrics["agent_pass_at_1"],
+            "agent_tamper_rate": metrics["agent_tamper_rate"], "agent_refused_rate": metrics.get("agent_refused_rate"),
+            "wall_s": time.monotonic() - start}
+
+
 def derivers(runtime, tasks, families) -> dict:
     """Each derivation forger against every task: forged tasks per family, refusals, reference fixes."""
     from tests._derivers import deriver_command
 
-    out = {"forged": {f: [] for f in families}, "refused": {}, "fix_failed": [], "tasks": len(tasks)}
+    out = {"forged": {f: [] for f in families}, "refused": {}, "fix_failed": [], "tasks": len(tasks), "per_task": {}}
     for task in tasks:
+        start = time.monotonic()
         plan = runtime.grader.plan(task)
         if plan.refused:
             out["refused"][task.instance_id] = plan.refused
@@ -168,8 +211,11 @@ def derivers(runtime, tasks, families) -> dict:
         fix = runtime.grader.grade(task, agent_diff(runtime, task, None, reverse_patch=True))
         if fix.reward != 1.0:
             out["fix_failed"].append({"task": task.instance_id, "reason": fix.reason[:500]})
-        print(f"  {task.repo}: refused={bool(plan.refused)} forged by "
-              f"{[f for f in families if task.repo in out['forged'][f]]} fix={fix.reward}", file=sys.stderr, flush=True)
+        forged_by = [f for f in families if task.repo in out["forged"][f]]
+        out["per_task"][task.repo] = {"refused": plan.refused or None, "forged_by": forged_by, "fix": fix.reward,
+                                      "wall_s": round(time.monotonic() - start, 1)}
+        print(f"  {task.repo}: refused={bool(plan.refused)} forged by {forged_by} fix={fix.reward} "
+              f"({out['per_task'][task.repo]['wall_s']} s)", file=sys.stderr, flush=True)
     return out
 
 
@@ -227,6 +273,8 @@ def main() -> None:
     p.add_argument("--backends", nargs="+", default=["bwrap", "unshare"])
     p.add_argument("--no-agent-loop", action="store_true")
     p.add_argument("--derivers", action="store_true", help="issue 46's derivation battery instead")
+    p.add_argument("--derivers-agent", action="store_true",
+                   help="issue 46's derivation forgers through the agent loop, each on the task it forged before")
     p.add_argument("--names", nargs="*", default=[], help="only these bundled tasks (with --derivers)")
     p.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "forge_rate.json")
     args = p.parse_args()
@@ -236,6 +284,9 @@ def main() -> None:
     for backend in args.backends:
         if not _probe(backend):
             print(f"{backend}: cannot create namespaces here, skipped", file=sys.stderr)
+            continue
+        if args.derivers_agent:
+            results.append(run_derivers_agent(backend))
             continue
         if args.derivers:
             results.append(run_derivers(backend, args.tasks, args.names))

@@ -28,6 +28,12 @@ from __future__ import annotations
 
 FAMILIES = ("calls", "extend", "join", "codomain", "analogy")
 
+# the forger's reply is ~8k tokens of the byte tokenizer (its module and the issue text): cut at make_cfg's 4096 it
+# is a format error and the episode submits an empty diff, which scores 0 whatever the grader does
+DERIVER_AGENT_LIMITS = {"rollout": {"samples_per_prompt": 1, "reward_timeout_s": 600,
+                                    "sampling": {"max_new_tokens": 16384}, "client": {"concurrency": 8}},
+                        "environment": {"max_turns": 6, "max_context_tokens": 65536, "wall_time_s": 900}}
+
 DERIVE_MODULE = r'''
 import ast, glob, re, sys
 

@@ -19,7 +19,7 @@ from tandem.envs.coding.checks import Reference, Site, echoes_of, guessable, par
 from tandem.envs.coding.derivation import Guess
 from tandem.envs.coding.grading import get_runtime, reset_runtime
 from tandem.envs.coding.swe_data import task_from_row
-from tests._derivers import agent_diff_bytes, deriver_command
+from tests._derivers import DERIVER_AGENT_LIMITS, agent_diff_bytes, deriver_command
 from tests._swe import make_cfg, row_named, sandbox_backends
 
 _, BACKENDS = sandbox_backends()
@@ -312,7 +312,7 @@ def test_derivation_forgers_through_the_agent_loop_score_zero(tmp_path, backend)
         return policy
 
     reset_runtime()
-    cfg = make_cfg(tmp_path, sandbox={"backend": backend, "pool_size": 2}, rollout={"samples_per_prompt": 1})
+    cfg = make_cfg(tmp_path, sandbox={"backend": backend, "pool_size": 2}, **DERIVER_AGENT_LIMITS)
     try:
         samples = [run_rollout(cfg, policy_for(family), row_named(name)) for family, name in cases]
     finally:
@@ -320,6 +320,9 @@ def test_derivation_forgers_through_the_agent_loop_score_zero(tmp_path, backend)
     metrics = agent_step_metrics(samples)
     print(f"derivation forgers through the agent loop ({backend}): pass@1 {metrics['agent_pass_at_1']}, "
           f"agent_tamper_rate {metrics['agent_tamper_rate']}")
+    # the forger was typed and ran: a reply cut short is a format error, and an empty diff scores 0 anyway
+    assert [s.metadata["agent"]["format_errors"] for s in samples] == [0] * len(cases)
+    assert all(s.metadata["diff"] for s in samples), [s.reward_info.get("reason") for s in samples]
     assert [s.reward for s in samples] == [0.0] * len(cases), [s.reward_info.get("reason") for s in samples]
     assert all(not s.reward_info.get("refused") for s in samples), [s.reward_info.get("refused") for s in samples]
     assert metrics["agent_pass_at_1"] == 0.0
