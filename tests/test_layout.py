@@ -17,6 +17,7 @@ ENTRY_SCRIPTS = {"train", "rollout", "reward", "sync"}
 MAX_MODULE_LINES, MAX_FUNCTION_LINES = 400, 60
 LONG_MODULES = {
     "scripts/swe_task_specs_a.py": "data: bundled task specs (source text of buggy repositories)",
+    "scripts/realistic_specs_a.py": "data: the realistic task set's repositories and bugs",
     "scripts/swe_task_specs_b.py": "data: bundled task specs",
     "scripts/swe_task_specs_c.py": "data: bundled task specs",
     "scripts/swe_task_specs_d.py": "data: bundled task specs",

@@ -10,9 +10,9 @@ grades them. These checks read files only (no sandbox, no pytest run).
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import re
-import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
@@ -29,11 +29,20 @@ def _rows() -> list[dict]:
     return [json.loads(line) for line in (DATA / "tasks.jsonl").read_text().splitlines()]
 
 
+def _script(name: str):
+    """A module of scripts/ loaded from its file (its sibling imports resolve through sys.modules)."""
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / f"{name}.py")
+        assert spec and spec.loader
+        sys.modules[name] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(sys.modules[name])
+    return sys.modules[name]
+
+
 def _specs() -> list[dict]:
-    """The generator's specs, from a Python started in scripts/ (its sibling imports resolve there, as when run)."""
-    code = "import json, make_realistic_tasks; print(json.dumps(make_realistic_tasks.specs()))"
-    out = subprocess.run([sys.executable, "-c", code], cwd=REPO / "scripts", capture_output=True, text=True, check=True)
-    return json.loads(out.stdout)
+    for sibling in ("make_swe_tasks", "realistic_specs_a", "realistic_specs_b"):
+        _script(sibling)
+    return _script("make_realistic_tasks").specs()
 
 
 def test_thirty_procedural_bugs_drawn_several_per_repository():
