@@ -114,7 +114,7 @@ def start_engine(workdir: Path, backend: str, name: str = "engine0", model: dict
                                  "--name", name], cwd=ROOT, env=env, stdout=fh, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
-        wait_http(url + "/health", proc, 120, f"engine {name}", log)
+        wait_http(url + "/health", proc, 300, f"engine {name}", log)  # a loaded 2-core box imports slowly
     except Exception:
         stop_process(proc)
         raise
