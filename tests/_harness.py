@@ -51,8 +51,11 @@ class FakeSGLang:
     "break" (the connection drops after the first chunk); or (status, text), a refusal. A stream
     holds after its first chunk until `release` is set."""
 
-    def __init__(self, ids: list[int], version: int = 5, plan: list | None = None, finish: str = "length"):
+    def __init__(self, ids: list[int], version: int = 5, plan: list | None = None, finish: str = "length",
+                 per_chunk: int = 1):
         self.ids, self.version, self.plan, self.finish = list(ids), version, list(plan or []), finish
+        self.per_chunk = per_chunk
+        """Tokens a stream chunk adds (the last chunk ends the reply)."""
         self.tok = tiny_tokenizer()
         self.requests: list[dict] = []
         self.first_sent, self.release = asyncio.Event(), asyncio.Event()
@@ -88,12 +91,12 @@ class FakeSGLang:
             return web.json_response(self.chunk(body["input_ids"], len(self.ids), done))
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await resp.prepare(request)
-        for k in range(1, len(self.ids) + 1):
+        for j, k in enumerate([*range(1, len(self.ids), self.per_chunk), len(self.ids)]):
             finish = done if k == len(self.ids) else None
-            if step == "abort" and k == 2:
+            if step == "abort" and j == 1:
                 finish = {"type": "abort", "message": "Abort before update weights"}
             await resp.write(b"data: " + json.dumps(self.chunk(body["input_ids"], k, finish)).encode() + b"\n\n")
-            if k == 1:
+            if j == 0:
                 self.first_sent.set()
                 await self.release.wait()
                 if step == "break":

@@ -206,3 +206,18 @@ def test_streamed_tool_call_markup_is_held_back_and_the_calls_come_whole_in_the_
     assert content == "ok " and finish == "tool_calls"  # the markup never reached the harness as content
     assert [(c.function.name, c.function.arguments) for c in calls] == [("lookup", '{"key": "a"}')]
     assert traj.calls[1].extended  # the reply it put together from the stream is the one recorded
+
+
+def test_a_long_reply_streams_whole_though_its_cumulative_chunks_outgrow_a_default_line_bound():
+    """SGLang's chunks repeat every id and log-prob so far: 20000 tokens make a ~560 KB line, past
+    the 512 KiB that aiohttp's line reader takes by default (LineTooLong)."""
+    ids = list(TOK.encode("ab" * 10000, add_special_tokens=False))
+    engine = FakeSGLang(ids, per_chunk=8000)
+    engine.release.set()
+
+    async def harness(api, client, traj):
+        stream = await api.completions.create(model="m", prompt="x", stream=True)
+        return "".join([c.choices[0].text async for c in stream])
+
+    text, _, traj = through_endpoint(engine, harness)
+    assert text == "ab" * 10000 and traj.calls[0].output_ids == ids and len(traj.calls[0].logprobs) == 20000

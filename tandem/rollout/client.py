@@ -12,7 +12,7 @@ import aiohttp
 import orjson
 
 from tandem.rollout.direct import DirectDispatch, GetWorkers
-from tandem.rollout.stream import OnChunk, StreamBroken, read_generate_stream
+from tandem.rollout.stream import OnChunk, StreamBroken, read_generate_stream, sse_lines
 
 
 class RolloutAborted(RuntimeError):
@@ -366,6 +366,6 @@ class EngineClient:
             if resp.status != 200:
                 return resp.status, await resp.text()
             try:
-                return 200, await read_generate_stream(resp.content, on_chunk)
+                return 200, await read_generate_stream(sse_lines(resp.content), on_chunk)
             except StreamBroken as err:  # a GenerationError is final: _post_with_retry does not retry it
                 raise GenerationError(str(err)) from err

@@ -7,7 +7,7 @@ finish_reason {"type": "abort"}."""
 from __future__ import annotations
 
 import asyncio
-from typing import AsyncIterable, Awaitable, Callable
+from typing import AsyncIterable, AsyncIterator, Awaitable, Callable
 
 import aiohttp
 import orjson
@@ -19,6 +19,17 @@ OnChunk = Callable[[dict], Awaitable[None]]
 class StreamBroken(RuntimeError):
     """The stream failed once chunks had been passed on (or the engine said so in it): not retried,
     since the caller already forwarded the tokens it got."""
+
+
+MAX_LINE = 1 << 30
+"""The longest chunk line read: a chunk is cumulative (every id and log-prob so far), so a long reply's
+last chunks pass the bound of aiohttp's own line reader (512 KiB: LineTooLong) near 19,000 tokens."""
+
+
+async def sse_lines(content: aiohttp.StreamReader) -> AsyncIterator[bytes]:
+    """A response body's lines, each up to MAX_LINE bytes."""
+    while line := await content.readuntil(b"\n", max_size=MAX_LINE):
+        yield line
 
 
 def is_abort(chunk: dict) -> bool:
