@@ -114,7 +114,7 @@ def start_engine(workdir: Path, backend: str, name: str = "engine0", model: dict
                                  "--name", name], cwd=ROOT, env=env, stdout=fh, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
-        wait_http(url + "/health", proc, 120, f"engine {name}", log)
+        wait_http(url + "/health", proc, 300, f"engine {name}", log)  # a loaded 2-core box imports slowly
     except Exception:
         stop_process(proc)
         raise
@@ -534,6 +534,34 @@ def test_streaming_matches_non_streaming(eng: Eng) -> None:
     for a, b in zip(chunks, chunks[1:]):
         assert b["output_ids"][:len(a["output_ids"])] == a["output_ids"]
         assert a["meta_info"]["finish_reason"] is None
+
+
+def test_streamed_token_ids_carry_their_logprobs_in_every_chunk(eng: Eng) -> None:
+    """What a harness's streamed call sends (tandem EngineClient.generate_stream): token ids in,
+    return_logprob; every chunk's meta_info holds the log-probs of all its output ids so far (SGLang's
+    default, non-incremental stream output), and the last is the non-streamed answer."""
+    eng.need("hf")
+    from tandem.model_source import load_tokenizer
+
+    ids = load_tokenizer(eng.model_path).encode(PROMPT)
+    body = {"input_ids": ids, "sampling_params": {"max_new_tokens": 6, "temperature": 0, "ignore_eos": True},
+            "return_logprob": True}
+    with httpx.stream("POST", eng.url + "/generate", json={**body, "stream": True}, timeout=60) as r:
+        assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
+        events = sse_events(r)
+    assert events[-1] == "[DONE]" and len(events) >= 3
+    chunks = events[:-1]
+    for c in chunks:
+        assert [t for _, t, _ in c["meta_info"]["output_token_logprobs"]] == c["output_ids"]
+        assert c["meta_info"]["completion_tokens"] == len(c["output_ids"])
+    assert [c["meta_info"]["finish_reason"] for c in chunks[:-1]] == [None] * (len(chunks) - 1)
+    ref = eng.generate(body)
+    last = chunks[-1]
+    assert last["meta_info"]["finish_reason"] == ref["meta_info"]["finish_reason"]
+    if "deterministic" in eng.caps:
+        assert last["output_ids"] == ref["output_ids"]
+        for a, b in zip(last["meta_info"]["output_token_logprobs"], ref["meta_info"]["output_token_logprobs"]):
+            assert a[1] == b[1] and abs(a[0] - b[0]) < LOGPROB_TOL
 
 
 def test_batch_generate(eng: Eng) -> None:

@@ -1,7 +1,8 @@
 """An outside harness through the per-trajectory endpoint, the real router and the embedded engine.
 
 The harness is written only against the official openai client: chat completions with tools (plain
-and streamed), its own history, one rewrite of it, and completions. Every /generate the endpoint
+and streamed token by token, SGLang's streamed /generate through the router), its own history, one
+rewrite of it, and completions. Every /generate the endpoint
 sends is tapped on its way to the router; each recorded call must hold exactly the ids the engine
 got and returned, and replaying its prompt on the engine greedily must give the same completion
 ids and log-probs, token for token.
@@ -56,16 +57,25 @@ async def outside_harness(client, row):
     return 1.0, {"streamed": streamed, "completion": done.choices[0].text}
 
 
-def tapped_client(url: str, taps: list) -> EngineClient:
+def tapped_client(url: str, taps: list, chunks: list) -> EngineClient:
+    """An engine client whose /generate answers are tapped; a streamed one's chunks too, in `chunks`."""
     client = EngineClient(url, 8, 120)
-    post = client._post
+    post, stream_to = client._post, client._stream_to
 
     async def tap(payload, headers):
         status, body = await post(payload, headers)
         taps.append((payload, body))
         return status, body
 
-    client._post = tap
+    async def tap_stream(base_url, payload, headers, on_chunk):
+        async def seen(chunk):
+            chunks.append(chunk)
+            await on_chunk(chunk)
+        status, body = await stream_to(base_url, payload, headers, seen)
+        taps.append((payload, body))
+        return status, body
+
+    client._post, client._stream_to = tap, tap_stream
     return client
 
 
@@ -75,9 +85,10 @@ def test_every_call_holds_the_engines_own_tokens(fleet, tmp_path):
         "harness": "tests/test_harness_capture.py:outside_harness", "harness_timeout_s": 300,
         "sampling": {"temperature": 0.0, "max_new_tokens": 5}}})
     taps: list = []
+    chunks: list = []
 
     async def main():
-        client = tapped_client(router.url, taps)
+        client = tapped_client(router.url, taps, chunks)
         ctx = RolloutContext(cfg, tok, client, ThreadPoolExecutor(4), None, sampling_params_from_config(cfg))
         rollout = HarnessRollout(fn=outside_harness)
         try:
@@ -125,4 +136,11 @@ def test_every_call_holds_the_engines_own_tokens(fleet, tmp_path):
         assert again["output_ids"] == out["output_ids"]
         for a, b in zip(again["meta_info"]["output_token_logprobs"], out["meta_info"]["output_token_logprobs"]):
             assert a[1] == b[1] and abs(a[0] - b[0]) < LOGPROB_TOL
+    # the third call streamed token by token through the router: SGLang's cumulative chunks, the last
+    # one the answer recorded, and the text the harness put together is the decoded ids
+    assert taps[2][0]["stream"] is True and "stream" not in taps[0][0] and len(chunks) >= 2
+    for a, b in zip(chunks, chunks[1:]):
+        assert b["output_ids"][:len(a["output_ids"])] == a["output_ids"] and a["meta_info"]["finish_reason"] is None
+    assert chunks[-1]["output_ids"] == taps[2][1]["output_ids"]
+    assert samples[0].reward_info["streamed"] == tok.decode(taps[2][1]["output_ids"], skip_special_tokens=True)
     assert samples[0].reward_info["completion"] == tok.decode(taps[3][1]["output_ids"], skip_special_tokens=True)

@@ -58,7 +58,7 @@ def test_a_seeded_group_request_sends_one_seeded_call_per_sample():
     client = EngineClient("http://unused", concurrency=4, timeout_s=1.0)
     sent: list[dict] = []
 
-    async def post(payload: dict, routing_key=None):
+    async def post(payload: dict, routing_key=None, _post=None):
         sent.append(payload)
         return {"output_ids": [1], "meta_info": {"weight_version": "0"}}, None
     client._post_with_retry = post

@@ -20,6 +20,8 @@ from typing import Any
 
 TOOL_TOKEN = re.compile(r"<\|tool_(\d+)\|>")
 HERMES_BLOCK = re.compile(r"<tool_call>(.*?)(</tool_call>|$)", re.DOTALL)
+CALL_OPENERS = ("<tool_call>", "<|tool_")
+"""What begins a tool call in each format (a streamed reply holds its text back from there)."""
 
 
 @dataclass

@@ -2,7 +2,7 @@
 
 One aiohttp server on 127.0.0.1 serves every trajectory of the run; each trajectory gets its own
 base URL (`.../trajectories/<id>/v1`) and key, open while its harness runs. Its routes are
-/v1/chat/completions (with `tools`, plain or streamed), /v1/completions and /v1/models. A request
+/v1/chat/completions (with `tools`, plain or streamed token by token), /v1/completions and /v1/models. A request
 becomes token ids here (tandem.harness.capture), goes to the fleet as SGLang's /generate through
 the run's engine client (the router, the trajectory's sticky routing key, the group's priority, the
 drain gate), and the answer is recorded (prompt ids, completion ids, log-probs, weight version)
@@ -29,7 +29,9 @@ from aiohttp import web
 from tandem.env.parsers import ParsedReply
 from tandem.harness.capture import (CapturedCall, ChatPrompts, chat_prompt, completion_prompt, normalised,
                                     template_message, tools_key)
-from tandem.rollout.client import GROUP_PROGRESS, REQUEST_PRIORITY, GenerationError, RolloutAborted
+from tandem.harness.streaming import WRITER, ChoiceStream, StreamedAnswer
+from tandem.rollout.client import (GROUP_PROGRESS, REQUEST_PRIORITY, REQUEST_SEED, GenerationError, RolloutAborted,
+                                   trajectory_seed)
 from tandem.rollout.single_turn import read_output
 
 MAX_CHOICES = 64
@@ -51,6 +53,8 @@ class Trajectory:
     """Set when the engines aborted a call for a weight update: the group is regenerated."""
     errors: list[str] = field(default_factory=list)
     """Requests answered with an error (the harness may have carried on)."""
+    seed: int | None = None
+    """run.reproducible: the trajectory's sampling seed (each call's is derived from it and its turn)."""
 
     @property
     def routing_key(self) -> str:
@@ -94,11 +98,13 @@ class HarnessEndpoint:
             await self._runner.cleanup()
             self._runner = None
 
-    def open(self, sampling_params: dict) -> Trajectory:
-        """A new trajectory sampled with `sampling_params` (its rollout context's: evaluation's differ
-        from training's), served under the calling task's request priority and group progress."""
+    def open(self, sampling_params: dict, index: int = 0) -> Trajectory:
+        """A new trajectory (the `index`-th of its group) sampled with `sampling_params` (its rollout
+        context's: evaluation's differ from training's), served under the calling task's request
+        priority and group progress, and under run.reproducible its seed (child `index` of the group's)."""
+        seed = None if (group_seed := REQUEST_SEED.get()) is None else trajectory_seed(group_seed, index)
         traj = Trajectory(uuid.uuid4().hex[:16], f"tandem-{secrets.token_hex(16)}", REQUEST_PRIORITY.get(),
-                          GROUP_PROGRESS.get(), dict(sampling_params))
+                          GROUP_PROGRESS.get(), dict(sampling_params), seed=seed)
         self.open_trajectories[traj.id] = traj
         return traj
 
@@ -141,14 +147,22 @@ class HarnessEndpoint:
             params["stop"] = [*params.get("stop", []), *([stop] if isinstance(stop, str) else list(stop))]
         return params
 
-    async def _generate(self, traj: Trajectory, prompt_ids: list[int], body: dict) -> tuple[list, list, int, str, int]:
+    async def _generate(self, traj: Trajectory, prompt_ids: list[int], body: dict, stream: ChoiceStream | None = None,
+                        choice: int | None = None) -> tuple[list, list, int, str, int]:
+        """One sample: `choice` k of an n > 1 call is seeded with the trajectory seed's child k (as
+        EngineClient.generate_many seeds a group), a single one with the trajectory's own."""
         if traj.aborted is not None:  # its group is regenerated anyway: the harness need not go on
             raise _Refused(503, f"generation aborted for a weight update: {traj.aborted} (this trajectory "
                                 "is discarded and run again)", "server_error")
         REQUEST_PRIORITY.set(traj.priority)  # this handler's context: the group's priority and progress
         GROUP_PROGRESS.set(traj.progress)
+        REQUEST_SEED.set(traj.seed if traj.seed is None or choice is None else trajectory_seed(traj.seed, choice))
         try:
-            out = await self.engine.generate(prompt_ids, self._params(traj, body), routing_key=traj.routing_key)
+            if stream is None:
+                out = await self.engine.generate(prompt_ids, self._params(traj, body), routing_key=traj.routing_key)
+            else:
+                out = await self.engine.generate_stream(prompt_ids, self._params(traj, body), stream.on_chunk,
+                                                        routing_key=traj.routing_key)
         except RolloutAborted as err:
             traj.aborted = err
             raise _Refused(503, f"generation aborted for a weight update: {err}", "server_error") from None
@@ -156,15 +170,18 @@ class HarnessEndpoint:
             raise _Refused(502, f"the engines failed: {err}", "server_error") from None
         return read_output(out)
 
-    async def _generate_choices(self, traj: Trajectory, prompt_ids: list[int], body: dict) -> list[tuple]:
+    async def _generate_choices(self, traj: Trajectory, prompt_ids: list[int], body: dict,
+                                stream: StreamedAnswer | None) -> list[tuple]:
         """The request's n choices: n independent samples of one prompt, each its own /generate on the
-        trajectory's engine (its own ids, log-probs and version). One aborted or failed fails the call."""
+        trajectory's engine (its own ids, log-probs and version), streamed when the call is. One
+        aborted or failed fails the call."""
         n = body.get("n") or 1
+        streams = stream.choices if stream is not None else [None] * n
         if n == 1:
-            return [await self._generate(traj, prompt_ids, body)]
+            return [await self._generate(traj, prompt_ids, body, streams[0])]
         try:
             async with asyncio.TaskGroup() as group:
-                tasks = [group.create_task(self._generate(traj, prompt_ids, body)) for _ in range(n)]
+                tasks = [group.create_task(self._generate(traj, prompt_ids, body, s, k)) for k, s in enumerate(streams)]
         except BaseExceptionGroup as eg:
             raise eg.exceptions[0] from None
         return [t.result() for t in tasks]
@@ -175,13 +192,18 @@ class HarnessEndpoint:
             traj = self._trajectory(request)
             return await handle(request, traj, await self._body(request))
         except _Refused as err:
-            if traj is not None:
-                traj.errors.append(f"HTTP {err.status}: {err}")
-            return _error(err.status, str(err), err.kind)
+            return await self._refuse(request, traj, err)
         except (ValueError, TypeError, KeyError) as err:  # a request the template or parser cannot take
-            if traj is not None:
-                traj.errors.append(f"HTTP 400: {err!r}")
-            return _error(400, f"bad request: {err!r}", "invalid_request_error")
+            return await self._refuse(request, traj, _Refused(400, f"bad request: {err!r}"))
+
+    @staticmethod
+    async def _refuse(request: web.Request, traj: Trajectory | None, err: _Refused) -> web.StreamResponse:
+        if traj is not None:
+            traj.errors.append(f"HTTP {err.status}: {err}")
+        writer = request.get(WRITER)
+        if writer is not None and writer.started:  # tokens were streamed already: the error ends the stream
+            return await writer.fail(err.status, str(err), err.kind)
+        return _error(err.status, str(err), err.kind)
 
     async def _chat(self, request: web.Request) -> web.StreamResponse:
         return await self._serve(request, self._chat_call)
@@ -202,19 +224,21 @@ class HarnessEndpoint:
         if not isinstance(messages, list) or not messages:
             raise _Refused(400, "messages must be a non-empty list")
         prompt_ids, extended = chat_prompt(traj.calls, self.prompts, messages, tools)
-        outs = await self._generate_choices(traj, prompt_ids, body)
-        choices = [self._chat_choice(traj, k, prompt_ids, extended, messages, tools, out, body)
-                   for k, out in enumerate(outs)]
-        answer = {"id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion", "created": int(time.time()),
-                  "model": str(body.get("model") or "tandem"), "choices": choices,
-                  "usage": _usage(prompt_ids, [i for out in outs for i in out[0]])}
-        if body.get("stream"):
-            return await self._stream_chat(request, answer, body)
-        return web.json_response(answer)
+        head = _head("chatcmpl", body)
+        stream = StreamedAnswer(request, self.tok, head, body, body.get("n") or 1, True, bool(tools)) \
+            if body.get("stream") else None
+        outs = await self._generate_choices(traj, prompt_ids, body, stream)
+        choices = [self._chat_choice(traj, k, prompt_ids, extended, messages, tools, out, body,
+                                     stream.choices[k] if stream else None) for k, out in enumerate(outs)]
+        usage = _usage(prompt_ids, [i for out in outs for i in out[0]])
+        if stream is not None:
+            return await stream.end(outs, choices, usage)
+        return web.json_response({**head, "object": "chat.completion", "choices": choices, "usage": usage})
 
     def _chat_choice(self, traj: Trajectory, index: int, prompt_ids: list[int], extended: bool, messages: list[dict],
-                     tools: list[dict] | None, out: tuple, body: dict) -> dict:
-        """Choice `index` of a chat call, recorded as a call of its own (a branch when index > 0)."""
+                     tools: list[dict] | None, out: tuple, body: dict, streamed: ChoiceStream | None) -> dict:
+        """Choice `index` of a chat call, recorded as a call of its own (a branch when index > 0).
+        Streamed, its content is what the harness was sent (tandem.harness.streaming)."""
         ids, lps, version, finish, finished_on = out
         text = self.tok.decode(ids, skip_special_tokens=True)
         names = [t.get("function", t).get("name", "") for t in tools or []]
@@ -223,6 +247,8 @@ class HarnessEndpoint:
                        "function": {"name": c.name, "arguments": json.dumps(c.arguments)}} for c in parsed.calls]
         message = {"role": "assistant", "content": (parsed.content or None) if tool_calls else text,
                    "tool_calls": tool_calls or None}
+        if streamed is not None:
+            message["content"] = streamed.close(message["content"] or "") or (None if tool_calls else "")
         traj.calls.append(CapturedCall(
             "chat", prompt_ids, ids, lps, version, finish, text, extended, [normalised(m) for m in messages],
             normalised(message), [template_message(m) for m in messages], tools_key(tools), finished_on=finished_on,
@@ -233,10 +259,15 @@ class HarnessEndpoint:
 
     async def _completion_call(self, request: web.Request, traj: Trajectory, body: dict) -> web.StreamResponse:
         prompt_ids, extended, prompt_text = completion_prompt(traj.calls, self.tok, body.get("prompt"))
-        outs = await self._generate_choices(traj, prompt_ids, body)
+        head = _head("cmpl", body)
+        stream = StreamedAnswer(request, self.tok, head, body, body.get("n") or 1, False, False) \
+            if body.get("stream") else None
+        outs = await self._generate_choices(traj, prompt_ids, body, stream)
         choices = []
         for index, (ids, lps, version, finish, finished_on) in enumerate(outs):
             text = self.tok.decode(ids, skip_special_tokens=True)
+            if stream is not None:  # what the harness was sent
+                text = stream.choices[index].close(text)
             traj.calls.append(CapturedCall("completion", prompt_ids, ids, lps, version, finish, text, extended,
                                            prompt_text=prompt_text, finished_on=finished_on, choice=index))
             logprobs = None
@@ -245,13 +276,10 @@ class HarnessEndpoint:
                 logprobs = {"tokens": tokens, "token_logprobs": lps, "top_logprobs": None,
                             "text_offset": [sum(len(t) for t in tokens[:k]) for k in range(len(tokens))]}
             choices.append({"index": index, "text": text, "logprobs": logprobs, "finish_reason": finish or "stop"})
-        answer = {"id": f"cmpl-{uuid.uuid4().hex}", "object": "text_completion", "created": int(time.time()),
-                  "model": str(body.get("model") or "tandem"), "choices": choices,
-                  "usage": _usage(prompt_ids, [i for out in outs for i in out[0]])}
-        if body.get("stream"):
-            head = {k: v for k, v in answer.items() if k != "usage"}
-            return await self._stream(request, [head], {**answer, "choices": []}, body)
-        return web.json_response(answer)
+        usage = _usage(prompt_ids, [i for out in outs for i in out[0]])
+        if stream is not None:
+            return await stream.end(outs, choices, usage)
+        return web.json_response({**head, "object": "text_completion", "choices": choices, "usage": usage})
 
     def _logprobs(self, ids: list[int], lps: list[float]) -> dict:
         content = []
@@ -260,33 +288,9 @@ class HarnessEndpoint:
             content.append({"token": t, "logprob": lp, "bytes": list(t.encode("utf-8")), "top_logprobs": []})
         return {"content": content}
 
-    async def _stream_chat(self, request: web.Request, answer: dict, body: dict) -> web.StreamResponse:
-        """The whole answer as a stream, two chunks per choice (its reply, its finish), sent once every
-        choice is generated: the engine client's /generate returns whole answers, not a token stream."""
-        base = {k: answer[k] for k in ("id", "created", "model")} | {"object": "chat.completion.chunk"}
-        chunks = []
-        for choice in answer["choices"]:
-            message, index = choice["message"], choice["index"]
-            delta: dict[str, Any] = {"role": "assistant", "content": message["content"] or ""}
-            if message["tool_calls"]:
-                delta["tool_calls"] = [{"index": k, **c} for k, c in enumerate(message["tool_calls"])]
-            chunks += [{**base, "choices": [{"index": index, "delta": delta, "logprobs": choice["logprobs"],
-                                             "finish_reason": None}]},
-                       {**base, "choices": [{"index": index, "delta": {}, "logprobs": None,
-                                             "finish_reason": choice["finish_reason"]}]}]
-        return await self._stream(request, chunks, {**base, "choices": [], "usage": answer["usage"]}, body)
 
-    @staticmethod
-    async def _stream(request: web.Request, chunks: list[dict], usage_chunk: dict, body: dict) -> web.StreamResponse:
-        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
-        await resp.prepare(request)
-        if (body.get("stream_options") or {}).get("include_usage"):
-            chunks = [*chunks, usage_chunk]
-        for chunk in chunks:
-            await resp.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
-        await resp.write(b"data: [DONE]\n\n")
-        await resp.write_eof()
-        return resp
+def _head(prefix: str, body: dict) -> dict:
+    return {"id": f"{prefix}-{uuid.uuid4().hex}", "created": int(time.time()), "model": str(body.get("model") or "tandem")}
 
 
 def _usage(prompt_ids: list[int], ids: list[int]) -> dict:

@@ -77,7 +77,7 @@ class HarnessRollout:
         return [s for t in tasks for s in t.result()]
 
     async def one(self, ctx, endpoint: HarnessEndpoint, row: dict, index: int) -> list[Sample]:
-        traj = endpoint.open(ctx.sampling_params)
+        traj = endpoint.open(ctx.sampling_params, index)
         timeout = ctx.cfg.rollout.harness_timeout_s
         try:
             if self.fn is not None:

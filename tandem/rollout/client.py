@@ -12,6 +12,7 @@ import aiohttp
 import orjson
 
 from tandem.rollout.direct import DirectDispatch, GetWorkers
+from tandem.rollout.stream import OnChunk, StreamBroken, read_generate_stream, sse_lines
 
 
 class RolloutAborted(RuntimeError):
@@ -76,7 +77,8 @@ ROUTING_KEY_HEADER = "x-smg-routing-key"
 Post = Callable[[dict, "dict | None"], Awaitable[tuple[int, Any]]]
 """How one /generate reaches the router: (payload, headers) -> (HTTP status, JSON body if 200
 else the body's text). The default posts over HTTP with aiohttp; a simulated run injects an
-in-process router (tandem.lab.virtual)."""
+in-process router (tandem.lab.virtual). A streamed /generate posts the same way, its 200 body the
+stream's last chunk (tandem.rollout.stream)."""
 
 
 class InFlightMeter:
@@ -199,6 +201,23 @@ class EngineClient:
         out, start_version, adapter_version = await self._send(payload, routing_key)
         return self._received(out, start_version, adapter_version)
 
+    async def generate_stream(self, input_ids: list[int], sampling_params: dict, on_chunk: OnChunk,
+                              return_logprob: bool = True, routing_key: str | None = None) -> dict:
+        """`generate` streamed (SGLang's /generate with "stream": true): `on_chunk` gets each chunk as
+        the engine sends it (cumulative text, output_ids and meta_info, SGLang's default stream
+        output), then the last chunk comes back labelled as `generate`'s answer. Same drain gate,
+        priority, seed, fleet-down wait and version labels; an aborted request raises RolloutAborted
+        (its abort chunk is not passed on). Retried only until the first chunk is passed on: after
+        that the caller has forwarded tokens, so a broken stream fails the call (StreamBroken)."""
+        payload = {"input_ids": input_ids, "sampling_params": sampling_params, "return_logprob": return_logprob,
+                   "stream": True}
+        self._ask_routing(payload, 0)
+
+        async def post(body: dict, headers: dict | None) -> tuple[int, Any]:
+            return await self._post_http(body, headers, lambda url, b, h: self._stream_to(url, b, h, on_chunk))
+        out, start_version, adapter_version = await self._send(payload, routing_key, post)
+        return self._received(out, start_version, adapter_version)
+
     async def generate_many(self, input_ids: list[int], sampling_params: dict, n: int,
                             return_logprob: bool = True) -> list[dict]:
         """`n` independent completions of one prompt in one batched /generate (SGLang's batch
@@ -228,7 +247,8 @@ class EngineClient:
             if start:
                 payload["routed_experts_start_len"] = start
 
-    async def _send(self, payload: dict, routing_key: str | None) -> tuple[Any, int, int | None]:
+    async def _send(self, payload: dict, routing_key: str | None,
+                    post: Post | None = None) -> tuple[Any, int, int | None]:
         """Post through the drain gate: (answer, version served when sent, LoRA adapter version)."""
         async with self._sem:
             await self._open.wait()
@@ -242,7 +262,7 @@ class EngineClient:
             if (seed := REQUEST_SEED.get()) is not None:
                 _seed_request(payload, seed)
             try:
-                out, adapter_version = await self._post_with_retry(payload, routing_key)
+                out, adapter_version = await self._post_with_retry(payload, routing_key, post or self._post)
             finally:
                 self.load.add(-requests, -tokens)
                 self.in_flight -= 1
@@ -275,7 +295,8 @@ class EngineClient:
         except (TypeError, ValueError):
             meta["weight_version"] = str(start_version)
 
-    async def _post_with_retry(self, payload: dict, routing_key: str | None = None) -> tuple[dict, int | None]:
+    async def _post_with_retry(self, payload: dict, routing_key: str | None = None,
+                               post: Post | None = None) -> tuple[dict, int | None]:
         """(answer, the version of the LoRA adapter it ran on, or None without one). Each attempt
         names the adapter current when it is sent: a retry never asks for one unloaded meanwhile."""
         last: Exception | None = None
@@ -286,7 +307,7 @@ class EngineClient:
             if self.adapter is not None:
                 payload["lora_path"], adapter_version = self.adapter, self.weight_version
             try:
-                status, body = await self._post(payload, headers)
+                status, body = await (post or self._post)(payload, headers)
                 if status == 200:
                     return body, adapter_version
                 last = GenerationError(f"/generate answered HTTP {status}: {str(body)[:300]}")
@@ -313,15 +334,18 @@ class EngineClient:
             return False
         return since is None or asyncio.get_running_loop().time() - since < self.timeout_s
 
-    async def _post_http(self, payload: dict, headers: dict | None) -> tuple[int, Any]:
+    async def _post_http(self, payload: dict, headers: dict | None, to=None) -> tuple[int, Any]:
+        """POST to the router, or past it to one of its engines (trainer.moe); `to(url, payload,
+        headers)` makes the request (default: a plain /generate)."""
+        to = to or self._post_to
         if self.direct is None:
-            return await self._post_to(self.base_url, payload, headers)
+            return await to(self.base_url, payload, headers)
         url = await self.direct.pick((headers or {}).get(ROUTING_KEY_HEADER))
         if url is None:  # answered as the router answers with no worker, so the wait is the same
             return 503, "no_available_workers: no engine is listed behind the router"
         self.direct.started(url)
         try:
-            status, body = await self._post_to(url, payload, headers)
+            status, body = await to(url, payload, headers)
         except (aiohttp.ClientError, asyncio.TimeoutError):
             self.direct.stale()
             raise
@@ -336,3 +360,12 @@ class EngineClient:
             if resp.status == 200:
                 return 200, await resp.json(loads=orjson.loads)  # stdlib json was a tenth of the orchestrator's CPU
             return resp.status, await resp.text()
+
+    async def _stream_to(self, base_url: str, payload: dict, headers: dict | None, on_chunk: OnChunk) -> tuple[int, Any]:
+        async with self._session().post(f"{base_url}/generate", json=payload, headers=headers) as resp:
+            if resp.status != 200:
+                return resp.status, await resp.text()
+            try:
+                return 200, await read_generate_stream(sse_lines(resp.content), on_chunk)
+            except StreamBroken as err:  # a GenerationError is final: _post_with_retry does not retry it
+                raise GenerationError(str(err)) from err
