@@ -245,10 +245,10 @@ class HarnessEndpoint:
         parsed = self.parse(text, names) if tools else ParsedReply(text)
         tool_calls = [{"id": f"call_{uuid.uuid4().hex[:24]}", "type": "function",
                        "function": {"name": c.name, "arguments": json.dumps(c.arguments)}} for c in parsed.calls]
-        message = {"role": "assistant", "content": (parsed.content or None) if tool_calls else text,
-                   "tool_calls": tool_calls or None}
+        content = (parsed.content or None) if tool_calls else text
         if streamed is not None:
-            message["content"] = streamed.close(message["content"] or "") or (None if tool_calls else "")
+            content = streamed.close(content or "") or (None if tool_calls else "")
+        message = {"role": "assistant", "content": content, "tool_calls": tool_calls or None}
         traj.calls.append(CapturedCall(
             "chat", prompt_ids, ids, lps, version, finish, text, extended, [normalised(m) for m in messages],
             normalised(message), [template_message(m) for m in messages], tools_key(tools), finished_on=finished_on,

@@ -25,7 +25,8 @@ class SSEWriter:
     """The response's server-sent events, opened at the first one."""
 
     def __init__(self, request: web.Request):
-        self.request, self.resp = request, None
+        self.request = request
+        self.resp: web.StreamResponse | None = None
         self._lock = asyncio.Lock()  # the choices of an n call write from their own tasks
         request[WRITER] = self
 
@@ -33,24 +34,25 @@ class SSEWriter:
     def started(self) -> bool:
         return self.resp is not None
 
-    async def send(self, event: dict | str) -> None:
+    async def send(self, event: dict | str) -> web.StreamResponse:
         data = event if isinstance(event, str) else json.dumps(event)
         async with self._lock:
             if self.resp is None:
                 self.resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
                 await self.resp.prepare(self.request)
             await self.resp.write(f"data: {data}\n\n".encode())
+            return self.resp
 
     async def end(self) -> web.StreamResponse:
-        await self.send("[DONE]")
-        await self.resp.write_eof()
-        return self.resp
+        resp = await self.send("[DONE]")
+        await resp.write_eof()
+        return resp
 
     async def fail(self, status: int, message: str, kind: str) -> web.StreamResponse:
         """An error after the stream began: OpenAI's error event, then the end (no [DONE])."""
-        await self.send({"error": {"message": message, "type": kind, "code": status}})
-        await self.resp.write_eof()
-        return self.resp
+        resp = await self.send({"error": {"message": message, "type": kind, "code": status}})
+        await resp.write_eof()
+        return resp
 
 
 WRITER = web.RequestKey("tandem_sse_writer", SSEWriter)

@@ -65,8 +65,8 @@ async def read_generate_stream(lines: AsyncIterable[bytes], on_chunk: OnChunk) -
         if last is None:
             raise
         raise StreamBroken(f"the stream broke after {len(last.get('output_ids', []))} tokens: {err!r}") from err
+    if last is None:
+        raise aiohttp.ClientPayloadError("the /generate stream ended before its first chunk")
     if not _finished(last):
-        if last is None:
-            raise aiohttp.ClientPayloadError("the /generate stream ended before its first chunk")
         raise StreamBroken(f"the stream ended after {len(last.get('output_ids', []))} tokens, unfinished")
     return last
