@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Callable, overload
 
+from tandem.envs.coding.enum_value import EnumMember
+
 _AST_LOCK = threading.Lock()
 """CPython 3.11 keeps the AST constructor's recursion-depth counter in interpreter-wide state, so
 two threads building ASTs at once can fail with 'SystemError: AST constructor recursion depth
@@ -258,6 +260,8 @@ def decode(data: Any, depth: int = 0) -> Any:
         return Opaque(str(body)[:200])
     if tag == "y" and type(body) is str:
         return body.encode("latin-1")
+    if tag == "e" and type(body) is list and len(body) == 2 and all(type(x) is str for x in body):
+        return EnumMember(body[0], body[1])
     if tag == "c" and type(body) is list and len(body) == 2:
         return complex(float(body[0]), float(body[1]))
     if tag == "q":  # an exact rational (Fraction, finite Decimal): compared as Python compares them

@@ -34,11 +34,13 @@ each check computes, never what it expects.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
 from tandem.envs.coding.checks import Reference, Site
+from tandem.envs.coding.enum_value import enum_table
 from tandem.envs.coding.expected_sides import eligible, marked
 from tandem.envs.coding.exposure import Exposure, analyse
 from tandem.envs.coding.instrument import Candidate, find_sites, rewrite
@@ -97,11 +99,12 @@ def split_files(testbed: Path, test_files: list[str], tests: tuple[str, ...] = (
     (tandem.envs.coding.params: the task ids' aliases, and the sites whose expectations the host holds);
     site numbers are unique across files."""
     sources, candidates, aliases, held, k = {}, {}, {}, {}, 0
+    enums = functools.cache(lambda: enum_table(testbed))
     for rel in test_files:
         path = testbed / rel
         if path.suffix != ".py" or path.is_symlink() or not path.is_file():
             continue
-        hidden = hide(path.read_text(errors="surrogateescape"), rel, tests)
+        hidden = hide(path.read_text(errors="surrogateescape"), rel, tests, enums)
         found = find_sites(hidden.source, rel, k)
         if found is None:
             continue

@@ -11,11 +11,13 @@ hide() takes that column out of the graded copy (each value None) and names the 
 to the task's. `sub(a, b) == want` is then a reference site whose values the host holds per
 case (tandem.envs.coding.checks.Reference, held=True): no sandbox run computes them.
 
-Only what can be done exactly is hidden: one parametrize decorator of constant rows, no
-`ids=`, pytest's own ids computed here the way pytest 7-9 computes them (numbers, None, bools
-and printable ASCII strings as themselves, anything else as argname + index) and unique, every
-task id of the function among them, and the column used only as the expected side of `==`
-checks. Anything else is left as written (and refused if that is all a hidden test has).
+Only what can be done exactly is hidden: one parametrize decorator of constant rows (plain
+data, nested tuples and lists included; a `Cls.MEMBER` in an expected column is held as an
+EnumMember, tandem.envs.coding.enum_value), no `ids=`, pytest's own ids computed here the way
+pytest 7-9 computes them (numbers, None, bools and printable ASCII strings as themselves, a plain
+Enum member as `Cls.MEMBER`, containers as argname + the row's index) and unique, every task id
+of the function among them (an IntEnum member, whose id is its int, fails this and stays), and
+the column used only as the expected side of `==` checks. Anything else is left as written (and refused if that is all a hidden test has).
 """
 
 from __future__ import annotations
@@ -23,9 +25,10 @@ from __future__ import annotations
 import ast
 import io
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
-from tandem.envs.coding.checks import constant, parse
+from tandem.envs.coding.checks import NotConstant, constant, parse
+from tandem.envs.coding.enum_value import EnumMember
 
 _UNITTEST_EQ = {"assertEqual", "assertEquals"}
 
@@ -41,8 +44,9 @@ class Hidden:
     """(first line, last line of the test function, column name) -> graded node id -> expected value."""
 
 
-def hide(source: str, rel: str, task_tests: tuple[str, ...]) -> Hidden:
-    """`source` with its parametrized expectations taken out (unchanged when there are none)."""
+def hide(source: str, rel: str, task_tests: tuple[str, ...], enums: Callable[[], dict] = dict) -> Hidden:
+    """`source` with its parametrized expectations taken out (unchanged when there are none); `enums()`:
+    the repository's enums (enum_value.enum_table), asked for only where a row names a `Cls.MEMBER`."""
     try:
         tree = parse(source)
     except (SyntaxError, ValueError):
@@ -50,7 +54,7 @@ def hide(source: str, rel: str, task_tests: tuple[str, ...]) -> Hidden:
     out = Hidden(source)
     edits: list[tuple[ast.expr, str]] = []
     for qual, func in _test_functions(tree):
-        found = _hideable(func, f"{rel}::{qual}", task_tests)
+        found = _hideable(func, f"{rel}::{qual}", task_tests, enums)
         if found is None:
             continue
         argvalues, text, aliases, expected = found
@@ -71,22 +75,25 @@ def _test_functions(tree: ast.Module):
                     yield f"{node.name}::{sub.name}", sub
 
 
-def _hideable(func, node_prefix: str, task_tests: tuple[str, ...]):
+def _hideable(func, node_prefix: str, task_tests: tuple[str, ...], enums: Callable[[], dict]):
     marks = [d for d in func.decorator_list if isinstance(d, ast.Call) and _is_parametrize(d.func)]
     if len(marks) != 1 or len(marks[0].args) != 2 or marks[0].keywords:
         return None
     try:
-        names, rows = constant(marks[0].args[0]), constant(marks[0].args[1])
+        names = constant(marks[0].args[0])
+        names = [n.strip() for n in names.split(",")] if isinstance(names, str) else list(names)
+        rows, members = _rows(marks[0].args[1], len(names) == 1, enums)
     except Exception:  # NotConstant (pytest.param, a name), or a fold that fails
         return None
-    names = [n.strip() for n in names.split(",")] if isinstance(names, str) else list(names)
     if not rows or not isinstance(rows, list) or not all(isinstance(n, str) and n for n in names):
         return None
     rows = [row if len(names) > 1 else (row,) for row in rows]
     if any(not isinstance(row, tuple) or len(row) != len(names) for row in rows):
         return None
     columns = [i for i, name in enumerate(names) if _only_expected(func, name)]
-    ids = [_pytest_id(row, names) for row in rows]
+    if members - set(columns):
+        return None  # an enum member as an input: the graded copy needs it as written
+    ids = [_pytest_id(row, names, n) for n, row in enumerate(rows)]
     if not columns or None in ids or len(set(ids)) != len(ids):
         return None
     originals = [f"{node_prefix}[{i}]" for i in ids]
@@ -129,19 +136,49 @@ def _only_expected(func, name: str) -> bool:
     return used > 0
 
 
-def _pytest_id(row: tuple, names: list[str]) -> str | None:
-    """pytest's id of one case (None where pytest's own spelling is not certain here)."""
+def _pytest_id(row: tuple, names: list[str], index: int) -> str | None:
+    """pytest's id of case `index` (None where pytest's own spelling is not certain here)."""
     parts = []
     for value, name in zip(row, names):
         if isinstance(value, str):
-            if not value or not (value.isascii() and value.isprintable()) or "\\" in value:
+            if not (value.isascii() and value.isprintable()) or "\\" in value:
                 return None
             parts.append(value)
         elif value is None or isinstance(value, (bool, int, float, complex)):
             parts.append(str(value))
+        elif isinstance(value, EnumMember):
+            parts.append(repr(value))  # a plain Enum's str(); an IntEnum's differs and fails the id check
+        elif type(value) in (tuple, list, dict, set, frozenset):
+            parts.append(f"{name}{index}")  # pytest names a container by argname + the row's index
         else:
-            return None  # argname + index: only where that row's index is known to pytest the same way
+            return None
     return "-".join(parts)
+
+
+def _rows(node: ast.expr, single: bool, enums: Callable[[], dict]) -> tuple[list, set[int]]:
+    """(the rows' values, the columns naming an enum member): constants, and `Cls.MEMBER` of an enum the
+    repository defines held as the host judges it (enum_value: never imported here)."""
+    try:
+        return constant(node), set()
+    except NotConstant:
+        if not isinstance(node, (ast.List, ast.Tuple)):
+            raise
+    rows = [(e,) if single else e.elts if isinstance(e, ast.Tuple) else None for e in node.elts]
+    if any(row is None for row in rows):
+        raise NotConstant("a row that is no tuple")
+    table = enums()
+    values = [tuple(_value(v, table) for v in row) for row in rows]
+    members = {i for row in rows for i, v in enumerate(row) if isinstance(v, ast.Attribute)}
+    return [v[0] for v in values] if single else values, members
+
+
+def _value(node: ast.expr, enums: dict) -> Any:
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+        plain, members = enums.get(node.value.id, (True, {}))
+        if node.attr not in members:
+            raise NotConstant(f"{node.value.id}.{node.attr}: no enum member the repository defines")
+        return EnumMember(node.value.id, node.attr) if plain else members[node.attr]
+    return constant(node)
 
 
 def end_of(node: ast.stmt | ast.expr) -> tuple[int, int]:

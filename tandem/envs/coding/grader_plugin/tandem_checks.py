@@ -12,7 +12,8 @@ produce the right values, which is what a fix does.
 Encoding (JSON): None, bool, int, float (NaN and infinities as JSON's extensions), str and
 list are themselves; {"t": [...]} tuple, {"s": [...]} set, {"f": [...]} frozenset,
 {"d": [[k, v], ...]} dict, {"y": latin-1 text} bytes, {"c": [re, im]} complex, {"q": [num,
-den]} an exact rational (fractions.Fraction, a finite decimal.Decimal). A subclass of these
+den]} an exact rational (fractions.Fraction, a finite decimal.Decimal), {"e": [class name, member
+name]} a member of a plain Enum (tandem.envs.coding.enum_value). A subclass of these
 (a namedtuple, OrderedDict, Counter, IntEnum, StrEnum, numpy.float64) is written as its
 base value, and a numpy scalar as its .item(): the original assert compares them as such
 values; so are the standard types `==` compares as one of them (UserList, UserDict, UserString, a
@@ -93,7 +94,21 @@ def _encode_other(value, depth: int, budget: _Budget):
             plain = None
         if plain is not None:
             return encode(plain[0], depth + 1, budget)
+        member = _enum_member(value)
+        if member is not None:
+            return member
     return {"o": f"{kind.__module__}.{kind.__qualname__}"[:200]}
+
+
+def _enum_member(value):
+    """{"e": [class name, member name]} for a member of a plain Enum that keeps Enum's identity `==`
+    (IntEnum / StrEnum members are int / str subclasses, written as their base value above)."""
+    enum = sys.modules.get("enum")
+    kind = type(value)
+    if enum is None or not isinstance(value, enum.Enum) or kind.__eq__ is not enum.Enum.__eq__:
+        return None
+    name = getattr(value, "_name_", None)
+    return {"e": [str(kind.__name__), name]} if type(name) is str else None
 
 
 def _compares_as(value):
