@@ -173,6 +173,9 @@ def test_tuple_list_and_enum_columns_leave_the_graded_copy(tmp_path):
     values = {v for column in hidden.expected.values() for v in map(repr, column.values())}
     assert {"Shape.LINE", "30", "(1, 9)", "[[1, 2], [2, 4]]"} <= values
     assert EnumMember("Shape", "LINE") != "line" and EnumMember("Shape", "LINE") != EnumMember("Level", "LINE")
+    # an enum member as an input: the graded copy calls with the member itself, so the table stays as written
+    as_input = TESTS.replace('[(5, Level.LOW), (50, Level.MID)', '[(Level.HIGH, Level.LOW), (50, Level.MID)')
+    assert "(Level.HIGH, Level.LOW)" in hide(as_input, "tests/test_pkg.py", (), lambda: enum_table(tmp_path)).source
     # an enum the repository does not define (so its `==` is unknown here): the table stays as written
     assert "Shape.LINE" in hide(TESTS, "tests/test_pkg.py", tuple(F2P + P2P), dict).source
 
