@@ -1,21 +1,17 @@
 """Hidden checks judged on the host: the expectation never enters the graded process.
 
-A *site* is one check of a graded test file that tandem.envs.coding.instrument split in two: the
-sandbox computes `<actual>` and writes its value as plain data (grader_plugin/tandem_checks);
-the host keeps the operator and the expected value, decodes what came back and compares
-here. A forger that controls the whole test process can write any value it likes, so to
-pass a site it has to write the right one without ever seeing it: what a fix computes.
+A *site* is one check of a graded test file that tandem.envs.coding.instrument split in two: the sandbox computes
+`<actual>` and writes its value as plain data (grader_plugin/tandem_checks); the host keeps the operator and the
+expected value, decodes what came back and compares here. A forger that controls the whole test process can write any
+value it likes, so to pass a site it has to write the right one without ever seeing it: what a fix computes.
 
-Some expectations can be guessed without the fix, and a site built on one proves little:
-a yes/no answer, None, zero or an empty value, a value written anywhere in the sandbox's
-copy of the graded files, a comparison that almost anything satisfies (`!=`, `<`), an
-exception's type. `Site.strong_against` says whether a site is beyond such guesses;
-tandem.envs.coding.exposure adds the ways the sandbox can compute or verify a value without the fix,
-and a hidden test is graded by the host only when the bug fails at least one site that is
-beyond both (tandem.envs.coding.grading_plan).
-
-`Site.source` never holds an expectation: it is the check as the sandbox's copy has it
-(what it computes), for reasons that leave the host's judging code (reward_info, logs).
+Some expectations can be guessed without the fix, and a site built on one proves little: a yes/no answer, None, zero
+or an empty value, a value written anywhere in the sandbox's copy of the graded files, a comparison that almost
+anything satisfies (`!=`, `<`), an exception's type. `Site.strong_against` says whether a site is beyond such guesses;
+tandem.envs.coding.exposure adds the ways the sandbox can compute or verify a value without the fix, and a hidden test
+is graded by the host only when the bug fails at least one site that is beyond both (tandem.envs.coding.grading_plan).
+`Site.source` never holds an expectation: it is the check as the sandbox's copy has it (what it computes), for reasons
+that leave the host's judging code (reward_info, logs).
 """
 
 from __future__ import annotations
@@ -261,7 +257,7 @@ def decode(data: Any, depth: int = 0) -> Any:
     if tag == "y" and type(body) is str:
         return body.encode("latin-1")
     if tag == "e" and type(body) is list and len(body) == 2 and all(type(x) is str for x in body):
-        return EnumMember(body[0], body[1])
+        return EnumMember(*body)  # a plain Enum member: (class name, member name), tandem.envs.coding.enum_value
     if tag == "c" and type(body) is list and len(body) == 2:
         return complex(float(body[0]), float(body[1]))
     if tag == "q":  # an exact rational (Fraction, finite Decimal): compared as Python compares them
