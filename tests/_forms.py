@@ -128,7 +128,7 @@ FORMS = {  # name: (test file text, F2P ids relative to the file, "graded" or th
         @pytest.mark.parametrize("spec, want", [("2x3 0x5", [6]), ("0x1 1x1", [1])])
         def test_table(spec, want):
             assert [r.area() for r in sizes(spec.split())] == want
-        ''', ["test_table[2x3 0x5-want0]", "test_table[0x1 1x1-want1]"], "a value the test holds in a variable"),
+        ''', ["test_table[2x3 0x5-want0]", "test_table[0x1 1x1-want1]"], "graded"),  # a list column: host-held
     "raises_only": ('''
         import pytest
 
