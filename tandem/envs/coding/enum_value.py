@@ -48,9 +48,9 @@ def enum_table(root: Path) -> dict[str, tuple[bool, dict[str, Any]]]:
         except (SyntaxError, ValueError):
             continue
         for node in ast.walk(tree):
-            found = _enum_class(node) if isinstance(node, ast.ClassDef) else None
-            if found is not None:
-                table[node.name] = found if table.get(node.name, found) == found else None
+            if not isinstance(node, ast.ClassDef) or (found := _enum_class(node)) is None:
+                continue
+            table[node.name] = found if table.get(node.name, found) == found else None
     return {name: entry for name, entry in table.items() if entry is not None}
 
 

@@ -163,9 +163,14 @@ def _rows(node: ast.expr, single: bool, enums: Callable[[], dict]) -> tuple[list
     except NotConstant:
         if not isinstance(node, (ast.List, ast.Tuple)):
             raise
-    rows = [(e,) if single else e.elts if isinstance(e, ast.Tuple) else None for e in node.elts]
-    if any(row is None for row in rows):
-        raise NotConstant("a row that is no tuple")
+    rows: list[list[ast.expr]] = []
+    for e in node.elts:
+        if single:
+            rows.append([e])
+        elif isinstance(e, ast.Tuple):
+            rows.append(list(e.elts))
+        else:
+            raise NotConstant("a row that is no tuple")
     table = enums()
     values = [tuple(_value(v, table) for v in row) for row in rows]
     members = {i for row in rows for i, v in enumerate(row) if isinstance(v, ast.Attribute)}
