@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 # each feature's mutants in its own module; scripts/ is on the path of `python scripts/mutate.py`
+from mutants_baseline import BASELINE
 from mutants_eval import EVAL
 from mutants_expected_sides import EXPECTED_SIDES
 from mutants_first_hour import FIRST_HOUR
@@ -275,8 +276,9 @@ CORE = [  # one or more mutants per core guarantee, each guarded by a fast, hand
   P + "test_admission_rule_by_hand"),
  ("sync mode keeps a leftover running", "tandem/orchestrator/producer.py", "        if self.staleness == 0:" + NL + "            return True",
   "        if self.staleness == 0:" + NL + "            return False", P + "test_sync_oversampling_keeps_the_first_to_finish"),
- ("advantages ignore use_std_norm", "tandem/orchestrator/loop.py", "prepare_step(batch.samples, cfg.rollout, cfg.trainer.loss.use_std_norm)",
-  "prepare_step(batch.samples, cfg.rollout, True)", "tests/test_loop.py::test_the_loop_gives_each_group_its_own_advantages_as_configured"),
+ ("advantages ignore use_std_norm", "tandem/orchestrator/loop.py",
+  "prepare_step(batch.samples, cfg.rollout, loss.use_std_norm, loss.advantage_baseline)",
+  "prepare_step(batch.samples, cfg.rollout, True, loss.advantage_baseline)", "tests/test_loop.py::test_the_loop_gives_each_group_its_own_advantages_as_configured"),
  ("one group id per step", "tandem/orchestrator/producer.py", "s.group_id, s.prompt_index = seq, ", "s.group_id, s.prompt_index = 0, ",
   P + "test_every_group_of_a_step_has_its_own_group_id"),
  ("publish: a version deleted while listed", "tandem/weights/publish.py",
@@ -319,7 +321,7 @@ CORE = [  # one or more mutants per core guarantee, each guarded by a fast, hand
   'return _on_off_flag("--enable-memory-saver", "run.colocate") if cfg.colocated else []',
   'return _on_off_flag("--enable-memory-saver", "run.colocate")', "tests/test_colocation.py::test_sglang_gets_the_memory_saver_only_when_colocated"),
 ]
-SETS = {"defences": DEFENCES, "suite": SUITE, "core": CORE, "memory": MEMORY, "moe": MOE, "tests3": TESTS3, "first_hour": FIRST_HOUR, "reward": REWARD, "load": LOAD, "eval": EVAL, "harness": HARNESS, "sglang": SGLANG, "signal": SIGNAL, "reload": RELOAD, "reward_fixes": REWARD_FIXES, "types": TYPES, "typed2": TYPED2, "expected_sides": EXPECTED_SIDES, "guesses": GUESSES, "params2": PARAMS2}
+SETS = {"defences": DEFENCES, "suite": SUITE, "core": CORE, "memory": MEMORY, "moe": MOE, "tests3": TESTS3, "first_hour": FIRST_HOUR, "reward": REWARD, "load": LOAD, "eval": EVAL, "harness": HARNESS, "sglang": SGLANG, "signal": SIGNAL, "reload": RELOAD, "reward_fixes": REWARD_FIXES, "types": TYPES, "typed2": TYPED2, "expected_sides": EXPECTED_SIDES, "guesses": GUESSES, "params2": PARAMS2, "baseline": BASELINE}
 OUTCOME = {0: "MISSED", 1: "CAUGHT"}
 """pytest's exit codes: 0 all passed (the mutant lived), 1 tests failed (caught). Anything else
 (2 interrupted, 3 internal error, 4 usage error such as a test that does not exist, 5 no tests

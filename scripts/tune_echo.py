@@ -106,7 +106,7 @@ def run(lr: float, seed: int, steps: int, target: float, threads: int, overrides
             batch_rows = rng.sample(rows, cfg.rollout.prompts_per_step)
             queue.append(rollout(trainer, tok, batch_rows, cfg, digit_credit))
         samples = queue.pop(0)
-        assign_advantages(samples, cfg.trainer.loss.use_std_norm)
+        assign_advantages(samples, cfg.trainer.loss.use_std_norm, baseline=cfg.trainer.loss.advantage_baseline)
         reward = sum(s.reward_info["true_reward"] for s in samples) / len(samples)  # the unshaped echo reward
         m = trainer.train_step(samples)
         history.append(reward)

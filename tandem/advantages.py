@@ -1,4 +1,4 @@
-"""GRPO advantages: each sample's reward against its group's (slime's definition).
+"""GRPO advantages: each sample's reward against its group's (slime's definition), or against the batch's.
 
 r' = r - mean_g(r); r'' = r' / (std_g(r') + eps), unbiased std; the std step is skipped when disabled
 or when a group has a single sample. Pure tensor code, like tandem.losses, which every trainer shares.
@@ -50,10 +50,12 @@ def grpo_advantages(
     return out.to(torch.float32)
 
 
-def assign_advantages(samples: "Iterable[Sample]", use_std_norm: bool = True, eps: float = 1e-6) -> None:
+def assign_advantages(samples: "Iterable[Sample]", use_std_norm: bool = True, eps: float = 1e-6,
+                      baseline: str = "group") -> None:
     """Fill `sample.advantage` in place, grouping samples by `sample.group_id`. Samples of one group that
     share `metadata["trajectory"]` are segments of one trajectory (an outside harness that rewrote its
-    history, tandem.harness): it counts once in its group's statistics and every segment gets its advantage."""
+    history, tandem.harness): it counts once in its group's statistics and every segment gets its advantage.
+    baseline = "batch" (trainer.loss.advantage_baseline) centres (and scales) over all trajectories at once."""
     samples = list(samples)
     if not samples:
         return
@@ -63,6 +65,10 @@ def assign_advantages(samples: "Iterable[Sample]", use_std_norm: bool = True, ep
     firsts = sorted(set(index))
     rewards = torch.tensor([float(samples[i].reward) for i in firsts], dtype=torch.float64)
     groups = torch.tensor([int(samples[i].group_id) for i in firsts], dtype=torch.long)
+    if baseline == "batch":  # one statistics group; trajectories are still told apart by their group above
+        groups = torch.zeros_like(groups)
+    elif baseline != "group":
+        raise ValueError(f"advantage baseline must be 'group' or 'batch', not {baseline!r}")
     adv = dict(zip(firsts, grpo_advantages(rewards, use_std_norm=use_std_norm, eps=eps, group_ids=groups).tolist()))
     for s, i in zip(samples, index):
         s.advantage = float(adv[i])

@@ -95,6 +95,20 @@ def test_the_loop_gives_each_group_its_own_advantages_as_configured(tmp_path, ca
     assert "step 1/1" in capsys.readouterr().out
 
 
+def test_the_loop_centres_on_the_batch_when_configured(tmp_path):
+    """trainer.loss.advantage_baseline = "batch": group 1 [1, 0, 0, 0] and group 2 [1, 1, 0, 0] share one
+    mean, 3 / 8 = 0.375 -> [0.625, -0.375 x 3, 0.625 x 2, -0.375 x 2]. With the std step: the centred
+    squares sum to 3 * 0.390625 + 5 * 0.140625 = 1.875, unbiased std sqrt(1.875 / 7) = 0.517549 ->
+    0.625 / 0.517549 = 1.207615 and -0.375 / 0.517549 = -0.724569."""
+    batch = group(1, [1, 0, 0, 0]) + group(2, [1, 1, 0, 0])
+    plain = [s.advantage for s in run(tmp_path / "a", [batch], advantage_baseline="batch", use_std_norm=False).given[0]]
+    assert plain == pytest.approx([0.625, -0.375, -0.375, -0.375, 0.625, 0.625, -0.375, -0.375], abs=1e-6)
+    batch = group(1, [1, 0, 0, 0]) + group(2, [1, 1, 0, 0])
+    normed = [s.advantage for s in run(tmp_path / "b", [batch], advantage_baseline="batch").given[0]]
+    up, down = 1.207615, -0.724569
+    assert normed == pytest.approx([up, down, down, down, up, up, down, down], abs=1e-5)
+
+
 def test_the_loop_stops_before_training_a_step_whose_every_reward_failed(tmp_path):
     from tandem.orchestrator.failures import RunStopped
 

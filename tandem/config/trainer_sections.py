@@ -23,7 +23,9 @@ class LossConfig(Section):
     dual_clip_c: float | None = Field(None, gt=1.0)
     """Dual-clip constant c > 1 for negative advantages; None disables it."""
     use_std_norm: bool = True
-    """GRPO: divide group-centred rewards by the group std (turned off automatically when G = 1)."""
+    """GRPO: divide group-centred rewards by the group std (turned off automatically when G = 1); with advantage_baseline = "batch", by the batch std."""
+    advantage_baseline: Literal["group", "batch"] = "group"
+    """What each reward is measured against: group = its group's mean (GRPO); batch = the mean over every kept trajectory of the step, and with use_std_norm its std (REINFORCE with a batch baseline: the global-batch normalization of REINFORCE++, OpenRLHF's advantage_estimator = "reinforce", verl's reinforce_plus_plus). A group whose rewards are all equal gets advantage 0 under group, so once a policy acts the same on every sample of each prompt no step has a gradient left (configs/counter.toml fell into this); under batch such a group still scores above or below the other prompts. Batch makes prompts of different difficulty carry signed advantages of their own, and leaves zero-variance groups a signal (so rollout.signal.dynamic_sampling drops groups that would still teach)."""
     kl_coef: float = Field(0.0, ge=0.0)
     """Weight of the KL penalty to the frozen reference model; 0 disables the reference."""
     kl_estimator: Literal["k1", "k2", "k3"] = "k3"

@@ -108,7 +108,8 @@ async def take_step(run: Run, step: int, guard: FailureGuard) -> tuple[StepBatch
     counts = guard.observe(step + 1, batch)
     reason = guard.stop_reason(step + 1, counts)
     if not reason:  # advantages, and which samples carry a signal (tandem.orchestrator.signal)
-        batch.stats.update(prepare_step(batch.samples, cfg.rollout, cfg.trainer.loss.use_std_norm))
+        loss = cfg.trainer.loss
+        batch.stats.update(prepare_step(batch.samples, cfg.rollout, loss.use_std_norm, loss.advantage_baseline))
         if batch.samples and not trained(batch.samples):
             reason = f"no sample of step {step + 1} is left to train: failed rewards left no group two valid samples"
     if reason:

@@ -10,8 +10,9 @@ Between the producer's batch and the trainer (tandem.orchestrator.loop), in this
    reward_failed) is a grader's failure, not a wrong answer: it gets no loss weight, and its
    group's statistics are taken over the valid samples only. A group that failures left with
    fewer than two valid samples has nothing to compare against and gets no loss weight at all.
-3. GRPO advantages (tandem.advantages.assign_advantages) over the valid samples of each kept group;
-   every excluded sample gets advantage 0.
+3. GRPO advantages (tandem.advantages.assign_advantages) over the valid samples of each kept group
+   (or, with trainer.loss.advantage_baseline = "batch", over all of them at once); every excluded
+   sample gets advantage 0.
 4. rollout.signal.overlong = "mask": a truncated sample (finish_reason "length") gets no loss
    weight; its reward still counts in its group's statistics (DAPO's overlong filtering masks
    the loss, not the grade).
@@ -57,7 +58,8 @@ def zero_variance(samples: list[Sample], signal: Any, max_tokens: int) -> bool:
     return len(rewards) == 1 and sum(not reward_failed(s) for s in samples) >= 2
 
 
-def prepare_step(samples: list[Sample], rollout_cfg: Any, use_std_norm: bool) -> dict[str, float]:
+def prepare_step(samples: list[Sample], rollout_cfg: Any, use_std_norm: bool,
+                 baseline: str = "group") -> dict[str, float]:
     """Shape rewards, exclude what carries no signal and fill `advantage` in place (module docstring).
     Returns the step's counts for metrics.jsonl."""
     signal, max_tokens = rollout_cfg.signal, rollout_cfg.sampling.max_new_tokens
@@ -82,7 +84,7 @@ def prepare_step(samples: list[Sample], rollout_cfg: Any, use_std_norm: bool) ->
                 s.excluded = GROUP_FAILED
         else:
             valid += ok
-    assign_advantages(valid, use_std_norm)  # a harness trajectory's segments count once in their group
+    assign_advantages(valid, use_std_norm, baseline=baseline)  # a harness trajectory's segments count once
     masked = 0
     if signal.overlong == "mask":
         for s in valid:
