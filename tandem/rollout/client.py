@@ -262,7 +262,7 @@ class EngineClient:
             if (seed := REQUEST_SEED.get()) is not None:
                 _seed_request(payload, seed)
             try:
-                out, adapter_version = await self._post_with_retry(payload, routing_key, post or self._post)
+                out, adapter_version = await self._post_with_retry(payload, routing_key, post)
             finally:
                 self.load.add(-requests, -tokens)
                 self.in_flight -= 1
@@ -299,6 +299,7 @@ class EngineClient:
                                post: Post | None = None) -> tuple[dict, int | None]:
         """(answer, the version of the LoRA adapter it ran on, or None without one). Each attempt
         names the adapter current when it is sent: a retry never asks for one unloaded meanwhile."""
+        post = post or self._post
         last: Exception | None = None
         headers = {ROUTING_KEY_HEADER: routing_key} if routing_key else None
         attempt, fleet_down_since = 0, None
@@ -307,7 +308,7 @@ class EngineClient:
             if self.adapter is not None:
                 payload["lora_path"], adapter_version = self.adapter, self.weight_version
             try:
-                status, body = await (post or self._post)(payload, headers)
+                status, body = await post(payload, headers)
                 if status == 200:
                     return body, adapter_version
                 last = GenerationError(f"/generate answered HTTP {status}: {str(body)[:300]}")
