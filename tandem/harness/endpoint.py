@@ -29,7 +29,7 @@ from aiohttp import web
 from tandem.env.parsers import ParsedReply
 from tandem.harness.capture import (CapturedCall, ChatPrompts, chat_prompt, completion_prompt, normalised,
                                     template_message, tools_key)
-from tandem.harness.streaming import WRITER, ChoiceStream, StreamedAnswer
+from tandem.harness.streaming import WRITER, ChoiceStream, StreamedAnswer, chat_logprobs
 from tandem.rollout.client import (GROUP_PROGRESS, REQUEST_PRIORITY, REQUEST_SEED, GenerationError, RolloutAborted,
                                    trajectory_seed)
 from tandem.rollout.single_turn import read_output
@@ -254,7 +254,7 @@ class HarnessEndpoint:
             normalised(message), [template_message(m) for m in messages], tools_key(tools), finished_on=finished_on,
             choice=index))
         reason = "tool_calls" if tool_calls and finish == "stop" else (finish or "stop")
-        logprobs = self._logprobs(ids, lps) if body.get("logprobs") else None
+        logprobs = chat_logprobs(self.tok, ids, lps) if body.get("logprobs") else None
         return {"index": index, "message": message, "logprobs": logprobs, "finish_reason": reason}
 
     async def _completion_call(self, request: web.Request, traj: Trajectory, body: dict) -> web.StreamResponse:
@@ -280,13 +280,6 @@ class HarnessEndpoint:
         if stream is not None:
             return await stream.end(outs, choices, usage)
         return web.json_response({**head, "object": "text_completion", "choices": choices, "usage": usage})
-
-    def _logprobs(self, ids: list[int], lps: list[float]) -> dict:
-        content = []
-        for i, lp in zip(ids, lps):
-            t = self.tok.decode([i])
-            content.append({"token": t, "logprob": lp, "bytes": list(t.encode("utf-8")), "top_logprobs": []})
-        return {"content": content}
 
 
 def _head(prefix: str, body: dict) -> dict:

@@ -55,6 +55,15 @@ class SSEWriter:
         return resp
 
 
+def chat_logprobs(tok: Any, ids: list[int], lps: list[float]) -> dict:
+    """A chat completion's `logprobs` for these tokens, in OpenAI's format (a whole reply or one delta)."""
+    content = []
+    for i, lp in zip(ids, lps):
+        t = tok.decode([i])
+        content.append({"token": t, "logprob": lp, "bytes": list(t.encode("utf-8")), "top_logprobs": []})
+    return {"content": content}
+
+
 WRITER = web.RequestKey("tandem_sse_writer", SSEWriter)
 """Where a streamed call's writer sits on its aiohttp request (the error path looks for it there)."""
 
@@ -112,13 +121,7 @@ class StreamedAnswer:
 
     def _logprobs(self, text_before: str, ids: list[int], lps: list[float]) -> dict | None:
         if self.chat:
-            if not self.body.get("logprobs"):
-                return None
-            content = []
-            for i, lp in zip(ids, lps):
-                t = self.tok.decode([i])
-                content.append({"token": t, "logprob": lp, "bytes": list(t.encode("utf-8")), "top_logprobs": []})
-            return {"content": content}
+            return chat_logprobs(self.tok, ids, lps) if self.body.get("logprobs") else None
         if self.body.get("logprobs") is None:
             return None
         tokens = [self.tok.decode([i]) for i in ids]
