@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -54,7 +55,10 @@ def held_frame(session: str, run_dir: Path) -> list[str] | None:
     captured once with wrapped lines joined: a line that wrapped is longer than the terminal."""
     screen = tmux_screen(session, joined=True)
     done = (run_dir / "metrics.jsonl").exists() and metrics(run_dir)
-    return frame_of(screen) if done and any("rolling out" in line for line in screen) else None
+    frame = frame_of(screen)
+    # the metrics row is written before the view redraws: a frame still drawing step 1 is not yet held
+    rolling = [int(m.group(1)) for line in frame if (m := re.match(r"step (\d+): rolling out", line))]
+    return frame if done and rolling and rolling[0] >= 2 else None
 
 
 def frame_of(screen: list[str]) -> list[str]:
