@@ -179,3 +179,30 @@ def test_a_train_result_crosses_the_file_as_it_was_written(tmp_path):
     assert sent.sync_metrics() == {"publish_bytes": 123, "changed_fraction": 0.1, "encode_time": 0.2, "upload_time": 0.0}
     step_metrics = {"loss": 1.0, "routing_agreement": 0.5, "routing_recorded_tokens": 3.0}  # a backend's train_step
     assert RoutingAgreement.take(step_metrics) == RoutingAgreement(3.0, 0.5) and step_metrics == {"loss": 1.0}
+
+
+def test_a_sigterm_whose_exception_python_dropped_still_stops_the_run_at_the_next_step(tmp_path, monkeypatch):
+    """The SIGTERM handler's Stop raised inside a weakref callback is dropped by Python ("Exception ignored");
+    the request it recorded stops the loop before step 2 starts, so step 2's batch is never trained."""
+    import weakref
+
+    from tandem.orchestrator import stop_signal
+
+    monkeypatch.setattr(stop_signal, "_requested", [])
+
+    class Signalled(Trainer):
+        async def result(self, step):
+            class Target:
+                pass
+            target = Target()
+            ref = weakref.ref(target, lambda _ref: stop_signal.on_sigterm(15, None))
+            del target  # the callback runs here and its Stop is dropped
+            assert ref() is None and stop_signal._requested == [15]
+            return await super().result(step)
+
+    cfg = build_config({"run": {"steps": 3}, "checkpoint": {"interval": 0}})
+    trainer = Signalled()
+    batches = [group(1, [1, 0]), group(1, [0, 1]), group(1, [1, 1])]
+    with pytest.raises(stop_signal.Stop):
+        asyncio.run(run_loop(loop_run(cfg, tmp_path, Producer(batches), trainer, Fleet())))
+    assert sorted(trainer.given) == [0]

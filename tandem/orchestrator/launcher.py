@@ -16,7 +16,8 @@ from typing import Callable
 from tandem import registry
 from tandem.config import ConfigError, TandemConfig, load_config
 from tandem.auth import MissingApiKey, api_key_from_env
-from tandem.orchestrator import exit_status, preflight, run_state, train_command
+from tandem.orchestrator import exit_status, preflight, run_state, stop_signal, train_command
+from tandem.orchestrator.stop_signal import Stop
 from tandem.placement import resolve_colocation, visible_gpu_count, visible_gpu_memory_bytes
 from tandem.orchestrator.hooks import NO_HOOKS, RunHooks
 from tandem.supervisor import Supervisor
@@ -59,14 +60,6 @@ def absolutize_paths(cfg: TandemConfig) -> None:
             args[key] = resolve(value)
     if cfg.model.path != "tiny" and (Path.cwd() / cfg.model.path).exists():
         cfg.model.path = str((Path.cwd() / cfg.model.path).resolve())
-
-
-class Stop(KeyboardInterrupt):
-    """SIGTERM: stop like Ctrl-C, and exit 128 + SIGTERM as a scheduler (k8s, SLURM) expects."""
-
-
-def _raise_stop(signum, frame):
-    raise Stop(f"signal {signum}")
 
 
 def split_launcher_options(argv: list[str]) -> tuple[str | None, bool, list[str]]:
@@ -179,7 +172,7 @@ def main(argv: list[str] | None = None, hooks: RunHooks = NO_HOOKS) -> int:
     stopped itself, 130/143 Ctrl-C/SIGTERM."""
     # SIGINT keeps the disposition the launcher inherited: started under nohup or as a script's
     # background job, the user asked for it to be ignored.
-    signal.signal(signal.SIGTERM, _raise_stop)
+    stop_signal.install()
     run_dir = None
     try:
         resumed, overwrite, rest = split_launcher_options(list(sys.argv[1:] if argv is None else argv))

@@ -10,7 +10,7 @@ import json
 
 from tandem import checkpoint
 from tandem.handoff import TrainResult, prune_step_files
-from tandem.orchestrator import run_state
+from tandem.orchestrator import run_state, stop_signal
 from tandem.orchestrator.failures import FailureGuard, RunStopped, StepFailures
 from tandem.orchestrator.producer import RolloutsFailing, StepBatch
 from tandem.orchestrator.run import Run
@@ -29,6 +29,7 @@ async def run_loop(run: Run) -> None:
     last_result = clock()
     await run.evaluation.at_start(run.start_step, run.producer.version)  # its wait is in step 1's step_time
     for step in range(run.start_step, cfg.run.steps):
+        stop_signal.raise_if_requested()  # a SIGTERM whose exception Python dropped still stops the run
         view.set_status(f"step {step + 1}: rolling out (waiting on engines)")
         batch, failures = await take_step(run, step, guard)                                 # 1. rollout
         await hand_to_trainer(run, step, batch)
