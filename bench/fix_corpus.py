@@ -49,6 +49,8 @@ from tests._fix_corpus import Fix, apply_command, corpus  # noqa: E402
 from tests._fix_corpus_real import realistic_corpus  # noqa: E402
 from tests._swe import make_cfg, sandbox_backends  # noqa: E402
 
+GRADER_ROOT = Path(tandem.__file__).resolve().parents[1]
+"""The tree whose grader is checked; its own template cache is used (another grader may build templates otherwise)."""
 BUNDLED = ROOT / "data" / "swe_tasks" / "tasks.jsonl"
 CORPORA = {"swe_tasks": corpus, "swe_realistic": realistic_corpus}
 """Each task set's corpus, by the folder of its tasks.jsonl."""
@@ -130,7 +132,8 @@ def check(fixes: list[Fix], backends: list[str], tmp: Path, base_uid: int, task_
             break
         reset_runtime()
         runtime = get_runtime(make_cfg(tmp / backend, sandbox={"backend": backend, "pool_size": max(2, jobs),
-                                                               "base_uid": base_uid}))
+                                                               "base_uid": base_uid},
+                                       run={"cache_dir": str(GRADER_ROOT / ".cache" / "tandem")}))
         try:
             with ThreadPoolExecutor(jobs) as pool:
                 list(pool.map(lambda pairs: _grade_task(runtime, backend, pairs, diffs, tmp, task_of),
@@ -267,7 +270,7 @@ def main() -> None:
     if not args.plain_only:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps({"backends": backends, "wall_s": round(wall, 1), "tasks": str(args.tasks),
-                                        "grader": str(Path(tandem.__file__).parents[1]), "jobs": args.jobs,
+                                        "grader": str(GRADER_ROOT), "jobs": args.jobs,
                                         "load_avg": os.getloadavg(), "fixes": rows}, indent=2) + "\n")
         print(f"wrote {args.out} ({wall:.0f} s)")
     sys.exit(1 if bad else 0)
