@@ -3,6 +3,7 @@
     python bench/grading_cost.py --repeats 2                 # 8 bundled tasks, every working backend
     python bench/grading_cost.py --before-rev <rev>          # another baseline than the pre-rewrite grader
     python bench/grading_cost.py --before /path/to/old/tree --tasks 4 --per-task 1 --backends bwrap
+    python bench/grading_cost.py --ids 0 10 15 19 21 31   # these task indexes (15 routes, 19 ciphers: own checks)
     git archive HEAD | tar -x -C /tmp/before && python bench/grading_cost.py --before /tmp/before   # vs HEAD
 
 BEFORE is another checkout (default: a detached git worktree of --before-rev, by default the
@@ -248,7 +249,7 @@ def driver(args) -> None:
         raise SystemExit(f"none of the backends {args.backends} can create namespaces here")
     # spread the picks over the whole bundled set, not just its first few repositories
     count = len((before / "data" / "swe_tasks" / "tasks.jsonl").read_text().splitlines())
-    task_ids = sorted({round(i * (count - 1) / max(1, args.tasks - 1)) for i in range(args.tasks)})
+    task_ids = args.ids or sorted({round(i * (count - 1) / max(1, args.tasks - 1)) for i in range(args.tasks)})
     tmp = Path(tempfile.mkdtemp(prefix="grading-cost-"))
     trees = {"before": before, "after": AFTER}
     runs, load_start = [], os.getloadavg()
@@ -282,6 +283,7 @@ def main() -> None:
     p.add_argument("--before-rev", default=PRE_REWRITE, help="commit for the default BEFORE worktree")
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--tasks", type=int, default=8, help="bundled tasks, spread over indexes 0..31")
+    p.add_argument("--ids", type=int, nargs="+", help="these bundled task indexes instead of --tasks spread ones")
     p.add_argument("--per-task", type=int, default=3, help="timed grades per task, after one warm-up")
     p.add_argument("--backends", nargs="+", default=["bwrap", "unshare"])
     p.add_argument("--out", type=Path, default=AFTER / "bench" / "results" / "grading_cost.json")

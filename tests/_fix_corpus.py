@@ -4,7 +4,8 @@ Each fix is what a colleague might write instead of the reference fix: another a
 return type the original assert accepts, a helper in a new file, a source file in latin-1, a cache
 written beside the module. A fix is a list of edits of the agent's starting repository (the bug in
 place), applied in the agent's sandbox by one shell command, so the grader gets the diff's bytes as
-CodingEnv takes them. The fixes themselves are in tests/_fix_corpus_a.py and tests/_fix_corpus_b.py;
+CodingEnv takes them. The fixes themselves are in tests/_fix_corpus_a.py and tests/_fix_corpus_b.py
+(the bundled tasks, data/swe_tasks) and tests/_fix_corpus_real.py (the realistic set, data/swe_realistic);
 bench/fix_corpus.py runs every one under plain pytest and through the grader, and
 tests/test_fix_corpus.py runs one fix of each form.
 """
@@ -34,6 +35,10 @@ class Fix:
     ops: tuple[dict, ...]
     nth: int = 1
     """Which fix of this task and form (a task may have two of one form)."""
+    outside: str = ""
+    """Where the fix answers differently from the reference on inputs outside the hidden tests' domain (empty:
+    nowhere known): a check on fresh inputs (a differential check) could judge such a fix, so these are counted
+    apart."""
 
     @property
     def name(self) -> str:
@@ -50,23 +55,30 @@ def write(path: str, text: str) -> dict:
     return {"path": path, "write": text}
 
 
+def define(path: str, name: str, source: str) -> dict:
+    """The function (or method) `name`, the only one of that name in `path`, replaced by `source` (written at
+    column 0; indented where the old definition stood): an agent rewriting a whole function."""
+    return {"path": path, "function": name, "source": source}
+
+
 def latin1(path: str, *edits: dict) -> tuple[dict, ...]:
     """Edits of `path`, then the whole file saved in latin-1 under a coding cookie (the edits hold a non-ASCII
     character, so the file is no longer valid UTF-8)."""
-    assert any(any(ord(c) > 127 for c in e["new"]) for e in edits), "a latin-1 fix must hold a non-ASCII byte"
+    assert any(any(ord(c) > 127 for c in e.get("new", e.get("source", ""))) for e in edits), \
+        "a latin-1 fix must hold a non-ASCII byte"
     return (*edits, {"path": path, "encoding": "latin-1", "prefix": LATIN1_COOKIE})
 
 
 CORPUS: list[Fix] = []
 
 
-def fix(task: str, form: str, why: str, *ops) -> None:
+def fix(task: str, form: str, why: str, *ops, outside: str = "", into: list[Fix] = CORPUS) -> None:
     assert form in FORMS, form
     flat: list[dict] = []
     for op in ops:
         flat.extend(op if isinstance(op, tuple) else (op,))
-    nth = 1 + sum(fx.task == task and fx.form == form for fx in CORPUS)
-    CORPUS.append(Fix(task, form, why, tuple(flat), nth))
+    nth = 1 + sum(fx.task == task and fx.form == form for fx in into)
+    into.append(Fix(task, form, why, tuple(flat), nth, outside))
 
 
 APPLY = r'''
@@ -76,6 +88,16 @@ for op in json.loads(base64.b64decode(sys.argv[1])):
     if "write" in op:
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text(op["write"], encoding="utf-8")
+    elif "function" in op:
+        import ast, textwrap
+        text = p.read_text(encoding="utf-8")
+        found = [n for n in ast.walk(ast.parse(text)) if isinstance(n, ast.FunctionDef) and n.name == op["function"]]
+        if len(found) != 1:
+            sys.exit(f"{op['path']}: {len(found)} functions named {op['function']}")
+        node, lines = found[0], text.splitlines(keepends=True)
+        start = min([node.lineno] + [d.lineno for d in node.decorator_list]) - 1
+        body = textwrap.indent(textwrap.dedent(op["source"]).strip("\n") + "\n", " " * node.col_offset)
+        p.write_text("".join(lines[:start]) + body + "".join(lines[node.end_lineno:]), encoding="utf-8")
     elif "encoding" in op:
         p.write_bytes((op["prefix"] + p.read_text(encoding="utf-8")).encode(op["encoding"]))
     else:

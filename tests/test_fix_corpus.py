@@ -1,8 +1,9 @@
 """Issue 46: correct alternative fixes of the bundled tasks score 1 (a sample of the corpus in tests/_fix_corpus*.py).
 
 The whole corpus (two or more fixes per bundled task, each checked against the original hidden tests under
-plain pytest and graded on both sandbox backends) runs in `python bench/fix_corpus.py`; here one fix of each
-form runs through the real grader on one working backend, after passing the original tests itself.
+plain pytest and graded on both sandbox backends) runs in `python bench/fix_corpus.py`, the realistic set's in
+`python bench/fix_corpus.py --tasks data/swe_realistic/tasks.jsonl`; here one fix of each form runs through the
+real grader on one working backend, after passing the original tests itself, and one fix of the realistic set.
 """
 
 from __future__ import annotations
@@ -10,12 +11,30 @@ from __future__ import annotations
 import collections
 import pytest
 
+from pathlib import Path
+
 from tests._fix_corpus import FORMS, corpus
 
-SAMPLE = ("tinystats:return_type", "ciphers:latin1", "checkout:cache", "jpointer:new_module", "globmatch:algorithm")
+ROOT = Path(__file__).resolve().parents[1]
+
+SAMPLE = ("tinystats:return_type", "ciphers:latin1", "checkout:cache", "jpointer:new_module", "globmatch:algorithm",
+          "textkit/ctrl_invert_if_title_words:return_type")
 """One fix per form, chosen where the grader had to change or could go wrong: an exact Fraction where the test
 compares with a float, a latin-1 source file, a module writing a JSON file beside itself (and a new module),
-a helper in a new file, a stdlib algorithm replacing the repository's matcher."""
+a helper in a new file, a stdlib algorithm replacing the repository's matcher; and of the realistic set, a
+collections.UserString where the parametrized expectation (held on the host) is a str."""
+
+REALISTIC = ROOT / "data" / "swe_realistic" / "tasks.jsonl"
+
+
+def _fix_and_task(name: str):
+    """A corpus fix by name and its task (bundled or realistic: a realistic task's name holds a '/')."""
+    from bench.fix_corpus import BUNDLED, task_resolver
+    from tests._fix_corpus_real import realistic_corpus
+
+    fixes = corpus() + realistic_corpus()
+    fx = next(fx for fx in fixes if fx.name == name)
+    return fx, task_resolver(REALISTIC if "/" in fx.task else BUNDLED)(fx)
 
 
 def test_the_corpus_holds_two_fixes_of_every_bundled_task_and_every_form():
@@ -28,6 +47,19 @@ def test_the_corpus_holds_two_fixes_of_every_bundled_task_and_every_form():
     assert {fx.form for fx in fixes} == set(FORMS)
     assert len({fx.name for fx in fixes}) == len(fixes)  # names are unique
     assert {fx.form for fx in fixes if fx.name in SAMPLE} == set(FORMS)
+
+
+def test_the_realistic_corpus_holds_two_fixes_of_every_realistic_task_and_every_form():
+    from bench.fix_corpus import task_resolver
+    from tandem.envs.coding.swe_data import read_rows
+    from tests._fix_corpus_real import realistic_corpus
+
+    fixes, task_of = realistic_corpus(), task_resolver(REALISTIC)
+    per_task = collections.Counter(task_of(fx).instance_id for fx in fixes)  # each names exactly one task
+    assert set(per_task) == {r["instance_id"] for r in read_rows(REALISTIC)} and min(per_task.values()) >= 2
+    assert {fx.form for fx in fixes} == set(FORMS)
+    assert len({fx.name for fx in fixes}) == len(fixes)
+    assert any(fx.outside for fx in fixes) and not all(fx.outside for fx in fixes)
 
 
 def test_a_latin1_fix_is_not_utf8_and_applies_as_bytes(tmp_path):
@@ -53,16 +85,15 @@ def test_a_latin1_fix_is_not_utf8_and_applies_as_bytes(tmp_path):
 def test_a_correct_fix_of_each_form_scores_one(tmp_path, name):
     from bench.fix_corpus import plain_pytest, take_diff
     from tandem.envs.coding.grading import get_runtime, reset_runtime
-    from tests._swe import make_cfg, row_named, sandbox_backends
+    from tests._swe import make_cfg, sandbox_backends
 
     available, _ = sandbox_backends()
     if not available:
         pytest.skip("no sandbox backend can create namespaces here")
-    fx = next(fx for fx in corpus() if fx.name == name)
+    fx, task = _fix_and_task(name)
     reset_runtime()
     runtime = get_runtime(make_cfg(tmp_path, sandbox={"backend": available[0], "pool_size": 1}))
     try:
-        task = runtime.grader.task(row_named(fx.task))
         diff = take_diff(runtime, task, fx)
         plain = plain_pytest(task, diff, tmp_path / "plain")
         result = runtime.grader.grade(task, diff)
