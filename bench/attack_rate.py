@@ -41,7 +41,7 @@ def load_forgers(tree: Path | None):
     if tree is None:
         from tests import _attack_forgers
         return _attack_forgers
-    spec = importlib.util.spec_from_file_location("_attack_forgers_under_test", tree / "tests" / "_forgers.py")
+    spec = importlib.util.spec_from_file_location("_attack_forgers_under_test", tree / "tests" / "_attack_forgers.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -162,8 +162,11 @@ def grading_runtime(backend: str):
 
 
 def run_backend(backend: str, data: Path, names: list[str], specs, command, jobs: int, partial: Path,
-                sim: dict | None) -> dict:
+                sim: dict | None, answered: bool = False) -> dict:
     tasks, start = load_tasks(data, names), time.monotonic()
+    if answered and sim is not None:
+        whole = {i for spec in specs for i in sim["answered"].get(spec, [])}
+        tasks = [t for t in tasks if t.instance_id in whole]
     with grading_runtime(backend) as runtime:
         result = {"backend": backend, **battery(runtime, tasks, specs, command, jobs, partial, sim)}
     result["wall_s"] = round(time.monotonic() - start, 1)
@@ -190,6 +193,8 @@ def main() -> None:
                    "answers as the fix does (on the host, tests._attack_sim.py)")
     p.add_argument("--sim", type=Path, default=None, help="a --simulate result: grade only the forgers it finds worth "
                    "grading on each task (and ALWAYS); without it, every forger on every graded task")
+    p.add_argument("--answered", action="store_true", help="with --sim: only the tasks some forger answers whole on "
+                   "the host (the only ones a grader can be forged on, fresh rows aside)")
     p.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "attack_rate.json")
     args = p.parse_args()
     from tandem.envs.coding.sandbox.isolation import _probe
@@ -212,7 +217,7 @@ def main() -> None:
             continue
         sim = json.loads(args.sim.read_text()) if args.sim else None
         results.append(run_backend(backend, args.tasks, args.names, specs, forgers.attack_command, args.jobs,
-                                   args.out.with_suffix(f".{backend}.partial.json"), sim))
+                                   args.out.with_suffix(f".{backend}.partial.json"), sim, args.answered))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"tasks_file": str(args.tasks), "families": specs, "cpus": os.cpu_count(),
                                     "results": results}, indent=2, default=str) + "\n")
