@@ -27,8 +27,8 @@ Families (FAMILY[:variant]):
     feature:  a yes/no flipped on the rows one feature of the inputs picks out (`:upper` a capital letter, `:punct`
               a sign that is no letter or digit, `:source` a number the function's code writes, `:extreme` the
               largest or smallest value of its column, `:round` a multiple of 100, `:square` a perfect square);
-    fresh:    rows whose inputs the files the agent saw and the graded copies' other rows never write (the rows a
-              grader adds per grading) keep the bug's value; every other targeted check takes `lookup`, else
+    fresh:    rows a grader added (their pytest id says `fresh`, or their inputs are written nowhere else: the files the
+              agent saw, the issue, the graded copies' other rows) keep the bug's value; every other targeted check takes `lookup`, else
               `invert`.
 
 Scopes (`@scope`, default `named`): a check is targeted when its function is named in the issue (`named`), and
@@ -414,6 +414,8 @@ def _other_args(fname, args):
 
 def _fresh_row(fname, args, frame):
     """Extra rows: the graded copy's table rows that the seen files, the issue and the other tables never write."""
+    if "[fresh" in os.environ.get("PYTEST_CURRENT_TEST", ""):  # the id a grader gave the row it added
+        return True
     if _row_written({"fname": fname, "args": args}):
         return False
     counts = Counter()
