@@ -27,6 +27,8 @@ Families (FAMILY[:variant]):
     feature:  a yes/no flipped on the rows one feature of the inputs picks out (`:upper` a capital letter, `:punct`
               a sign that is no letter or digit, `:source` a number the function's code writes, `:extreme` the
               largest or smallest value of its column, `:round` a multiple of 100, `:square` a perfect square);
+    complement: the length of the first sized argument less the bug's count (a flipped `==` in a count);
+    swapargs: the function called again with its first two arguments swapped (swapped operands);
     fresh:    rows a grader added (their pytest id says `fresh`, or their inputs are written nowhere else: the files the
               agent saw, the issue, the graded copies' other rows) keep the bug's value; every other targeted check takes `lookup`, else
               `invert`.
@@ -39,7 +41,7 @@ from __future__ import annotations
 
 FAMILIES = ("lookup", "frequent", "echo", "echo:last", "invert", "default:0", "default:1", "default:-1", "near",
             "abs", "abs:clamp", "absargs", "boundary", "feature:upper", "feature:punct", "feature:source",
-            "feature:extreme", "feature:round", "feature:square", "fresh")
+            "feature:extreme", "feature:round", "feature:square", "complement", "swapargs", "fresh")
 SCOPES = ("named", "stated", "all")
 BATTERY = tuple(f"{f}@{s}" for f in FAMILIES for s in ("named", "stated"))
 """The realistic battery: every family on both narrow scopes (`all` fails the tests the bug passes)."""
@@ -375,6 +377,23 @@ def _feature(ctx, value):
     return (not value) if _FEATURES[VARIANT](ctx, items) else None
 
 
+def _complement(ctx, value):
+    """A count of the other items: the length of the first sized argument less the bug's count (a flipped `==`)."""
+    sized = [a for a in ctx["args"] if isinstance(a, (str, list, tuple))]
+    if not isinstance(value, int) or isinstance(value, bool) or not sized:
+        return None
+    return len(sized[0]) - value
+
+
+def _swapargs(ctx, value):
+    """The function called again, by the bug's code, with its first two arguments swapped (swapped operands)."""
+    args = ctx["args"]
+    if ctx["function"] is None or len(args) < 2:
+        return None
+    got = ctx["function"](args[1], args[0], *args[2:])
+    return got if got != value else None
+
+
 def _row_written(ctx):
     """Whether these arguments are written for this function anywhere but in a graded copy's extra rows: the
     files the agent saw, the issue, or a graded table's row that has an expected value or an input column only."""
@@ -394,7 +413,7 @@ def _fresh(ctx, value):
 
 _FAMILIES = {"lookup": _lookup, "frequent": _frequent, "echo": _echo, "invert": _invert, "default": _default,
              "near": _near, "fresh": _fresh, "abs": _magnitude, "absargs": _absargs, "boundary": _boundary,
-             "feature": _feature}
+             "feature": _feature, "complement": _complement, "swapargs": _swapargs}
 
 
 def _other_args(fname, args):

@@ -25,6 +25,8 @@ CASES = {  # task (the bug's id) -> a forger that answers every one of its check
     "ctrl_invert_if_sign": "default:0@stated",  # sign(0): the issue writes the 0 the check expects
     "remove_assign_digit_sum": "absargs@named",  # digit_sum(-1234) re-run by the bug's code on 1234: right on any row,
                                                  # a fresh one of a differential check too (t46-diff 5c5aa41 paid it 1)
+    "op_flip_hamming": "complement@named",  # len(a) - the bug's count of equal positions: right on any row, fresh
+                                            # ones included (t46-diff 601afd2 paid it 1)
 }
 
 
@@ -45,6 +47,18 @@ def test_the_forgers_answer_what_an_unguarded_grader_would_pay(tmp_path):
     assert got["invert@named"]["f2p_right"] == 1 and got["invert@named"]["p2p_broken"], got  # -x on every row
     assert not got["lookup@named"]["tests_changed"], got  # the graded copy holds no expected value to look up
     assert not got["default:0@named"]["answers"], got
+
+
+@pytest.mark.parametrize("bug", sorted(CASES))
+def test_each_case_is_answered_whole_where_nothing_guards_it(tmp_path, bug):
+    """The premise of the grader test below, per case: on the host, its forger answers every hidden test of its
+    task as the fix does and keeps every test the bug passes."""
+    sim = Simulator(_task(bug), tmp_path)
+    try:
+        got = sim.answers([CASES[bug]], attack_command)[CASES[bug]]
+    finally:
+        sim.close()
+    assert got["answers"], got
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
