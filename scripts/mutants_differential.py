@@ -26,3 +26,13 @@ DIFFERENTIAL = [
     ("a fresh row's expectation is not the reference's value", DIFF,
      "values = tuple(v for j, v in events if j == k)", "values = (None,)", GRADED),
 ]
+PLAIN = T + "test_the_tasks_own_checks_are_analysed_without_the_fresh_rows"
+DIFFERENTIAL += [
+    ("the task's own checks analysed with the fresh rows' constants", PLAN,
+     "    sources, plain, plain_aliases, _, _ = split_files(testbed, task.test_files, task.tests)",
+     "    sources, plain, plain_aliases, _, _ = split_files(testbed, task.test_files, task.tests, random.Random(0))",
+     PLAIN),
+    ("a plain split naming other cases used anyway", PLAN,
+     "    if where(plain) != where(candidates) or plain_aliases != aliases:",
+     "    if where(plain) != where(candidates):", PLAIN),
+]

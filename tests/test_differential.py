@@ -89,6 +89,22 @@ def test_a_failed_or_missing_fresh_row_fails_the_test_that_requires_it():
     assert fold(verdict, {"t[case1]": ["t[fresh1]"]}).tests["t[case1]"] == "PASSED"
 
 
+def test_the_tasks_own_checks_are_analysed_without_the_fresh_rows(tmp_path):
+    """Host only: the exposure analysis of the table's own rows reads the graded files less the fresh rows (their
+    inputs are random draws, not constants the task wrote), with the task's own ids (a graded id would leave
+    the expectations in); where the split differs it says so (None) and the plan analyses the files as graded."""
+    from tandem.envs.coding.grading_plan import _without_fresh_rows, split_files
+
+    task = _task(tmp_path)
+    testbed = tmp_path / "repo"
+    _, candidates, aliases, _, fresh = split_files(testbed, task.test_files, task.tests, random.Random(3))
+    assert fresh
+    plain = _without_fresh_rows(testbed, task, aliases, candidates, set())
+    assert plain is not None and "fresh" not in plain["tests/test_pkg.py"] and "case3" in plain["tests/test_pkg.py"]
+    assert ", 8)" not in plain["tests/test_pkg.py"]
+    assert _without_fresh_rows(testbed, task, {}, candidates, set()) is None
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_a_task_graded_by_fresh_rows_pays_fixes_and_no_forger(tmp_path, backend, monkeypatch):
     task = _task(tmp_path)

@@ -146,6 +146,7 @@ def build_plan(task: SweTask, testbed: Path, run_tests: RunTests, seed: int | No
     `seed` draws the fresh rows (a new one, held here only, when None)."""
     rng = random.Random(secrets.randbits(64) if seed is None else seed)
     sources, candidates, aliases, held, fresh = split_files(testbed, task.test_files, task.tests, rng)
+    plain = functools.partial(_without_fresh_rows, testbed, task, aliases, candidates)
     task = replace(task, fail_to_pass=tuple(aliases.get(t, t) for t in task.fail_to_pass),
                    pass_to_pass=tuple(aliases.get(t, t) for t in task.pass_to_pass))
     sites = {s.k: s for found in candidates.values() for c in found for s in c.sites}
@@ -179,7 +180,7 @@ def build_plan(task: SweTask, testbed: Path, run_tests: RunTests, seed: int | No
         return plan
     confirmed = judge(kept_fresh, confirm, run.returncode, run.output, plan.sites, plan.required).tests
     kept_fresh = [f for f in kept_fresh if confirmed[f] == "PASSED"]  # the same value in both reference runs
-    exposure = analyse(_without_fresh_rows(testbed, task, set(kept), candidates) or reference_files, sites,
+    exposure = analyse(plain(set(kept)) or reference_files, sites,
                        buggy.checks, plan.required, list(task.tests),
                        task.problem_statement, buggy.own)
     plan.exposed = {**exposure.reasons, **{k: why for (_, k), why in exposure.derived.items()}}
@@ -193,19 +194,19 @@ def build_plan(task: SweTask, testbed: Path, run_tests: RunTests, seed: int | No
     return plan
 
 
-def _without_fresh_rows(testbed: Path, task: SweTask, kept: set[int], candidates: dict[str, list[Candidate]]
-                        ) -> dict[str, str] | None:
+def _without_fresh_rows(testbed: Path, task: SweTask, aliases: dict[str, str], candidates: dict[str, list[Candidate]],
+                        kept: set[int]) -> dict[str, str] | None:
     """The graded files as the reference run had them, less the fresh rows (None where their sites differ):
     the task's own checks are analysed against the constants the task wrote. A fresh row's input is drawn
     here, at random inside the table's range, not by whoever wrote the expectations: it says no more of
     them than any value a forger could draw itself, and counting it as an echo would disarm another table's
     check that happens to expect it. The fresh rows' own checks are analysed with their inputs."""
-    sources, plain, _, _, _ = split_files(testbed, task.test_files, task.tests)
+    sources, plain, plain_aliases, _, _ = split_files(testbed, task.test_files, task.tests)  # the task's own ids
 
     def where(found: dict[str, list[Candidate]]) -> list[tuple[int, str, int]]:
         return [(s.k, s.file, s.line) for rel in sorted(found) for c in found[rel] for s in c.sites]
 
-    if where(plain) != where(candidates):
+    if where(plain) != where(candidates) or plain_aliases != aliases:
         return None
     return {rel: rewrite(sources[rel], plain[rel], keep=kept, with_references=True) for rel in sources}
 
