@@ -46,7 +46,7 @@ from typing import Callable
 from tandem.envs.coding.checks import Reference, Site
 from tandem.envs.coding.differential import expectations, fold, owner, without
 from tandem.envs.coding.enum_value import enum_table
-from tandem.envs.coding.expected_sides import eligible, marked
+from tandem.envs.coding.expected_sides import eligible, marked, own_side
 from tandem.envs.coding.exposure import Exposure, analyse
 from tandem.envs.coding.instrument import Candidate, find_sites, rewrite
 from tandem.envs.coding.params import hide
@@ -191,12 +191,16 @@ def build_plan(task: SweTask, testbed: Path, run_tests: RunTests, seed: int | No
     reasons = _graded_by_guesses(plan, decisive, sites, exposure)
     if reasons:
         plan.refused = "; ".join(reasons)[:1500]
+    graded = plain(set(kept), references=False)
+    if not plan.differential and graded and not any(own_side(s) for s in sites.values()):
+        plan.files = graded  # no test requires a fresh row: the graded runs need not pay for them
     return plan
 
 
 def _without_fresh_rows(testbed: Path, task: SweTask, aliases: dict[str, str], candidates: dict[str, list[Candidate]],
-                        kept: set[int]) -> dict[str, str] | None:
-    """The graded files as the reference run had them, less the fresh rows (None where their sites differ):
+                        kept: set[int], references: bool = True) -> dict[str, str] | None:
+    """The graded files as the reference run had them (or, not `references`, as samples get them), less the fresh
+    rows (None where their sites differ):
     the task's own checks are analysed against the constants the task wrote. A fresh row's input is drawn
     here, at random inside the table's range, not by whoever wrote the expectations: it says no more of
     them than any value a forger could draw itself, and counting it as an echo would disarm another table's
@@ -208,7 +212,7 @@ def _without_fresh_rows(testbed: Path, task: SweTask, aliases: dict[str, str], c
 
     if where(plain) != where(candidates) or plain_aliases != aliases:
         return None
-    return {rel: rewrite(sources[rel], plain[rel], keep=kept, with_references=True) for rel in sources}
+    return {rel: rewrite(sources[rel], plain[rel], keep=kept, with_references=references) for rel in sources}
 
 
 def _graded_by_fresh_rows(plan: GradingPlan, task: SweTask, fresh: list[str], buggy: Stream,
