@@ -70,6 +70,7 @@ def _one(runtime, task, out: dict) -> None:
         "refused": plan.refused, "fix": fix.reward, "f2p": len(task.fail_to_pass),
         "host_graded_sites": {t: len(k) for t, k in plan.host_graded.items()}, "exposed": dict(rules),
         "graded_by_guesses": plan.graded_by_guesses,
+        "graded_by_fresh_rows": {t: len(rows) for t, rows in plan.differential.items()},
         "fix_reason": "" if fix.reward == 1.0 else fix.reason[:400], "seconds": round(time.monotonic() - start, 1)}
     with _WRITING:
         out["exposed_rules"].update(rules)

@@ -36,6 +36,7 @@ from mutants_reward import REWARD
 from mutants_reward_fixes import REWARD_FIXES
 from mutants_guesses import GUESSES
 from mutants_params2 import PARAMS2
+from mutants_differential import DIFFERENTIAL
 from mutants_sglang import SGLANG
 from mutants_signal import SIGNAL
 from mutants_tests3 import TESTS3
@@ -153,10 +154,10 @@ DEFENCES = [
   "    if False and _refuse_failing(plan, task, run, confirm,",
   "tests/test_host_checks.py::test_forms_without_twins_are_graded_by_the_host_or_refused[unshare]"),
  ("judged in the grader's process", "tandem/envs/coding/grading.py",
-  "        verdict = judge_isolated([plan.graded_id(t) for t in task.tests], run.side, run.returncode, run.output," + NL
+  "        verdict = judge_isolated(plan.judged_ids(task.tests), run.side, run.returncode, run.output," + NL
   + "                                 plan.sites, plan.required)",
   "        from tandem.envs.coding.verdict import judge, parse_stream as parse" + NL
-  + "        verdict = judge([plan.graded_id(t) for t in task.tests], parse(run.side, plan.sites), run.returncode," + NL
+  + "        verdict = judge(plan.judged_ids(task.tests), parse(run.side, plan.sites), run.returncode," + NL
   + "                        run.output, plan.sites, plan.required)",
   F + "test_a_hash_flood_costs_the_grading_thread_nothing[unshare]"),
  ("judging child unlimited", "tandem/envs/coding/judging.py", "    resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s))" + NL, "",
@@ -323,7 +324,7 @@ CORE = [  # one or more mutants per core guarantee, each guarded by a fast, hand
   'return _on_off_flag("--enable-memory-saver", "run.colocate") if cfg.colocated else []',
   'return _on_off_flag("--enable-memory-saver", "run.colocate")', "tests/test_colocation.py::test_sglang_gets_the_memory_saver_only_when_colocated"),
 ]
-SETS = {"defences": DEFENCES, "suite": SUITE, "core": CORE, "memory": MEMORY, "moe": MOE, "tests3": TESTS3, "first_hour": FIRST_HOUR, "reward": REWARD, "load": LOAD, "eval": EVAL, "harness": HARNESS, "sglang": SGLANG, "signal": SIGNAL, "reload": RELOAD, "reward_fixes": REWARD_FIXES, "types": TYPES, "typed2": TYPED2, "expected_sides": EXPECTED_SIDES, "guesses": GUESSES, "params2": PARAMS2, "baseline": BASELINE}
+SETS = {"defences": DEFENCES, "suite": SUITE, "core": CORE, "memory": MEMORY, "moe": MOE, "tests3": TESTS3, "first_hour": FIRST_HOUR, "reward": REWARD, "load": LOAD, "eval": EVAL, "harness": HARNESS, "sglang": SGLANG, "signal": SIGNAL, "reload": RELOAD, "reward_fixes": REWARD_FIXES, "types": TYPES, "typed2": TYPED2, "expected_sides": EXPECTED_SIDES, "guesses": GUESSES, "params2": PARAMS2, "differential": DIFFERENTIAL, "baseline": BASELINE}
 OUTCOME = {0: "MISSED", 1: "CAUGHT"}
 """pytest's exit codes: 0 all passed (the mutant lived), 1 tests failed (caught). Anything else
 (2 interrupted, 3 internal error, 4 usage error such as a test that does not exist, 5 no tests

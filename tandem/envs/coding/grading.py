@@ -242,7 +242,7 @@ class Grader:
             except ValueError as err:  # a graded file's directory made a link by the diff
                 return self._not_run(task, f"the graded test files cannot be written: {err}", dropped, start)
         # judged in a child process: the records are the agent's, and may be built to be slow to read
-        verdict = judge_isolated([plan.graded_id(t) for t in task.tests], run.side, run.returncode, run.output,
+        verdict = judge_isolated(plan.judged_ids(task.tests), run.side, run.returncode, run.output,
                                  plan.sites, plan.required)
         verdict = plan.in_task_ids(verdict, task.tests)
         tests, tamper = verdict.tests, verdict.tamper

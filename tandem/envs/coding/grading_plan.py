@@ -25,6 +25,8 @@ whether the task can be graded at all.
    decisive sites is beyond a guess and not exposed: to pass it, any code, forging or not, must
    write the value the fix computes. Hidden tests whose only decisive sites are guesses among a
    function's few values are graded when the task's guesses together are long odds (GUESS_BOUND).
+   A parametrized hidden test with no such check is graded by its table's fresh rows when the bug fails one
+   beyond a forger's reach (tandem.envs.coding.differential: new inputs, the reference's values held here).
 
 A task with a hidden test that is not graded by the host is **refused**: grading it
 would let a forger pass it by writing a guess, so it scores 0 with the reason, for every
@@ -35,13 +37,16 @@ each check computes, never what it expects.
 from __future__ import annotations
 
 import functools
+import random
+import secrets
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
 from tandem.envs.coding.checks import Reference, Site
+from tandem.envs.coding.differential import expectations, fold, owner, without
 from tandem.envs.coding.enum_value import enum_table
-from tandem.envs.coding.expected_sides import eligible, marked
+from tandem.envs.coding.expected_sides import eligible, marked, own_side
 from tandem.envs.coding.exposure import Exposure, analyse
 from tandem.envs.coding.instrument import Candidate, find_sites, rewrite
 from tandem.envs.coding.params import hide
@@ -78,12 +83,21 @@ class GradingPlan:
     aliases: dict[str, str] = field(default_factory=dict)
     """Task node id -> its id in the graded copies, where a parametrized expectation was taken out of them
     (tandem.envs.coding.params); everything else in the plan uses the graded ids."""
+    differential: dict[str, list[str]] = field(default_factory=dict)
+    """Hidden test (graded id) -> the fresh rows of its table it requires: graded by them, its own decisive
+    checks all within a forger's reach (tandem.envs.coding.differential)."""
 
     def graded_id(self, test: str) -> str:
         return self.aliases.get(test, test)
 
+    def judged_ids(self, tests: tuple[str, ...]) -> list[str]:
+        """The graded ids a run is judged on: the task's tests and the fresh rows they require."""
+        graded = [self.graded_id(t) for t in tests]
+        return graded + sorted({f for t in graded for f in self.differential.get(t, [])})
+
     def in_task_ids(self, verdict: Verdict, tests: tuple[str, ...]) -> Verdict:
-        """A verdict on the graded ids, told in the task's."""
+        """A verdict on the graded ids, told in the task's (a test fails where a fresh row it requires fails)."""
+        verdict = fold(verdict, self.differential)
         return replace(verdict, tests={t: verdict.tests[self.graded_id(t)] for t in tests},
                        check_failures={t: verdict.check_failures[self.graded_id(t)] for t in tests
                                        if self.graded_id(t) in verdict.check_failures})
@@ -93,26 +107,27 @@ class GradingPlan:
                 "kept_in_sandbox": self.kept_in_sandbox[:8], "exposed": len(self.exposed), "refused": self.refused}
 
 
-def split_files(testbed: Path, test_files: list[str], tests: tuple[str, ...] = ()
-                ) -> tuple[dict[str, str], dict[str, list[Candidate]], dict[str, str], dict[int, Site]]:
+def split_files(testbed: Path, test_files: list[str], tests: tuple[str, ...] = (), rng: random.Random | None = None
+                ) -> tuple[dict[str, str], dict[str, list[Candidate]], dict[str, str], dict[int, Site], list[str]]:
     """(text, candidates) of every graded test file that parses, its parametrized expectations taken out
-    (tandem.envs.coding.params: the task ids' aliases, and the sites whose expectations the host holds);
-    site numbers are unique across files."""
-    sources, candidates, aliases, held, k = {}, {}, {}, {}, 0
+    (tandem.envs.coding.params: the task ids' aliases, the sites whose expectations the host holds, and with
+    `rng` the fresh rows added to their tables); site numbers are unique across files."""
+    sources, candidates, aliases, held, k, fresh = {}, {}, {}, {}, 0, []
     enums = functools.cache(lambda: enum_table(testbed))
     for rel in test_files:
         path = testbed / rel
         if path.suffix != ".py" or path.is_symlink() or not path.is_file():
             continue
-        hidden = hide(path.read_text(errors="surrogateescape"), rel, tests, enums)
+        hidden = hide(path.read_text(errors="surrogateescape"), rel, tests, enums, rng)
         found = find_sites(hidden.source, rel, k)
         if found is None:
             continue
         sources[rel], candidates[rel] = hidden.source, found
         aliases.update(hidden.aliases)
         held.update(_held_sites(found, hidden.expected))
+        fresh += hidden.fresh
         k += len(found)
-    return sources, candidates, aliases, held
+    return sources, candidates, aliases, held, fresh
 
 
 def _held_sites(found: list[Candidate], expected: dict[tuple[int, int, str], dict]) -> dict[int, Site]:
@@ -126,9 +141,12 @@ def _held_sites(found: list[Candidate], expected: dict[tuple[int, int, str], dic
     return out
 
 
-def build_plan(task: SweTask, testbed: Path, run_tests: RunTests) -> GradingPlan:
-    """Split the graded files of `task` (from its graded template's testbed) and run the references."""
-    sources, candidates, aliases, held = split_files(testbed, task.test_files, task.tests)
+def build_plan(task: SweTask, testbed: Path, run_tests: RunTests, seed: int | None = None) -> GradingPlan:
+    """Split the graded files of `task` (from its graded template's testbed) and run the references;
+    `seed` draws the fresh rows (a new one, held here only, when None)."""
+    rng = random.Random(secrets.randbits(64) if seed is None else seed)
+    sources, candidates, aliases, held, fresh = split_files(testbed, task.test_files, task.tests, rng)
+    plain = functools.partial(_without_fresh_rows, testbed, task, aliases, candidates)
     task = replace(task, fail_to_pass=tuple(aliases.get(t, t) for t in task.fail_to_pass),
                    pass_to_pass=tuple(aliases.get(t, t) for t in task.pass_to_pass))
     sites = {s.k: s for found in candidates.values() for c in found for s in c.sites}
@@ -139,6 +157,9 @@ def build_plan(task: SweTask, testbed: Path, run_tests: RunTests) -> GradingPlan
     if _refuse_failing(plan, task, run, clean, "the reference fix does not pass its own tests in this sandbox"):
         return plan
     sites.update(_with_references(sites, clean, task.tests))
+    fresh_sites, kept_fresh = expectations(clean, fresh, sites)
+    sites.update(fresh_sites)
+    clean = without(clean, set(fresh) - set(kept_fresh))
     kept = _unjudgeable(clean, sites)
     for found in candidates.values():  # a statement is split whole or not at all
         for c in found:
@@ -150,23 +171,72 @@ def build_plan(task: SweTask, testbed: Path, run_tests: RunTests) -> GradingPlan
     plan.files = {rel: rewrite(sources[rel], candidates[rel], keep=set(kept)) for rel in sources}
     reference_files = {rel: rewrite(sources[rel], candidates[rel], keep=set(kept), with_references=True)
                        for rel in sources}
-    plan.required = {t: {k for k, _ in lookup(clean.checks, t, []) if k in sites} for t in task.tests}
+    plan.required = {t: {k for k, _ in lookup(clean.checks, t, []) if k in sites} for t in (*task.tests, *kept_fresh)}
     _, buggy = _reference(run_tests, False, plan.files, sites)
     buggy = _own_sides(plan, sources, candidates, set(kept), buggy, run_tests, task.tests)
     run, confirm = _reference(run_tests, True, plan.files, sites)
     if _refuse_failing(plan, task, run, confirm, "the reference fix does not pass the graded copies of its tests",
                        judged=True):
         return plan
-    exposure = analyse(reference_files, sites, buggy.checks, plan.required, list(task.tests),
+    confirmed = judge(kept_fresh, confirm, run.returncode, run.output, plan.sites, plan.required).tests
+    kept_fresh = [f for f in kept_fresh if confirmed[f] == "PASSED"]  # the same value in both reference runs
+    exposure = analyse(plain(set(kept)) or reference_files, sites,
+                       buggy.checks, plan.required, list(task.tests),
                        task.problem_statement, buggy.own)
     plan.exposed = {**exposure.reasons, **{k: why for (_, k), why in exposure.derived.items()}}
     decisive = {t: _decisive(lookup(buggy.checks, t, []), sites, plan.required[t], t) for t in task.fail_to_pass}
     for t in task.fail_to_pass:
         plan.host_graded[t] = sorted({k for k, nth in decisive[t] if exposure.strong(sites[k], t, nth)})
+    _graded_by_fresh_rows(plan, task, kept_fresh, buggy, reference_files)
     reasons = _graded_by_guesses(plan, decisive, sites, exposure)
     if reasons:
         plan.refused = "; ".join(reasons)[:1500]
+    graded = plain(set(kept), references=False)
+    if not plan.differential and graded and not any(own_side(s) for s in sites.values()):
+        plan.files = graded  # no test requires a fresh row: the graded runs need not pay for them
     return plan
+
+
+def _without_fresh_rows(testbed: Path, task: SweTask, aliases: dict[str, str], candidates: dict[str, list[Candidate]],
+                        kept: set[int], references: bool = True) -> dict[str, str] | None:
+    """The graded files as the reference run had them (or, not `references`, as samples get them), less the fresh
+    rows (None where their sites differ):
+    the task's own checks are analysed against the constants the task wrote. A fresh row's input is drawn
+    here, at random inside the table's range, not by whoever wrote the expectations: it says no more of
+    them than any value a forger could draw itself, and counting it as an echo would disarm another table's
+    check that happens to expect it. The fresh rows' own checks are analysed with their inputs."""
+    sources, plain, plain_aliases, _, _ = split_files(testbed, task.test_files, task.tests)  # the task's own ids
+
+    def where(found: dict[str, list[Candidate]]) -> list[tuple[int, str, int]]:
+        return [(s.k, s.file, s.line) for rel in sorted(found) for c in found[rel] for s in c.sites]
+
+    if where(plain) != where(candidates) or plain_aliases != aliases:
+        return None
+    return {rel: rewrite(sources[rel], plain[rel], keep=kept, with_references=references) for rel in sources}
+
+
+def _graded_by_fresh_rows(plan: GradingPlan, task: SweTask, fresh: list[str], buggy: Stream,
+                          reference_files: dict[str, str]) -> None:
+    """Hidden tests without a decisive check beyond a forger's reach, graded by their table's fresh rows
+    (tandem.envs.coding.differential) that the bug fails beyond a forger's reach, each such test requiring
+    those rows. The exposure analysis runs over the task's tests and the rows required, until none drops
+    out: a transformation of the bug's values that only rows left out would catch must be caught."""
+    weak = [t for t in task.fail_to_pass if not plan.host_graded[t]]
+    rows = [f for f in fresh if any(owner(f) == owner(t) for t in weak)]
+    beyond: dict[str, set[int]] = {}
+    while rows:
+        exposure = analyse(reference_files, plan.sites, buggy.checks, plan.required, [*task.tests, *rows],
+                           task.problem_statement, buggy.own)
+        beyond = {f: {k for k, nth in _decisive(lookup(buggy.checks, f, []), plan.sites, plan.required[f], f)
+                      if exposure.strong(plan.sites[k], f, nth)} for f in rows}
+        if all(beyond.values()):
+            break
+        rows = [f for f in rows if beyond[f]]
+    for t in weak:
+        table = [f for f in rows if owner(f) == owner(t)]
+        if table:
+            plan.host_graded[t] = sorted(set().union(*(beyond[f] for f in table)))
+            plan.differential[t] = table
 
 
 def _own_sides(plan: GradingPlan, sources: dict[str, str], candidates: dict[str, list[Candidate]], kept: set[int],

@@ -24,10 +24,12 @@ from __future__ import annotations
 
 import ast
 import io
+import random
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from tandem.envs.coding.checks import NotConstant, constant, parse
+from tandem.envs.coding.fresh_rows import FRESH_ID, fresh_rows
 from tandem.envs.coding.enum_value import EnumMember
 
 _UNITTEST_EQ = {"assertEqual", "assertEquals"}
@@ -42,11 +44,15 @@ class Hidden:
     """Task node id -> the node id of the same case in the graded copy (`...[case0]`)."""
     expected: dict[tuple[int, int, str], dict[str, Any]] = field(default_factory=dict)
     """(first line, last line of the test function, column name) -> graded node id -> expected value."""
+    fresh: list[str] = field(default_factory=list)
+    """Graded node ids of the fresh rows appended to the tables (tandem.envs.coding.differential)."""
 
 
-def hide(source: str, rel: str, task_tests: tuple[str, ...], enums: Callable[[], dict] = dict) -> Hidden:
+def hide(source: str, rel: str, task_tests: tuple[str, ...], enums: Callable[[], dict] = dict,
+         rng: random.Random | None = None) -> Hidden:
     """`source` with its parametrized expectations taken out (unchanged when there are none); `enums()`:
-    the repository's enums (enum_value.enum_table), asked for only where a row names a `Cls.MEMBER`."""
+    the repository's enums (enum_value.enum_table), asked for only where a row names a `Cls.MEMBER`;
+    with `rng`, each such table gets fresh rows too (tandem.envs.coding.differential)."""
     try:
         tree = parse(source)
     except (SyntaxError, ValueError):
@@ -54,10 +60,11 @@ def hide(source: str, rel: str, task_tests: tuple[str, ...], enums: Callable[[],
     out = Hidden(source)
     edits: list[tuple[ast.expr, str]] = []
     for qual, func in _test_functions(tree):
-        found = _hideable(func, f"{rel}::{qual}", task_tests, enums)
+        found = _hideable(func, f"{rel}::{qual}", task_tests, enums, rng)
         if found is None:
             continue
-        argvalues, text, aliases, expected = found
+        argvalues, text, aliases, expected, fresh = found
+        out.fresh += fresh
         edits.append((argvalues, text))
         out.aliases.update(aliases)
         out.expected.update({(func.lineno, func.end_lineno, name): values for name, values in expected.items()})
@@ -75,7 +82,8 @@ def _test_functions(tree: ast.Module):
                     yield f"{node.name}::{sub.name}", sub
 
 
-def _hideable(func, node_prefix: str, task_tests: tuple[str, ...], enums: Callable[[], dict]):
+def _hideable(func, node_prefix: str, task_tests: tuple[str, ...], enums: Callable[[], dict],
+              rng: random.Random | None):
     marks = [d for d in func.decorator_list if isinstance(d, ast.Call) and _is_parametrize(d.func)]
     if len(marks) != 1 or len(marks[0].args) != 2 or marks[0].keywords:
         return None
@@ -102,10 +110,13 @@ def _hideable(func, node_prefix: str, task_tests: tuple[str, ...], enums: Callab
         return None  # pytest named them otherwise: leave the file as written
     graded = [f"{node_prefix}[case{n}]" for n in range(len(rows))]
     hidden_rows = [tuple(None if i in columns else v for i, v in enumerate(row)) for row in rows]
-    literal = repr(hidden_rows if len(names) > 1 else [r[0] for r in hidden_rows])
-    text = f"{literal}, ids={[f'case{n}' for n in range(len(rows))]!r}"
+    fresh = fresh_rows(rows, columns, rng) if rng is not None else []
+    case_ids = [f"case{n}" for n in range(len(rows))] + [f"{FRESH_ID}{n}" for n in range(len(fresh))]
+    literal = repr(hidden_rows + fresh if len(names) > 1 else [r[0] for r in hidden_rows + fresh])
+    text = f"{literal}, ids={case_ids!r}"
     expected = {names[i]: {graded[n]: rows[n][i] for n in range(len(rows))} for i in columns}
-    return marks[0].args[1], text, dict(zip(originals, graded)), expected
+    fresh_ids = [f"{node_prefix}[{i}]" for i in case_ids[len(rows):]]
+    return marks[0].args[1], text, dict(zip(originals, graded)), expected, fresh_ids
 
 
 def _is_parametrize(func: ast.expr) -> bool:
