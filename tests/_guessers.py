@@ -14,12 +14,15 @@ would take for broken; every function where the issue names none), so the bug's 
     select:   per row by its input: only rows whose arguments the issue writes out, moved to the usual default,
               the others left as the bug computed them;
     spread:   per row by its input: a value among the file's constants of the value's kind picked by a hash of
-              the row's arguments (a forger that varies its guess with the input).
+              the row's arguments (a forger that varies its guess with the input);
+    boundary: per row by its input: rows with two equal arguments (`count == threshold` under a flipped `<`)
+              moved to the usual default (a bool negated), the others left;
+    zero:     the same for rows with a zero or empty argument.
 """
 
 from __future__ import annotations
 
-FAMILIES = ("usual", "frequent", "echo", "negate", "select", "spread")
+FAMILIES = ("usual", "frequent", "echo", "negate", "select", "spread", "boundary", "zero")
 
 GUESS_MODULE = r'''
 import ast, glob, re, sys, zlib
@@ -117,6 +120,11 @@ def _forge(site, value):
         return (not value) if isinstance(value, bool) else -value if isinstance(value, (int, float)) else None
     if FAMILY == "select":
         return _usual(value) if any(str(a) in _STATED for a in _args()) else None
+    if FAMILY == "boundary":
+        args = [a for a in _args() if not isinstance(a, bool)]
+        return _usual(value) if len(args) > len(set(map(repr, args))) else None
+    if FAMILY == "zero":
+        return _usual(value) if any(a == 0 or a == "" for a in _args() if not isinstance(a, bool)) else None
     if FAMILY == "spread":
         pool = _pool(value)
         key = zlib.crc32(repr(_args()).encode())

@@ -86,6 +86,18 @@ def test_a_yes_no_counts_only_where_the_bugs_value_does_not_decide_it():
     assert exposure.guesses[(tests[9], 0)].ways == 5
 
 
+def test_wrong_rows_a_feature_of_their_inputs_picks_out_are_a_short_split():
+    """A flipped `<` fails exactly the rows whose two inputs are equal: a forger picks them out by that alone (one of
+    SELECTORS), so the split is 1 in 3, not C(4, 2)."""
+    rows = [((5, 5), True), ((3, 5), True), ((7, 5), False), ((0, 0), True), ((9, 2), False), ((1, 4), True)]
+    bug = {0: False, 1: True, 2: False, 3: False, 4: False, 5: True}
+    exposure, _, tests = _analyse(rows, bug)
+    assert exposure.guesses[(tests[0], 0)].ways == 3
+    rows[3], bug[3] = ((0, 4), True), False  # the wrong rows no longer share a feature: C(4, 2)
+    exposure, _, tests = _analyse(rows, bug)
+    assert exposure.guesses[(tests[0], 0)].ways == 6
+
+
 def test_an_expected_value_the_issue_writes_is_exposed():
     """A forger reads the issue: 2, which another row writes as its input, is no guess once the issue says it."""
     exposure, _, tests = _analyse([(4, 2), (2, 2)], {0: 3, 1: 2})

@@ -37,7 +37,7 @@ from typing import Any, Callable, Iterable
 
 from tandem.envs.coding.checks import STRONG_OPS, Approx, Reference, Site, _same, guessable, parse
 from tandem.envs.coding.instrument import call_name
-from tandem.envs.coding.odds import Guess, Inputs, among_inputs, kind, value_odds, ways
+from tandem.envs.coding.odds import Guess, Inputs, among_inputs, kind, split_odds, value_odds
 from tandem.envs.coding.verdict import lookup
 
 JOINERS = ("", " ", ",", ", ", ";", ":", "-", "_", "/", ".", "|", "\n", "\t")
@@ -110,7 +110,7 @@ def _with_ways(guesses: dict[tuple[str, int], Guess], sites: dict[int, Site], bu
     """Each guess with the number of ways its group's rows (one function, one bug value, over every test's
     distinct inputs) split into kept and changed; rows whose own inputs the issue writes are left out (a forger
     knows they are wrong)."""
-    groups: dict[tuple, dict[tuple, tuple[bool, Any]]] = {}
+    groups: dict[tuple, dict[tuple, tuple[tuple, bool, Any]]] = {}
     wanted = {g.group for g in guesses.values()}
     for t in tests:
         row = inputs.row(t)  # a constant every row's test body shares tells no row from another
@@ -125,8 +125,10 @@ def _with_ways(guesses: dict[tuple[str, int], Guess], sites: dict[int, Site], bu
             if site is None or not values or group not in wanted:
                 continue
             key = (repr(row), k, nth) if row is not None else (t, k, nth)
-            groups.setdefault(group, {})[key] = (not site.passes(b, t, nth), values[min(nth, len(values) - 1)])
-    return {key: g._replace(ways=ways(list(groups.get(g.group, {}).values())) or 1) for key, g in guesses.items()}
+            groups.setdefault(group, {})[key] = (inputs.of(t) if row is None else row, not site.passes(b, t, nth),
+                                                 values[min(nth, len(values) - 1)])
+    return {key: g._replace(ways=split_odds(list(groups.get(g.group, {}).values())) or 1)
+            for key, g in guesses.items()}
 
 
 def _expected(site: Site, test: str) -> tuple:

@@ -30,7 +30,8 @@ by the inputs. Against it:
   bug's value determines it: 1 way (the uniform transform, tandem.envs.coding.exposure, covers
   the whole function). A yes/no's value is 1 in 1 (the opposite of the bug), so a yes/no check is
   a guess only through this count. Rows whose inputs the issue writes are left out (the forger
-  knows they are the ones that fail).
+  knows they are the ones that fail); where a feature of the inputs alone (two equal, a zero, a
+  sign: SELECTORS) picks out exactly the wrong rows, the split is a 1-in-3 choice of feature.
 
 Independence is assumed between families and functions (the grading plan multiplies); a forger
 with knowledge of the domain is a fix, not a guess. What is not counted: a value computed from
@@ -116,6 +117,29 @@ def ways(rows: list[tuple[bool, Any]]) -> int:
     for n in counts.values():
         out //= math.factorial(n)
     return out
+
+
+SELECTORS: dict[str, Callable[[tuple], bool]] = {
+    "two equal inputs": lambda row: len(_scalars(row)) > len(set(map(repr, _scalars(row)))),
+    "a zero or empty input": lambda row: any(v == 0 or v == "" for v in _scalars(row)),
+    "a negative input": lambda row: any(isinstance(v, (int, float)) and v < 0 for v in _scalars(row)),
+}
+"""Rows a forger picks out by their inputs alone, with no knowledge of the fix: a boundary (`count == threshold`
+under a flipped `<`), a zero, a sign. Where one of them selects exactly a group's wrong rows, the split is a
+1-in-len(SELECTORS) choice, not a multinomial."""
+
+
+def _scalars(row: tuple) -> list:
+    return [v for v in row if isinstance(v, (int, float, str)) and not isinstance(v, bool)]
+
+
+def split_odds(rows: list[tuple[tuple, bool, Any]]) -> int:
+    """1 in how many a forger changes exactly one group's wrong rows: (the row's inputs, failing, expected) each."""
+    n = ways([(failing, want) for _, failing, want in rows])
+    failing = [f for _, f, _ in rows]
+    if any(failing) and any([bool(pick(r)) for r, _, _ in rows] == failing for pick in SELECTORS.values()):
+        return min(n, len(SELECTORS))
+    return n
 
 
 class Inputs:
