@@ -58,6 +58,9 @@ def test_a_value_is_guessed_among_the_smallest_family_that_holds_it():
     assert value_odds(12, 5, (3, 12, 9, "x", True), [], {}) == (3, "the graded files' constants")  # ints only
     assert value_odds(12, 3, (3, 12, 9), [], {}) == (2, "the graded files' constants")  # the bug's own aside
     assert value_odds(12, 5, (3, 12, 9), [5, 12], {}) == (1, "the function's values under the bug")
+    # of a function's many values, the one the files write (as a part of another check's input) is selected
+    assert value_odds(12, 5, (), [5, 12, 13, 14, 15, 16], {}, written=[12]) == (
+        1, "the function's values under the bug written in the files")
     assert value_odds(False, True, (), [], {}) == (1, "the usual defaults")  # a yes/no: the opposite of the bug
     assert value_odds(77, 5, (3, 12), [5, 6], transforms) == (0, "")  # no family holds it: beyond a guess
 

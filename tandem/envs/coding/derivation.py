@@ -13,12 +13,12 @@ the bug's value and calls the check derivable when one reaches the expected valu
   string the files or the issue write, give the expected list: `["aaa", "bbb", "ccc"]` and the
   issue's "aaa bbb";
 - **the codomain**: the values the bug computes for the same function on the graded files'
-  other inputs, when the expected one appears among the files' or the issue's constants (a
-  forger selects it: `winner()` returns X, O or None, and the board holds X). When it appears
-  nowhere but the function returns few values (SMALL_CODOMAIN), a forger can only guess among
-  them: a *guess* with its odds (1 in the number of values but the bug's own), which the
-  grading plan bounds over the task (tandem.envs.coding.grading_plan.GUESS_BOUND) instead of
-  refusing on one coincidence (`sub(2, 2)` under a `+` bug is 4, another case's answer);
+  other inputs, when the expected one appears in the check's own inputs (a forger selects it:
+  `winner()` returns X, O or None, and the board checked holds X). Written only elsewhere, or
+  nowhere while the function returns few values (SMALL_CODOMAIN), a forger can only guess among
+  them: a *guess* with its odds (tandem.envs.coding.odds, with echoes, usual defaults and yes/no),
+  which the grading plan bounds over the task (tandem.envs.coding.grading_plan.GUESS_BOUND) instead
+  of refusing on one coincidence (`sub(2, 2)` under a `+` bug is 4, another case's answer);
 - **analogy**: the edit between two literals of one shape that the issue writes (bad -> good,
   `1.5.2` -> `1.5.0`), as the same words or as the same numeric step, applied to the bug's
   value of that shape: 3.1.7 -> 3.1.0.
@@ -80,8 +80,9 @@ def derived(sites: dict[int, Site], buggy: dict[str, list], tests: list[str], ec
                 weak = guessable(w, echoes)
                 if not why and (weak or in_codomain):
                     why = _selected(w, inputs.of(t), stated, in_codomain, len(values))
-                if not why and (weak or (in_codomain and len(values) <= SMALL_CODOMAIN)):
-                    odds, among = value_odds(w, b, echoes, values, transforms or {})
+                written = [v for v in values if _appears(v, (*echoes, *stated))]
+                if not why and (weak or (in_codomain and (len(values) <= SMALL_CODOMAIN or _appears(w, echoes)))):
+                    odds, among = value_odds(w, b, echoes, values, transforms or {}, written)
                     if odds and (t, k) not in guesses:
                         function = under_check(site)
                         guesses[(t, k)] = Guess(odds, (function, f"{kind(w)}:{w!r}"),

@@ -87,13 +87,14 @@ def _holds(candidates: list, value: Any) -> bool:
 
 
 def value_odds(want: Any, bug: Any, echoes: tuple, codomain: list,
-               transforms: dict[str, Callable[[Any], Any]]) -> tuple[int, str]:
+               transforms: dict[str, Callable[[Any], Any]], written: list | None = None) -> tuple[int, str]:
     """(1 in how many a forger guesses `want` where the bug computed `bug`, the family): 0 where no family
-    holds it."""
+    holds it. `written`: the codomain's values the files or the issue write (a forger selects among those)."""
     families = {
         "the usual defaults": [g for g in _GUESSES if kind(g) == kind(bug)] if kind(bug) != "bool" else [True, False],
         "the graded files' constants": [e for e in echoes if kind(e) == kind(want)],
         "the function's values under the bug": list(codomain),
+        "the function's values under the bug written in the files": list(written or []),
         "the bug's value transformed": [_apply(t, bug) for t in transforms.values()],
     }
     found = [(_count(c, bug), name) for name, c in families.items() if _holds(c, want)]
