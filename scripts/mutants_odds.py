@@ -5,6 +5,9 @@ Each (name, file, old, new, test): scripts/mutate.py applies `old` -> `new` and 
 Run: python scripts/mutate.py odds ["name" ...    ("a feature of the inputs picks out no rows", ODDS,
      "        return min(n, len(SELECTORS))\n", "        return n\n",
      T + "test_wrong_rows_a_feature_of_their_inputs_picks_out_are_a_short_split"),
+    ("the order a forger tries candidates in not counted", ODDS,
+     "found = [(min(_count(c, bug), _rank(c, bug, want, frequency)), name)", "found = [(_count(c, bug), name)",
+     T + "test_a_value_is_guessed_among_the_smallest_family_that_holds_it"),
 ]
 """
 
@@ -44,4 +47,7 @@ ODDS_MUTANTS = [
     ("a feature of the inputs picks out no rows", ODDS,
      "        return min(n, len(SELECTORS))\n", "        return n\n",
      T + "test_wrong_rows_a_feature_of_their_inputs_picks_out_are_a_short_split"),
+    ("the order a forger tries candidates in not counted", ODDS,
+     "found = [(min(_count(c, bug), _rank(c, bug, want, frequency)), name)", "found = [(_count(c, bug), name)",
+     T + "test_a_value_is_guessed_among_the_smallest_family_that_holds_it"),
 ]

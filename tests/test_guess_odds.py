@@ -45,22 +45,28 @@ def test_an_echo_of_the_checks_own_input_is_selected_and_another_rows_is_a_guess
     exposure, site, tests = _analyse([(15, 15), (4, 2), (2, 2), (7, 7), (9, 9)], {0: 15, 1: 3, 2: 2, 3: 7, 4: 9})
     assert (tests[1], 0) not in exposure.derived, exposure.derived
     guess = exposure.guesses[(tests[1], 0)]
-    # numbers among the file's constants 15, 4, 2, 7, 9 (the bug's 3 is none of them): 5; usual defaults: 2 is none
-    assert (guess.odds, guess.among) == (3, "the bug's value transformed"), guess  # 3 -> -3, 4, 2
+    # 3 -> -3, 4, 2 transformed (2 the smallest: a forger trying the smallest first takes it), and 2 the smallest
+    # of the file's numbers 15, 4, 2, 7, 9: 1 in 1 (of 3 and 5 at random)
+    assert (guess.odds, guess.among) == (1, "the bug's value transformed"), guess
     exposure, _, tests = _analyse([((15, 0, 10), 10), ((4, 0, 10), 4)], {0: 15, 1: 4})
     assert "own inputs" in exposure.derived[(tests[0], 0)] and (tests[0], 0) not in exposure.guesses
 
 
 def test_a_value_is_guessed_among_the_smallest_family_that_holds_it():
     transforms = {"plus one": lambda v: v + 1, "negated": lambda v: -v}
-    assert value_odds(0, 5, (), [], transforms) == (3, "the usual defaults")  # 0, 1, -1
+    assert value_odds(0, 5, (), [], transforms) == (1, "the usual defaults")  # 0 first of 0, 1, -1
+    assert value_odds(-1, 5, (), [], transforms) == (3, "the usual defaults")  # last of 3
     assert value_odds(1, 0, (), [], transforms) == (1, "the bug's value transformed")  # 0 + 1 (and -0 is 0)
-    assert value_odds(12, 5, (3, 12, 9, "x", True), [], {}) == (3, "the graded files' constants")  # ints only
-    assert value_odds(12, 3, (3, 12, 9), [], {}) == (2, "the graded files' constants")  # the bug's own aside
+    # numbers only: 3, 12, 9 (12 second as written, last by size); the constant written most often comes first
+    assert value_odds(12, 5, (3, 12, 9, "x", True), [], {}) == (2, "the graded files' constants")
+    assert value_odds(12, 5, (3, 12, 9), [], {}, frequency={"number:12": 4, "number:3": 1}) == (
+        1, "the graded files' constants")
+    assert value_odds(12, 3, (3, 12, 9), [], {}) == (1, "the graded files' constants")  # the bug's own aside
     assert value_odds(12, 5, (3, 12, 9), [5, 12], {}) == (1, "the function's values under the bug")
     # of a function's many values, the one the files write (as a part of another check's input) is selected
-    assert value_odds(12, 5, (), [5, 12, 13, 14, 15, 16], {}, written=[12]) == (
+    assert value_odds(16, 5, (), [5, 12, 13, 14, 15, 16], {}, written=[16]) == (
         1, "the function's values under the bug written in the files")
+    assert value_odds(16, 5, (), [5, 12, 13, 14, 15, 16], {}) == (5, "the function's values under the bug")
     assert value_odds(False, True, (), [], {}) == (1, "the usual defaults")  # a yes/no: the opposite of the bug
     assert value_odds(77, 5, (3, 12), [5, 6], transforms) == (0, "")  # no family holds it: beyond a guess
 

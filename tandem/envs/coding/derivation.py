@@ -82,7 +82,7 @@ def derived(sites: dict[int, Site], buggy: dict[str, list], tests: list[str], ec
                     why = _selected(w, inputs.of(t), stated, in_codomain, len(values))
                 written = [v for v in values if _appears(v, (*echoes, *stated))]
                 if not why and (weak or (in_codomain and (len(values) <= SMALL_CODOMAIN or _appears(w, echoes)))):
-                    odds, among = value_odds(w, b, echoes, values, transforms or {}, written)
+                    odds, among = value_odds(w, b, echoes, values, transforms or {}, written, inputs.frequency)
                     if odds and (t, k) not in guesses:
                         function = under_check(site)
                         guesses[(t, k)] = Guess(odds, (function, f"{kind(w)}:{w!r}"),

@@ -19,7 +19,9 @@ by the inputs. Against it:
   kind (numbers 0, 1, -1; bools True, False; ""...), the constants of the graded files of the
   expected value's kind, the values the function returns under the bug on the files' other inputs
   (its codomain), the bug's value transformed (negated, +-1, reversed...). The odds are those of
-  the smallest family holding the value, the bug's own value aside (a forger keeps that for free).
+  the smallest family holding the value, the bug's own value aside (a forger keeps that for free),
+  and no longer than the value's place in an order a forger would try the family in (as listed:
+  0 before 1 before -1; the constant the files write most often first; the smallest first).
   A forger that writes one value wherever it changes a row wins every check expecting it at once,
   so a value counts once per function (`Guess.of`), however many rows or bug values ask for it.
 - **Which rows to change**: the forger cannot tell a row the bug gets right from one it gets wrong
@@ -87,9 +89,11 @@ def _holds(candidates: list, value: Any) -> bool:
 
 
 def value_odds(want: Any, bug: Any, echoes: tuple, codomain: list,
-               transforms: dict[str, Callable[[Any], Any]], written: list | None = None) -> tuple[int, str]:
+               transforms: dict[str, Callable[[Any], Any]], written: list | None = None,
+               frequency: dict[str, int] | None = None) -> tuple[int, str]:
     """(1 in how many a forger guesses `want` where the bug computed `bug`, the family): 0 where no family
-    holds it. `written`: the codomain's values the files or the issue write (a forger selects among those)."""
+    holds it. `written`: the codomain's values the files or the issue write (a forger selects among those);
+    `frequency`: how often the files write each constant (`kind:repr`), an order a forger tries them in."""
     families = {
         "the usual defaults": [g for g in _GUESSES if kind(g) == kind(bug)] if kind(bug) != "bool" else [True, False],
         "the graded files' constants": [e for e in echoes if kind(e) == kind(want)],
@@ -97,8 +101,32 @@ def value_odds(want: Any, bug: Any, echoes: tuple, codomain: list,
         "the function's values under the bug written in the files": list(written or []),
         "the bug's value transformed": [_apply(t, bug) for t in transforms.values()],
     }
-    found = [(_count(c, bug), name) for name, c in families.items() if _holds(c, want)]
+    found = [(min(_count(c, bug), _rank(c, bug, want, frequency)), name) for name, c in families.items()
+             if _holds(c, want)]
     return min(found) if found else (0, "")
+
+
+def _rank(candidates: list, bug: Any, want: Any, frequency: dict[str, int] | None) -> int:
+    """Where `want` comes in the order a forger would try the family in (as listed, most frequent in the files
+    first, smallest first), the bug's value aside: a forger that tries one order bets on its first."""
+    rest = [c for c in candidates if not (kind(c) == kind(bug) and _same(c, bug))]
+    distinct: list = []
+    for c in rest:
+        if not any(kind(c) == kind(d) and _same(c, d) for d in distinct):
+            distinct.append(c)
+    orders = [distinct, sorted(distinct, key=lambda c: -(frequency or {}).get(f"{kind(c)}:{c!r}", 0)),
+              sorted(distinct, key=_size)]
+    return min(next((i + 1 for i, c in enumerate(o) if kind(c) == kind(want) and _same(c, want)), len(o) + 1)
+               for o in orders)
+
+
+def _size(value: Any) -> tuple:
+    if kind(value) == "number":
+        return (abs(value), value < 0)
+    try:
+        return (len(value), 0)
+    except TypeError:
+        return (0, 0)
 
 
 def _apply(transform: Callable[[Any], Any], value: Any) -> Any:
@@ -155,6 +183,11 @@ class Inputs:
             except (SyntaxError, ValueError, RecursionError):
                 continue
         self._cache: dict[str, tuple] = {}
+        self.frequency: dict[str, int] = {}
+        for tree in self.trees.values():
+            for v in echoes_of(tree):
+                key = f"{kind(v)}:{v!r}"
+                self.frequency[key] = self.frequency.get(key, 0) + 1
 
     def of(self, test: str) -> tuple:
         if test not in self._cache:
