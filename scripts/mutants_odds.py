@@ -26,9 +26,10 @@ ODDS_MUTANTS = [
     ("the bug's value transformed is no family", ODDS,
      '        "the bug\'s value transformed": [_apply(t, bug) for t in transforms.values()],\n', "",
      T + "test_a_value_is_guessed_among_the_smallest_family_that_holds_it"),
-    ("a yes/no's opposite is a 1-in-2 guess", ODDS,
-     'if kind(bug) != "bool" else [True, False]', 'if kind(bug) != "bool" else [True, False, None]',
-     T + "test_a_value_is_guessed_among_the_smallest_family_that_holds_it"),
+    # (a yes/no's value among [True, False, None] is an equivalent mutant since the orders: the opposite comes first)
+    ("the smallest-first order not tried", ODDS,
+     "              sorted(distinct, key=_size)]", "              ]",
+     T + "test_an_echo_of_the_checks_own_input_is_selected_and_another_rows_is_a_guess"),
     ("the rows' split counts every ordering", ODDS,
      "        out //= math.factorial(n)\n", "        out //= 1\n",
      T + "test_rows_split_per_bug_value_count_a_yes_no"),
