@@ -27,6 +27,6 @@ GUESSES = [
      "(among_inputs(w, mine) if in_codomain else", "(False if in_codomain else",
      D + "test_a_coincidence_in_a_small_codomain_is_a_guess_and_other_cases_stay_decisive"),
     ("a guess's odds count the bug's own value", "tandem/envs/coding/odds.py",
-     "return sum(1 for c in distinct if not (kind(c) == kind(bug) and _same(c, bug)))", "return len(distinct)",
-     D + "test_a_value_of_the_functions_few_values_is_derived"),
+     "if not (kind(c) == kind(bug) and _same(c, bug)) and not any(", "if not any(",
+     "tests/test_guess_odds.py::test_a_value_is_guessed_among_the_smallest_family_that_holds_it"),
 ]

@@ -6,7 +6,8 @@ Run: python scripts/mutate.py odds ["name" ...    ("a feature of the inputs pick
      "        return min(n, len(SELECTORS))\n", "        return n\n",
      T + "test_wrong_rows_a_feature_of_their_inputs_picks_out_are_a_short_split"),
     ("the order a forger tries candidates in not counted", ODDS,
-     "found = [(min(_count(c, bug), _rank(c, bug, want, frequency)), name)", "found = [(_count(c, bug), name)",
+     "found = [(min(len(_others(c, bug)), _rank(c, bug, want, frequency)), name)",
+     "found = [(len(_others(c, bug)), name)",
      T + "test_a_value_is_guessed_among_the_smallest_family_that_holds_it"),
 ]
 """
@@ -49,6 +50,7 @@ ODDS_MUTANTS = [
      "        return min(n, len(SELECTORS))\n", "        return n\n",
      T + "test_wrong_rows_a_feature_of_their_inputs_picks_out_are_a_short_split"),
     ("the order a forger tries candidates in not counted", ODDS,
-     "found = [(min(_count(c, bug), _rank(c, bug, want, frequency)), name)", "found = [(_count(c, bug), name)",
+     "found = [(min(len(_others(c, bug)), _rank(c, bug, want, frequency)), name)",
+     "found = [(len(_others(c, bug)), name)",
      T + "test_a_value_is_guessed_among_the_smallest_family_that_holds_it"),
 ]

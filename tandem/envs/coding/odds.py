@@ -76,12 +76,14 @@ def kind(value: Any) -> str:
     return type(value).__name__
 
 
-def _count(candidates: list, bug: Any) -> int:
+def _others(candidates: list, bug: Any) -> list:
+    """The distinct candidates but the bug's own value (a forger keeps that one for free)."""
     distinct: list = []
     for c in candidates:
-        if not any(kind(c) == kind(d) and _same(c, d) for d in distinct):
+        if not (kind(c) == kind(bug) and _same(c, bug)) and not any(kind(c) == kind(d) and _same(c, d)
+                                                                    for d in distinct):
             distinct.append(c)
-    return sum(1 for c in distinct if not (kind(c) == kind(bug) and _same(c, bug)))
+    return distinct
 
 
 def _holds(candidates: list, value: Any) -> bool:
@@ -101,7 +103,7 @@ def value_odds(want: Any, bug: Any, echoes: tuple, codomain: list,
         "the function's values under the bug written in the files": list(written or []),
         "the bug's value transformed": [_apply(t, bug) for t in transforms.values()],
     }
-    found = [(min(_count(c, bug), _rank(c, bug, want, frequency)), name) for name, c in families.items()
+    found = [(min(len(_others(c, bug)), _rank(c, bug, want, frequency)), name) for name, c in families.items()
              if _holds(c, want)]
     return min(found) if found else (0, "")
 
@@ -109,11 +111,7 @@ def value_odds(want: Any, bug: Any, echoes: tuple, codomain: list,
 def _rank(candidates: list, bug: Any, want: Any, frequency: dict[str, int] | None) -> int:
     """Where `want` comes in the order a forger would try the family in (as listed, most frequent in the files
     first, smallest first), the bug's value aside: a forger that tries one order bets on its first."""
-    rest = [c for c in candidates if not (kind(c) == kind(bug) and _same(c, bug))]
-    distinct: list = []
-    for c in rest:
-        if not any(kind(c) == kind(d) and _same(c, d) for d in distinct):
-            distinct.append(c)
+    distinct = _others(candidates, bug)
     orders = [distinct, sorted(distinct, key=lambda c: -(frequency or {}).get(f"{kind(c)}:{c!r}", 0)),
               sorted(distinct, key=_size)]
     return min(next((i + 1 for i, c in enumerate(o) if kind(c) == kind(want) and _same(c, want)), len(o) + 1)
