@@ -13,12 +13,12 @@ the bug's value and calls the check derivable when one reaches the expected valu
   string the files or the issue write, give the expected list: `["aaa", "bbb", "ccc"]` and the
   issue's "aaa bbb";
 - **the codomain**: the values the bug computes for the same function on the graded files'
-  other inputs, when the expected one appears among the files' or the issue's constants (a
-  forger selects it: `winner()` returns X, O or None, and the board holds X). When it appears
-  nowhere but the function returns few values (SMALL_CODOMAIN), a forger can only guess among
-  them: a *guess* with its odds (1 in the number of values but the bug's own), which the
-  grading plan bounds over the task (tandem.envs.coding.grading_plan.GUESS_BOUND) instead of
-  refusing on one coincidence (`sub(2, 2)` under a `+` bug is 4, another case's answer);
+  other inputs, when the expected one appears in the check's own inputs (a forger selects it:
+  `winner()` returns X, O or None, and the board checked holds X). Written only elsewhere, or
+  nowhere while the function returns few values (SMALL_CODOMAIN), a forger can only guess among
+  them: a *guess* with its odds (tandem.envs.coding.odds, with echoes, usual defaults and yes/no),
+  which the grading plan bounds over the task (tandem.envs.coding.grading_plan.GUESS_BOUND) instead
+  of refusing on one coincidence (`sub(2, 2)` under a `+` bug is 4, another case's answer);
 - **analogy**: the edit between two literals of one shape that the issue writes (bad -> good,
   `1.5.2` -> `1.5.0`), as the same words or as the same numeric step, applied to the bug's
   value of that shape: 3.1.7 -> 3.1.0.
@@ -33,10 +33,11 @@ from __future__ import annotations
 
 import ast
 import re
-from typing import Any, Callable, Iterable, NamedTuple
+from typing import Any, Callable, Iterable
 
-from tandem.envs.coding.checks import STRONG_OPS, Approx, Reference, Site, _same, parse
+from tandem.envs.coding.checks import STRONG_OPS, Approx, Reference, Site, _same, guessable, parse
 from tandem.envs.coding.instrument import call_name
+from tandem.envs.coding.odds import Guess, Inputs, among_inputs, kind, split_odds, value_odds
 from tandem.envs.coding.verdict import lookup
 
 JOINERS = ("", " ", ",", ", ", ";", ":", "-", "_", "/", ".", "|", "\n", "\t")
@@ -47,27 +48,20 @@ _WRAPPERS = {"str", "repr", "list", "tuple", "set", "frozenset", "dict", "sorted
              "bool", "min", "max", "sum", "abs", "round", "reversed"}
 
 
-class Guess(NamedTuple):
-    """A check whose value a forger can only guess among a few of the function's values."""
-
-    odds: int
-    """It wins 1 in this many."""
-    of: tuple
-    """(function, the bug's value, the expected value): checks alike are one guess (a forger that maps the
-    bug's value to another answers them all alike; distinct pairs are distinct inputs)."""
-
-
 def derived(sites: dict[int, Site], buggy: dict[str, list], tests: list[str], echoes: tuple,
-            stated: tuple) -> tuple[dict[tuple[str, int], str], dict[tuple[str, int], Guess]]:
+            stated: tuple, inputs: Inputs | None = None, transforms: dict[str, Callable[[Any], Any]] | None = None
+            ) -> tuple[dict[tuple[str, int], str], dict[tuple[str, int], Guess]]:
     """For the checks the bug fails, per (test, site): which rule derives the expected value from the bug's
-    value there; and the checks a forger can only guess among a few of the function's values, with how
-    many values it guesses among."""
+    value there; and the checks a forger can only guess (tandem.envs.coding.odds), with their odds. `inputs`:
+    each test's own constants (what the call stack shows a forger); `transforms`: what a forger tries on the
+    bug's value (exposure.TRANSFORMS)."""
     strings = tuple(v for v in (*echoes, *stated) if isinstance(v, str) and v)
     rules = {
         "extension": lambda b, w: _leafwise(b, w, lambda x, y: _extends(x, y, strings)),
         "joins": lambda b, w: _joins(b, w, strings),
         "analogy": lambda b, w: _leafwise(b, w, lambda x, y: y in _analogies(x, stated)),
     }
+    inputs = inputs or Inputs({})
     codomains = _codomains(sites, buggy, tests)
     reasons: dict[tuple[str, int], str] = {}
     guesses: dict[tuple[str, int], Guess] = {}
@@ -82,18 +76,60 @@ def derived(sites: dict[int, Site], buggy: dict[str, list], tests: list[str], ec
                 why = next((f"its expected value is the bug's value by {name}" for name, rule in rules.items()
                             if _safely(rule, b, w)), "")
                 values = codomains.get(under_check(site), [])
-                if not why and any(_same(w, v) for v in values):
-                    if _appears(w, (*echoes, *stated)):
-                        why = (f"its expected value is one of the {len(values)} values {under_check(site)}() returns "
-                               f"under the bug on the graded files' other inputs (its codomain), written out there")
-                    elif len(values) <= SMALL_CODOMAIN and (t, k) not in guesses:
-                        # the bug's own value is one of them; a forger that bets on the check failing skips it
-                        guesses[(t, k)] = Guess(max(len(values) - 1, 1), (under_check(site), repr(b), repr(w)))
+                in_codomain = any(_same(w, v) for v in values)
+                weak = guessable(w, echoes)
+                if not why and (weak or in_codomain):
+                    why = _selected(w, inputs.of(t), stated, in_codomain, len(values))
+                written = [v for v in values if _appears(v, (*echoes, *stated))]
+                if not why and (weak or (in_codomain and (len(values) <= SMALL_CODOMAIN or _appears(w, echoes)))):
+                    odds, among = value_odds(w, b, echoes, values, transforms or {}, written, inputs.frequency)
+                    if odds and (t, k) not in guesses:
+                        function = under_check(site)
+                        guesses[(t, k)] = Guess(odds, (function, f"{kind(w)}:{w!r}"),
+                                                (function, f"{kind(b)}:{b!r}"), among=among)
                 if why:
                     reasons[(t, k)] = why
                     guesses.pop((t, k), None)
                     break
-    return reasons, guesses
+    return reasons, _with_ways(guesses, sites, buggy, tests, inputs, stated)
+
+
+def _selected(w: Any, mine: tuple, stated: tuple, in_codomain: bool, n: int) -> str:
+    """Why a forger selects `w` rather than guesses it: one of the check's own inputs (for one of the function's
+    values, a part of an input string too: tictac's X on the board), or a value the issue writes out."""
+    if kind(w) != "bool" and (among_inputs(w, mine) if in_codomain else among_inputs(w, mine, whole=True)):
+        return ("its expected value is one of the check's own inputs (a forger returns it)" if not in_codomain else
+                f"its expected value is one of the {n} values the function returns under the bug on the graded "
+                f"files' other inputs (its codomain), written in the check's own inputs")
+    if _appears(w, stated):
+        return "the issue text writes out its expected value"
+    return ""
+
+
+def _with_ways(guesses: dict[tuple[str, int], Guess], sites: dict[int, Site], buggy: dict[str, list],
+               tests: list[str], inputs: Inputs, stated: tuple) -> dict[tuple[str, int], Guess]:
+    """Each guess with the number of ways its group's rows (one function, one bug value, over every test's
+    distinct inputs) split into kept and changed; rows whose own inputs the issue writes are left out (a forger
+    knows they are wrong)."""
+    groups: dict[tuple, dict[tuple, tuple[tuple, bool, Any]]] = {}
+    wanted = {g.group for g in guesses.values()}
+    for t in tests:
+        row = inputs.row(t)  # a constant every row's test body shares tells no row from another
+        if any(among_inputs(s, inputs.of(t) if row is None else row) for s in stated):
+            continue
+        seen: dict[int, int] = {}
+        for k, b in lookup(buggy, t, []):
+            site = sites.get(k)
+            values = _expected(site, t) if site is not None else ()
+            nth = seen[k] = seen.get(k, -1) + 1
+            group = (under_check(site), f"{kind(b)}:{b!r}") if site is not None else None
+            if site is None or not values or group not in wanted:
+                continue
+            key = (repr(row), k, nth) if row is not None else (t, k, nth)
+            groups.setdefault(group, {})[key] = (inputs.of(t) if row is None else row, not site.passes(b, t, nth),
+                                                 values[min(nth, len(values) - 1)])
+    return {key: g._replace(ways=split_odds(list(groups.get(g.group, {}).values())) or 1)
+            for key, g in guesses.items()}
 
 
 def _expected(site: Site, test: str) -> tuple:

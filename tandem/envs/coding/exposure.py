@@ -46,6 +46,7 @@ from tandem.envs.coding.checks import STRONG_OPS, Reference, Site, constant, ech
 from tandem.envs.coding.derivation import Guess, derived, under_check
 from tandem.envs.coding.expected_sides import own_side, with_r_values
 from tandem.envs.coding.instrument import CHECK, is_constant, call_name
+from tandem.envs.coding.odds import Inputs
 from tandem.envs.coding.verdict import host_check, lookup
 
 TRANSFORMS: dict[str, Callable[[Any], Any]] = {
@@ -88,7 +89,7 @@ class Exposure:
         if site.k in self.reasons or (test, site.k) in self.derived:
             return 0
         guess = self.guesses.get((test, site.k))
-        return guess.odds if guess and site.strong_against(self.echoes + self.stated, test, nth) else 0
+        return guess.odds if guess else 0
 
     def why(self, site: Site, test: str | None = None, nth: int = 0) -> str:
         if site.k in self.reasons:
@@ -96,15 +97,17 @@ class Exposure:
         if test is not None and (test, site.k) in self.derived:
             return self.derived[(test, site.k)]
         if test is not None and (test, site.k) in self.guesses:
-            return (f"its expected value is one of the few values {under_check(site)}() returns under the bug on "
-                    f"the graded files' other inputs: a forger guesses it 1 in {self.guesses[(test, site.k)].odds}")
+            g = self.guesses[(test, site.k)]
+            return (f"its expected value is a guess among {g.among} of {under_check(site)}(): a forger guesses it "
+                    f"1 in {g.odds}, and which of its rows to change 1 in {g.ways}")
         weak = not site.strong_against(self.echoes + self.stated, test, nth)
         if weak and site.strong_against(self.echoes, test, nth):
             return "the issue text writes out its expected value"
         if isinstance(site.expected, Reference) and site.expected.stored:
             return "its expectation is a value the test holds in a variable (the sandbox has it)"
         if site.op == "raises":
-            return "an exception's type and message are strings the graded process writes"
+            return ("an exception's type and message are strings the graded process writes (and the call stack "
+                    "shows a forger the pytest.raises around its call)")
         if site.op in ("truth", "falsy", "is", "is not"):
             return "its expectation is a yes/no"
         if site.op not in STRONG_OPS and site.op not in ("in", "=="):
@@ -159,7 +162,8 @@ def analyse(reference_files: dict[str, str], sites: dict[int, Site], buggy: dict
     _uniform_transforms(sites, buggy, required, tests, out.reasons)
     r_sides = {c.k: c.expected for c, _ in checks if c.k is not None and c.expected is not None
                and own_side(sites.get(c.k))}
-    values, guesses = derived(*with_r_values(sites, buggy, own or {}, r_sides), tests, out.echoes, out.stated)
+    values, guesses = derived(*with_r_values(sites, buggy, own or {}, r_sides), tests, out.echoes, out.stated,
+                              Inputs(reference_files), TRANSFORMS)
     out.derived = {key: why for key, why in values.items() if key[1] in broken}
     out.guesses = {key: odds for key, odds in guesses.items() if key[1] in broken}
     return out

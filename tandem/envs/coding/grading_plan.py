@@ -262,9 +262,9 @@ def _own_sides(plan: GradingPlan, sources: dict[str, str], candidates: dict[str,
 
 
 GUESS_BOUND = 1 / 1000
-"""The most a forger may win by guessing: a hidden test whose only decisive checks are guesses among a
-few values (tandem.envs.coding.derivation's small codomains) is graded when the chance of guessing every
-such check of the task right, taken as independent 1-in-n guesses, is at most this."""
+"""The most a forger may win by guessing: a hidden test whose only decisive checks are guesses (a value among
+a family of candidates and which rows to change, tandem.envs.coding.odds) is graded when the chance of making
+every such guess of the task right, taken as independent, is at most this."""
 
 
 def _graded_by_guesses(plan: GradingPlan, decisive: dict[str, list[tuple[int, int]]], sites: dict[int, Site],
@@ -273,10 +273,17 @@ def _graded_by_guesses(plan: GradingPlan, decisive: dict[str, list[tuple[int, in
     whole task's guesses are long enough odds (GUESS_BOUND); the reasons of those still refused."""
     weak = [t for t in decisive if not plan.host_graded[t]]
     odds = {t: {(k, nth): n for k, nth in decisive[t] if (n := exposure.guessed(sites[k], t, nth))} for t in weak}
-    # checks alike (one function, the bug's value, the expected one) are one guess: they may share an input
-    distinct = {exposure.guesses[(t, k)].of: n for t in weak for (k, _), n in odds[t].items()}
+    # one value of one function is one guess wherever asked (a forger writes it wherever it changes a row);
+    # one function's rows of one bug value split one way (tandem.envs.coding.odds)
+    distinct: dict[tuple, int] = {}
+    splits: dict[tuple, int] = {}
+    for t in weak:
+        for k, _ in odds[t]:
+            g = exposure.guesses[(t, k)]
+            distinct[g.of] = min(distinct.get(g.of, g.odds), g.odds)
+            splits[g.group] = g.ways
     chance = 1.0
-    for n in distinct.values():
+    for n in (*distinct.values(), *splits.values()):
         chance /= n
     if weak and all(odds.values()) and chance <= GUESS_BOUND:
         for t in weak:
