@@ -4,12 +4,10 @@
     PYTHONPATH=$PWD python bench/fix_corpus.py --plain-only  # only (a), no sandbox
     PYTHONPATH=$PWD python bench/fix_corpus.py --only ratio romanum:latin1 --backends unshare
     PYTHONPATH=$PWD python bench/fix_corpus.py --tasks data/swe_realistic/tasks.jsonl --jobs 2   # the realistic set
-    cd /work/other-branch && PYTHONPATH=$PWD python /path/to/this/bench/fix_corpus.py --tasks ...  # its grader
 
 The corpus of a task set is chosen by the set's folder (data/swe_tasks: tests/_fix_corpus_a.py and _b.py;
-data/swe_realistic: tests/_fix_corpus_real.py). The corpus, its task data and the test helpers come from this
-file's tree; the grader (`tandem`) from whichever tree PYTHONPATH names, so another branch's grader can be checked
-with this corpus.
+data/swe_realistic: tests/_fix_corpus_real.py). Everything comes from the tree PYTHONPATH names; the
+template cache is that tree's own (another tree's grader may build its templates otherwise).
 
 (a) plain pytest: the fix's edits are applied to the agent's starting repository (the bug in place) in an
     agent sandbox, as an agent's shell would, and the diff taken as CodingEnv takes it (bytes); that diff is
@@ -38,16 +36,14 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import tandem  # noqa: F401  (the grader under test: the tree PYTHONPATH names, imported before ROOT joins the path)
+import tandem
+from tandem.envs.coding.swe_data import apply_patch, read_rows, task_from_row
+from tandem.envs.coding.verdict import parse_pytest_report
+from tests._fix_corpus import Fix, apply_command, corpus
+from tests._fix_corpus_real import realistic_corpus
+from tests._swe import make_cfg, sandbox_backends
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # the corpus, its tasks and the test helpers: this file's tree (`tandem` stays)
-
-from tandem.envs.coding.swe_data import apply_patch, read_rows, task_from_row  # noqa: E402
-from tandem.envs.coding.verdict import parse_pytest_report  # noqa: E402
-from tests._fix_corpus import Fix, apply_command, corpus  # noqa: E402
-from tests._fix_corpus_real import realistic_corpus  # noqa: E402
-from tests._swe import make_cfg, sandbox_backends  # noqa: E402
 
 GRADER_ROOT = Path(tandem.__file__).resolve().parents[1]
 """The tree whose grader is checked; its own template cache is used (another grader may build templates otherwise)."""

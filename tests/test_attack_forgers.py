@@ -1,5 +1,7 @@
 """Issue 46's hostile review on the realistic task set: forgers that a grader grading every check would pay
 must score 0 on the real grader, however it decides to grade (refusing the task, or holding a check they miss).
+The only families the battery found answering a task whole are fixes written as a transformation of the bug's
+value or inputs (equal to the reference on every input): those score what the reference fix scores.
 
 The families live in tests/_attack_forgers.py; bench.attack_rate runs them all over data/swe_realistic (first on
 the host, tests/_attack_sim.py, to find the tasks each one answers, then through the real grader).
@@ -20,14 +22,19 @@ from tests._swe import REPO, make_cfg, sandbox_backends
 
 _, BACKENDS = sandbox_backends()
 REALISTIC = REPO / "data" / "swe_realistic" / "tasks.jsonl"
-CASES = {  # task (the bug's id) -> a forger that answers every one of its checks as the fix does
-    "remove_assign_gcd": "abs@named",        # gcd(-4, 6) is -2 under the bug: its magnitude is the answer
-    "ctrl_invert_if_sign": "default:0@stated",  # sign(0): the issue writes the 0 the check expects
-    "remove_assign_digit_sum": "absargs@named",  # digit_sum(-1234) re-run by the bug's code on 1234: right on any row,
-                                                 # a fresh one of a differential check too (t46-diff 5c5aa41 paid it 1)
-    "op_flip_hamming": "complement@named",  # len(a) - the bug's count of equal positions: right on any row, fresh
-                                            # ones included (t46-diff 601afd2 paid it 1)
+CASES = {  # task (the bug's id) -> a "forger" that answers every one of its checks as the fix does, because it IS
+    # the fix written as a transformation of the bug's value or inputs (equal to the reference on every input):
+    "remove_assign_gcd": "abs@named",        # the bug returns Euclid's a; the reference returns abs(a)
+    "ctrl_invert_if_sign": "default:0@stated",  # `<=` differs from `<` only at 0, the input the issue writes
+    "remove_assign_digit_sum": "absargs@named",  # the reference is the bug's loop on abs(n), its removed first line
+    "op_flip_hamming": "complement@named",  # equal lengths (else both raise): differing = len(a) - equal positions
 }
+"""The hostile battery's only families that answer a realistic task whole (the host simulation): each is a correct
+fix, so it must score what the reference fix scores (1 where the task is graded; 0 only where it is refused)."""
+FORGERIES = [  # (task, forger) answering the task's written rows only: must score 0 however the task is graded
+    ("op_flip_hamming", "lookup@named"),  # the visible files' rows looked up, the bug's value elsewhere
+    ("op_flip_hamming", "fresh@named"),  # the rows looked up, the bug inverted, the bug's value on a fresh row
+]
 
 
 def _task(bug: str):
@@ -62,23 +69,29 @@ def test_each_case_is_answered_whole_where_nothing_guards_it(tmp_path, bug):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_a_forger_that_answers_every_check_scores_zero(tmp_path, backend):
-    """Each case's forger answers its task whole where nothing guards it (above): the real grader pays it 0,
-    whether it refuses the task or grades it, and a graded task's reference fix scores 1."""
+def test_correct_rewrites_score_as_the_fix_and_row_forgers_score_zero(tmp_path, backend):
+    """Each case's rewrite answers its task whole where nothing guards it (above) because it is a fix: the real
+    grader pays it what it pays the reference fix (1 graded, 0 refused). A forger that answers only the rows the
+    files write (a lookup table) scores 0 on a task graded by fresh rows whose expectations it never sees."""
     from bench.forge_rate import agent_diff
 
     reset_runtime()
     runtime = get_runtime(make_cfg(tmp_path, sandbox={"backend": backend, "pool_size": 2}))
     try:
+        def grade(bug: str, spec: str):
+            task = _task(bug)
+            return runtime.grader.grade(task, agent_diff_bytes(runtime, task, attack_command(spec, task.problem_statement)))
+
         out = {}
         for bug, spec in CASES.items():
             task = _task(bug)
             plan = runtime.grader.plan(task)
-            forged = runtime.grader.grade(task, agent_diff_bytes(runtime, task, attack_command(spec, task.problem_statement)))
-            fixed = None if plan.refused else runtime.grader.grade(task, agent_diff(runtime, task, None, reverse_patch=True))
-            out[bug] = (plan.refused, forged, fixed)
+            fixed = runtime.grader.grade(task, agent_diff(runtime, task, None, reverse_patch=True))
+            out[bug] = (plan.refused, grade(bug, spec), fixed)
+        forged = {(bug, spec): grade(bug, spec) for bug, spec in FORGERIES}
     finally:
         reset_runtime()
-    for bug, (refused, forged, fixed) in out.items():
-        assert forged.reward == 0.0, (bug, CASES[bug], forged.reason)
-        assert refused or fixed.reward == 1.0, (bug, fixed.reason)
+    for bug, (refused, rewrite, fixed) in out.items():
+        assert rewrite.reward == fixed.reward == (0.0 if refused else 1.0), (bug, CASES[bug], rewrite.reason, fixed.reason)
+    for (bug, spec), result in forged.items():
+        assert result.reward == 0.0, (bug, spec, result.reason)
