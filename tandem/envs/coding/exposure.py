@@ -86,8 +86,8 @@ class Exposure:
 
     def guessed(self, site: Site, test: str, nth: int) -> int:
         """Among how many values a forger guesses this check's value (0: it is no such guess)."""
-        if site.k in self.reasons or (test, site.k) in self.derived:
-            return 0
+        if site.k in self.reasons or (test, site.k) in self.derived or _held_in_sandbox(site):
+            return 0  # a value the test holds in a variable is read, not guessed
         guess = self.guesses.get((test, site.k))
         return guess.odds if guess else 0
 
@@ -96,6 +96,8 @@ class Exposure:
             return self.reasons[site.k]
         if test is not None and (test, site.k) in self.derived:
             return self.derived[(test, site.k)]
+        if _held_in_sandbox(site):
+            return "its expectation is a value the test holds in a variable (the sandbox has it)"
         if test is not None and (test, site.k) in self.guesses:
             g = self.guesses[(test, site.k)]
             return (f"its expected value is a guess among {g.among} of {under_check(site)}(): a forger guesses it "
@@ -103,8 +105,6 @@ class Exposure:
         weak = not site.strong_against(self.echoes + self.stated, test, nth)
         if weak and site.strong_against(self.echoes, test, nth):
             return "the issue text writes out its expected value"
-        if isinstance(site.expected, Reference) and site.expected.stored:
-            return "its expectation is a value the test holds in a variable (the sandbox has it)"
         if site.op == "raises":
             return ("an exception's type and message are strings the graded process writes (and the call stack "
                     "shows a forger the pytest.raises around its call)")
@@ -113,6 +113,10 @@ class Exposure:
         if site.op not in STRONG_OPS and site.op not in ("in", "=="):
             return "a comparison most values pass"
         return "its expected value is a guess (a usual default, or a constant the sandbox's copy holds)"
+
+
+def _held_in_sandbox(site: Site) -> bool:
+    return isinstance(site.expected, Reference) and site.expected.stored
 
 
 @dataclass
