@@ -177,8 +177,10 @@ def test_forgery_scores_zero(tmp_path, backend, attack):
 
 
 EXPOSURE = {"kept_equality": "the sandbox keeps `Frac(1, 2) - Frac(1, 3) == Frac(1, 6)`",
-            "round_trip": "from_base() undoes to_base()", "inverse_pair": "a constant the sandbox's copy holds",
+            "round_trip": "from_base() undoes to_base()", "inverse_pair": "one of the check's own inputs",
             "uniform_transform": "one transformation of every value determinant() computes (negated)"}
+"""How each oracle task's plan names the forger's way to the value (inverse_pair: 212 is another check's input in
+the same test body, which the call stack shows a forger: tandem.envs.coding.odds)."""
 
 
 @pytest.mark.parametrize("name", list(ORACLE_TASKS))
