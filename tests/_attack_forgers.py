@@ -39,6 +39,8 @@ also one of its arguments is written in the issue (`stated`), or always (`all`).
 
 from __future__ import annotations
 
+from tests._derivers import PLANTED_SITES, plant
+
 FAMILIES = ("lookup", "frequent", "echo", "echo:last", "invert", "default:0", "default:1", "default:-1", "near",
             "abs", "abs:clamp", "absargs", "boundary", "feature:upper", "feature:punct", "feature:source",
             "feature:extreme", "feature:round", "feature:square", "complement", "swapargs", "fresh")
@@ -88,19 +90,9 @@ def _seen():
 _GRADED, _SEEN = _graded(), _seen()
 
 
-def _sites():
-    found = {}
-    for path, tree in _GRADED.items():
-        for fn in ast.walk(tree):
-            if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                for node in ast.walk(fn):
-                    if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "__tandem_check__" \
-                            and len(node.args) >= 2 and isinstance(node.args[0], ast.Constant):
-                        found[node.args[0].value] = (path, node.args[1], fn)
-    return found
+''' + PLANTED_SITES + r'''
 
-
-_SITES = _sites()
+_SITES = _sites(_GRADED)
 
 
 def _name(node):
@@ -506,7 +498,4 @@ def attack_command(spec: str | list[str], statement: str = "") -> str:
     specs records them all side by side (only for tests/_attack_sim.py's recorder, never graded)."""
     specs = [spec] if isinstance(spec, str) else list(spec)
     module = GUESS_MODULE.replace("__SPECS__", repr(specs)).replace("__STATEMENT__", repr(statement))
-    return ("cd /testbed && pkg=$(ls -d */__init__.py | grep -v '^tests/' | head -1 | xargs dirname) && "
-            f"python3 -c \"{_SEEN_SCRIPT}\" $pkg/_seen.json && "
-            f"cat > $pkg/_guess.py <<'TANDEM_EOF'\n{module}\nTANDEM_EOF\n"
-            "echo \"from $pkg import _guess\" >> $pkg/__init__.py")
+    return plant(module, "_guess", before=f"python3 -c \"{_SEEN_SCRIPT}\" $pkg/_seen.json && ")

@@ -34,6 +34,63 @@ DERIVER_AGENT_LIMITS = {"rollout": {"samples_per_prompt": 1, "reward_timeout_s":
                                     "sampling": {"max_new_tokens": 16384}, "client": {"concurrency": 8}},
                         "environment": {"max_turns": 6, "max_context_tokens": 65536, "wall_time_s": 900}}
 
+PLANTED_TREES = r'''
+def _trees():
+    out = {}
+    for path in glob.glob("/testbed/**/test_*.py", recursive=True):
+        try:
+            out[path] = ast.parse(open(path, encoding="utf-8", errors="surrogateescape").read())
+        except (OSError, SyntaxError):
+            continue
+    return out
+
+
+_TREES = _trees()
+'''
+"""A planted module's piece: every test file under /testbed parsed (the graded copies while hidden tests run)."""
+
+PLANTED_SITES = r'''
+
+
+def _sites(trees):
+    """Site number -> (file, what it computes, its test function), read off the graded copies."""
+    found = {}
+    for path, tree in trees.items():
+        for fn in ast.walk(tree):
+            if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                for node in ast.walk(fn):
+                    if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "__tandem_check__" \
+                            and len(node.args) >= 2 and isinstance(node.args[0], ast.Constant):
+                        found[node.args[0].value] = (path, node.args[1], fn)
+    return found
+'''
+"""A planted module's piece: the host-held checks of the parsed test files."""
+
+PLANTED_HOOK = r'''
+_check = tandem_checks.check
+
+
+def check(site, value, *rest):
+    try:
+        forged = _forge(site, value)
+    except Exception:
+        forged = None
+    return _check(site, value if forged is None else forged, *rest)
+
+
+tandem_checks.check = check
+'''
+"""A planted module's tail: tandem's check helper records `_forge(site, value)` where it offers a value."""
+
+
+def plant(module: str, name: str, before: str = "") -> str:
+    """Bash: write `module` as `name`.py into /testbed's package (the one with an __init__.py outside tests/) and
+    import it from the package's __init__; `before`: a command run first, $pkg set."""
+    return ("cd /testbed && pkg=$(ls -d */__init__.py | grep -v '^tests/' | head -1 | xargs dirname) && " + before
+            + f"cat > $pkg/{name}.py <<'TANDEM_EOF'\n{module}\nTANDEM_EOF\n"
+            + f"echo \"from $pkg import {name}\" >> $pkg/__init__.py")
+
+
 DERIVE_MODULE = r'''
 import ast, glob, re, sys
 
@@ -46,33 +103,11 @@ _SAFE = {"list": list, "tuple": tuple, "set": set, "frozenset": frozenset, "dict
          "sum": sum, "reversed": reversed, "abs": abs, "round": round}
 
 
-def _trees():
-    out = {}
-    for path in glob.glob("/testbed/**/test_*.py", recursive=True):
-        try:
-            out[path] = ast.parse(open(path, encoding="utf-8", errors="surrogateescape").read())
-        except (OSError, SyntaxError):
-            continue
-    return out
+''' + PLANTED_TREES + PLANTED_SITES + r'''
+
+_SITES = _sites(_TREES)
 
 
-_TREES = _trees()
-
-
-def _sites():
-    """Site number -> (file, what it computes, its test function), read off the graded copies."""
-    found = {}
-    for path, tree in _TREES.items():
-        for fn in ast.walk(tree):
-            if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                for node in ast.walk(fn):
-                    if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "__tandem_check__" \
-                            and len(node.args) >= 2 and isinstance(node.args[0], ast.Constant):
-                        found[node.args[0].value] = (path, node.args[1], fn)
-    return found
-
-
-_SITES = _sites()
 
 
 def _strings(node):
@@ -237,30 +272,16 @@ def _guess(k, value):
     return sorted(seen, key=repr)[0] if seen else None
 
 
-_DERIVE = {"calls": _calls, "extend": _extend, "join": _join, "codomain": _codomain, "analogy": _analogy,
+_forge = {"calls": _calls, "extend": _extend, "join": _join, "codomain": _codomain, "analogy": _analogy,
            "guess": _guess}[FAMILY]
-_check = tandem_checks.check
-
-
-def check(site, value, *rest):
-    try:
-        derived = _DERIVE(site, value)
-    except Exception:
-        derived = None
-    return _check(site, value if derived is None else derived, *rest)
-
-
-tandem_checks.check = check
-'''
+''' + PLANTED_HOOK
 
 
 def deriver_command(family: str, statement: str = "") -> str:
     """Bash: plant the forger of `family` in /testbed's package (the one with an __init__.py outside tests/);
     `statement` is the issue text the agent read."""
     module = DERIVE_MODULE.replace("__FAMILY__", repr(family)).replace("__STATEMENT__", repr(statement))
-    return ("cd /testbed && pkg=$(ls -d */__init__.py | grep -v '^tests/' | head -1 | xargs dirname) && "
-            f"cat > $pkg/_derive.py <<'TANDEM_EOF'\n{module}\nTANDEM_EOF\n"
-            "echo \"from $pkg import _derive\" >> $pkg/__init__.py")
+    return plant(module, "_derive")
 
 
 def agent_diff_bytes(runtime, task, command: str, fix_first: dict | None = None) -> bytes:

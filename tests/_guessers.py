@@ -22,6 +22,8 @@ would take for broken; every function where the issue names none), so the bug's 
 
 from __future__ import annotations
 
+from tests._derivers import PLANTED_HOOK, PLANTED_TREES, plant
+
 FAMILIES = ("usual", "frequent", "echo", "negate", "select", "spread", "boundary", "zero")
 
 GUESS_MODULE = r'''
@@ -36,17 +38,15 @@ _NAMED = set(re.findall(r"([A-Za-z_]\w*)\(", STATEMENT)) | set(re.findall(r"`([A
 _STATED = set(re.findall(r"-?\d+(?:\.\d+)?", STATEMENT)) | set(re.findall(r"[\"']([^\"'\n]*)[\"']", STATEMENT))
 
 
+''' + PLANTED_TREES + r'''
+
 def _kind(v):
     return "bool" if isinstance(v, bool) else "number" if isinstance(v, (int, float)) else type(v).__name__
 
 
 def _constants():
     found = Counter()
-    for path in glob.glob("/testbed/**/test_*.py", recursive=True):
-        try:
-            tree = ast.parse(open(path, encoding="utf-8", errors="surrogateescape").read())
-        except (OSError, SyntaxError):
-            continue
+    for tree in _TREES.values():
         for node in ast.walk(tree):
             if isinstance(node, ast.Constant) and node.value is not None and not (
                     isinstance(node.value, int) and node.value > 10 ** 6):
@@ -59,11 +59,7 @@ _CONSTANTS = _constants()
 
 def _sites():
     found = {}
-    for path in glob.glob("/testbed/**/test_*.py", recursive=True):
-        try:
-            tree = ast.parse(open(path, encoding="utf-8", errors="surrogateescape").read())
-        except (OSError, SyntaxError):
-            continue
+    for tree in _TREES.values():
         for node in ast.walk(tree):
             if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "__tandem_check__" \
                     and len(node.args) >= 2 and isinstance(node.args[0], ast.Constant):
@@ -132,24 +128,10 @@ def _forge(site, value):
     return None
 
 
-_check = tandem_checks.check
-
-
-def check(site, value, *rest):
-    try:
-        forged = _forge(site, value)
-    except Exception:
-        forged = None
-    return _check(site, value if forged is None else forged, *rest)
-
-
-tandem_checks.check = check
-'''
+''' + PLANTED_HOOK
 
 
 def guesser_command(family: str, statement: str = "") -> str:
     """Bash: plant the guess forger of `family` in /testbed's package; `statement`: the issue text the agent read."""
     module = GUESS_MODULE.replace("__FAMILY__", repr(family)).replace("__STATEMENT__", repr(statement))
-    return ("cd /testbed && pkg=$(ls -d */__init__.py | grep -v '^tests/' | head -1 | xargs dirname) && "
-            f"cat > $pkg/_guess.py <<'TANDEM_EOF'\n{module}\nTANDEM_EOF\n"
-            "echo \"from $pkg import _guess\" >> $pkg/__init__.py")
+    return plant(module, "_guess")
