@@ -94,15 +94,21 @@ def test_a_streamed_completion_and_n_choices_stream_each_choice():
                                                                        ("completion", 0, IDS)]
 
 
+async def streamed_until_error(api, match: str) -> str:
+    """The text a chat stream delivered before it failed with an APIError matching `match`."""
+    got = ""
+    with pytest.raises(openai.APIError, match=match):
+        async for chunk in await api.chat.completions.create(model="m", messages=USER, stream=True):
+            got += chunk.choices[0].delta.content or ""
+    return got
+
+
 def test_an_abort_in_mid_stream_is_detected_and_the_trajectory_goes_no_further():
     engine = FakeSGLang(IDS, plan=["abort"])
     engine.release.set()
 
     async def harness(api, client, traj):
-        got = ""
-        with pytest.raises(openai.APIError, match="aborted for a weight update"):
-            async for chunk in await api.chat.completions.create(model="m", messages=USER, stream=True):
-                got += chunk.choices[0].delta.content or ""
+        got = await streamed_until_error(api, "aborted for a weight update")
         with pytest.raises(openai.InternalServerError):  # refused without generating
             await api.chat.completions.create(model="m", messages=USER, stream=True)
         return got
@@ -129,11 +135,7 @@ def test_a_stream_is_retried_before_its_first_chunk_and_never_after():
     engine.release.set()
 
     async def broken(api, client, traj):
-        got = ""
-        with pytest.raises(openai.APIError, match="the engines failed"):
-            async for chunk in await api.chat.completions.create(model="m", messages=USER, stream=True):
-                got += chunk.choices[0].delta.content or ""
-        return got
+        return await streamed_until_error(api, "the engines failed")
 
     got, client, traj = through_endpoint(engine, broken)
     assert got == "h" and len(engine.requests) == 1 and client.retried == 0 and traj.calls == []
