@@ -86,6 +86,10 @@ class GradingPlan:
     differential: dict[str, list[str]] = field(default_factory=dict)
     """Hidden test (graded id) -> the fresh rows of its table it requires: graded by them, its own decisive
     checks all within a forger's reach (tandem.envs.coding.differential)."""
+    fresh_failed: list[str] = field(default_factory=list)
+    """The fresh rows kept (reference values held) that the bug fails: where it differs from the reference
+    beyond the visible rows (bench.refusal_rate counts them)."""
+    fresh_kept: int = 0
 
     def graded_id(self, test: str) -> str:
         return self.aliases.get(test, test)
@@ -180,6 +184,8 @@ def build_plan(task: SweTask, testbed: Path, run_tests: RunTests, seed: int | No
         return plan
     confirmed = judge(kept_fresh, confirm, run.returncode, run.output, plan.sites, plan.required).tests
     kept_fresh = [f for f in kept_fresh if confirmed[f] == "PASSED"]  # the same value in both reference runs
+    plan.fresh_kept = len(kept_fresh)
+    plan.fresh_failed = [f for f in kept_fresh if _decisive(lookup(buggy.checks, f, []), sites, plan.required[f], f)]
     exposure = analyse(plain(set(kept)) or reference_files, sites,
                        buggy.checks, plan.required, list(task.tests),
                        task.problem_statement, buggy.own)
