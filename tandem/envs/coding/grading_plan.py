@@ -111,18 +111,20 @@ class GradingPlan:
                 "kept_in_sandbox": self.kept_in_sandbox[:8], "exposed": len(self.exposed), "refused": self.refused}
 
 
-def split_files(testbed: Path, test_files: list[str], tests: tuple[str, ...] = (), rng: random.Random | None = None
+def split_files(testbed: Path, test_files: list[str], tests: tuple[str, ...] = (), rng: random.Random | None = None,
+                failing: tuple[str, ...] = ()
                 ) -> tuple[dict[str, str], dict[str, list[Candidate]], dict[str, str], dict[int, Site], list[str]]:
     """(text, candidates) of every graded test file that parses, its parametrized expectations taken out
     (tandem.envs.coding.params: the task ids' aliases, the sites whose expectations the host holds, and with
-    `rng` the fresh rows added to their tables); site numbers are unique across files."""
+    `rng` the fresh rows added to their tables, half near the `failing` tests); site numbers are unique
+    across files."""
     sources, candidates, aliases, held, k, fresh = {}, {}, {}, {}, 0, []
     enums = functools.cache(lambda: enum_table(testbed))
     for rel in test_files:
         path = testbed / rel
         if path.suffix != ".py" or path.is_symlink() or not path.is_file():
             continue
-        hidden = hide(path.read_text(errors="surrogateescape"), rel, tests, enums, rng)
+        hidden = hide(path.read_text(errors="surrogateescape"), rel, tests, enums, rng, failing)
         found = find_sites(hidden.source, rel, k)
         if found is None:
             continue
@@ -149,7 +151,8 @@ def build_plan(task: SweTask, testbed: Path, run_tests: RunTests, seed: int | No
     """Split the graded files of `task` (from its graded template's testbed) and run the references;
     `seed` draws the fresh rows (a new one, held here only, when None)."""
     rng = random.Random(secrets.randbits(64) if seed is None else seed)
-    sources, candidates, aliases, held, fresh = split_files(testbed, task.test_files, task.tests, rng)
+    sources, candidates, aliases, held, fresh = split_files(testbed, task.test_files, task.tests, rng,
+                                                          task.fail_to_pass)
     plain = functools.partial(_without_fresh_rows, testbed, task, aliases, candidates)
     task = replace(task, fail_to_pass=tuple(aliases.get(t, t) for t in task.fail_to_pass),
                    pass_to_pass=tuple(aliases.get(t, t) for t in task.pass_to_pass))
