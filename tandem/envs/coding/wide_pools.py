@@ -14,7 +14,8 @@ negative where every value is positive, a year past datetime's 9999; tests/_fix_
 fixes), so a drawn value has the type of a value of its column (an int column stays int, a bool stays bool),
 no sign the column does not show (never negative where every value is >= 0, never 0 where every value is
 > 0), a magnitude at most WIDEN_BOUND times the column's largest, finite floats (no -0.0), and a string only
-the column's characters (with their ASCII case partners), ASCII where every string of the column is.
+the column's characters and their ASCII case partners (so ASCII where every string of the column is: no
+'İ' or 'ß' whose case mapping a correct fix may read otherwise).
 """
 
 from __future__ import annotations
@@ -81,8 +82,8 @@ def in_domain(candidate: Any, values: list) -> bool:
         strings = [v for v in values if type(v) is str]
         alphabet = {c for s in strings for c in s}
         alphabet |= {c.swapcase() for c in alphabet if c.isascii()}
-        return set(candidate) <= alphabet and (candidate.isascii() or not all(s.isascii() for s in strings)) \
-            and (candidate != "" or "" in strings) and len(candidate) <= WIDEN_BOUND * max(map(len, strings))
+        return set(candidate) <= alphabet and (candidate != "" or "" in strings) \
+            and len(candidate) <= WIDEN_BOUND * max(map(len, strings))
     return True
 
 
