@@ -94,3 +94,21 @@ def test_a_fresh_row_no_blind_guess_reaches_is_beyond_a_forger_and_a_missing_bug
     assert blind_chance(rows, TRANSFORMS, _no_family).chance == 0.0
     raised = Row("f", True, (3, 4), MISSING, 4, True)
     assert labels(raised, TRANSFORMS, _no_family) == {"its input 1": 2}
+
+
+def test_a_transform_right_on_every_fresh_row_but_not_on_an_original_one_is_no_fix():
+    """Every fresh row wrong under the bug and `not` right on all of them, but an original row the bug gets right:
+    `not` everywhere fails it, so it is no fix on the sample; on the fresh rows alone it wins 1 in 1."""
+    rows = [_fresh((n,), False, True) for n in (3, 5, 7)] + [Row("f", False, (9,), False, False, False)]
+    assert uniform_fix(rows, TRANSFORMS) == {}
+    assert blind_chance(rows, TRANSFORMS, _no_family).chance == 1.0
+
+
+def test_the_forger_gets_the_likelier_of_the_two_ways_to_label_its_rows():
+    """clamp rows under a bug returning hi, where each wanted value is also one a family gives 1 in 1: labelled by
+    value, the rows (4, 0, 10) and (6, 0, 10) are two labels and a kept one, 3! = 6 ways: 1 in 6; labelled as the
+    argument x, 3!/2! = 3 ways times 1 in 3 for the argument: 1 in 9. The forger gets the better: 1 in 6."""
+    rows = [_fresh(r, 10, min(max(r[0], r[1]), r[2]), "clamp") for r in [(4, 0, 10), (6, 0, 10), (15, 0, 10)]]
+    def family(row: Row) -> int:
+        return 1 if row.want in (4, 6) else 0
+    assert blind_chance(rows, TRANSFORMS, family).chance == 1 / 6

@@ -103,7 +103,7 @@ def test_fresh_rows_as_blind_guesses_pay_fixes_and_no_forger(tmp_path, backend, 
     assert before.refused, "the odds model alone grades it: this test no longer tests the blind count"
     assert not plan.refused, plan.refused
     assert "guessed blind" in plan.blind, plan.blind
+    assert rewards == {name: want for name, (_, want) in programs.items()}, rewards
     for t in task.fail_to_pass:  # every kept fresh row required, those the bug gets right too
         rows = plan.differential[plan.graded_id(t)]
         assert len(rows) >= 16 and all("[fresh" in f for f in rows)
-    assert rewards == {name: want for name, (_, want) in programs.items()}, rewards
