@@ -38,6 +38,9 @@ BLIND_MUTANTS = [
     ("gcd's absolute value no transform", BLIND,
      '    "absolute value": lambda v: abs(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v,\n',
      "", T + "test_one_transform_right_on_every_original_and_fresh_row_is_the_fix_not_a_guess"),
+    ("a selector blind to a tuple input's items", BLIND,
+     "        return bool(pick(tuple(_flat(inputs))))", "        return bool(pick(inputs))",
+     T + "test_a_selector_reads_the_items_of_a_tuple_input"),
     # the soundness guard against a forger that reads `[freshN]` off the call stack: rows the bug gets right judged
     ("only the fresh rows the bug fails required", PLAN,
      "            plan.differential[t] = tables[t]",

@@ -112,3 +112,10 @@ def test_the_forger_gets_the_likelier_of_the_two_ways_to_label_its_rows():
     def family(row: Row) -> int:
         return 1 if row.want in (4, 6) else 0
     assert blind_chance(rows, TRANSFORMS, family).chance == 1 / 6
+
+
+def test_a_selector_reads_the_items_of_a_tuple_input():
+    """in_rect(point, rect): the wrong rows are the points with a zero coordinate; the selector sees inside the point."""
+    rows = [_fresh(((x, y),), False, x == 0 or y == 0, "in_rect") for x, y in [(0, 2), (1, 1), (2, 0), (5, 1),
+                                                                                 (3, 3), (2, 2)]]
+    assert blind_chance(rows, TRANSFORMS, _no_family).chance == 1 / 3

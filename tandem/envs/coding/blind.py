@@ -244,10 +244,17 @@ def split_ways(group: list[tuple[Row, str]]) -> int:
 
 
 def _pick(pick: Callable[[tuple], bool], inputs: tuple) -> bool:
+    """The selector on the row's scalars, a tuple input's items among them (in_rect's point: a zero coordinate)."""
     try:
-        return bool(pick(inputs))
+        return bool(pick(tuple(_flat(inputs))))
     except Exception:
         return False
+
+
+def _flat(values: Any) -> list:
+    if isinstance(values, (tuple, list)):
+        return [v for item in values for v in _flat(item)]
+    return [values]
 
 
 def family_odds(echoes: tuple, stated: tuple, codomains: dict[str, list], transforms: dict[str, Callable],
