@@ -24,6 +24,7 @@ from pathlib import Path
 
 # each feature's mutants in its own module; scripts/ is on the path of `python scripts/mutate.py`
 from mutants_baseline import BASELINE
+from mutants_blind import BLIND_MUTANTS
 from mutants_eval import EVAL
 from mutants_expected_sides import EXPECTED_SIDES
 from mutants_first_hour import FIRST_HOUR
@@ -326,8 +327,7 @@ CORE = [  # one or more mutants per core guarantee, each guarded by a fast, hand
   'return _on_off_flag("--enable-memory-saver", "run.colocate") if cfg.colocated else []',
   'return _on_off_flag("--enable-memory-saver", "run.colocate")', "tests/test_colocation.py::test_sglang_gets_the_memory_saver_only_when_colocated"),
 ]
-SETS = {"defences": DEFENCES, "suite": SUITE, "core": CORE, "memory": MEMORY, "moe": MOE, "tests3": TESTS3, "first_hour": FIRST_HOUR, "reward": REWARD, "load": LOAD, "eval": EVAL, "harness": HARNESS, "sglang": SGLANG, "signal": SIGNAL, "reload": RELOAD, "reward_fixes": REWARD_FIXES, "types": TYPES, "typed2": TYPED2, "expected_sides": EXPECTED_SIDES, "guesses": GUESSES, "params2": PARAMS2, "differential": DIFFERENTIAL, "baseline": BASELINE, "odds": ODDS_MUTANTS}
-SETS["wide"] = WIDE  # issue 46: wider fresh rows (scripts/mutants_wide.py)
+SETS = {"defences": DEFENCES, "suite": SUITE, "core": CORE, "memory": MEMORY, "moe": MOE, "tests3": TESTS3, "first_hour": FIRST_HOUR, "reward": REWARD, "load": LOAD, "eval": EVAL, "harness": HARNESS, "sglang": SGLANG, "signal": SIGNAL, "reload": RELOAD, "reward_fixes": REWARD_FIXES, "types": TYPES, "typed2": TYPED2, "expected_sides": EXPECTED_SIDES, "guesses": GUESSES, "params2": PARAMS2, "differential": DIFFERENTIAL, "baseline": BASELINE, "odds": ODDS_MUTANTS, "blind": BLIND_MUTANTS}
 OUTCOME = {0: "MISSED", 1: "CAUGHT"}
 """pytest's exit codes: 0 all passed (the mutant lived), 1 tests failed (caught). Anything else
 (2 interrupted, 3 internal error, 4 usage error such as a test that does not exist, 5 no tests

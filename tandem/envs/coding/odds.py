@@ -35,6 +35,13 @@ by the inputs. Against it:
   knows they are the ones that fail); where a feature of the inputs alone (two equal, a zero, a
   sign: SELECTORS) picks out exactly the wrong rows, the split is a 1-in-3 choice of feature.
 
+**Fresh rows** (tandem.envs.coding.fresh_rows) are counted by tandem.envs.coding.blind with these same odds, as what
+they are to a forger: calls whose expected value is written nowhere. A forger *can* tell a fresh row from an
+original one (its pytest id `[freshN]` is on the call stack), so their split is counted apart from the original
+rows', and every kept fresh row of a table so graded is judged, those the bug gets right too; an input the row
+holds is a choice of argument made once per function, not a selection; one transformation right on every
+original and fresh row is code equal to the reference on the sample, a fix (tests/test_attack_forgers.py).
+
 Independence is assumed between families and functions (the grading plan multiplies); a forger
 with knowledge of the domain is a fix, not a guess. What is not counted: a value computed from
 the inputs by arithmetic no rule above names.
