@@ -18,7 +18,9 @@ the rest of the command line to every run (a candidate setting, e.g. `--extra --
 
 `--reproducible` adds `--run.reproducible true` and, per job and seed, diffs the quiet run's
 metrics rows against the loaded run's (tandem.orchestrator.reproducibility: all but the times and
-the queue's momentary state). Results: bench/results/learning_under_load[_TAG].{json,md}.
+the queue's momentary state); the two conditions may run in separate invocations with one
+`--scratch` (a run of the other condition found there is read back for the diff).
+Results: bench/results/learning_under_load[_TAG].{json,md}.
 """
 
 from __future__ import annotations
@@ -105,11 +107,15 @@ def train_to_success(run_dir: Path, args: list[str], stop_early: bool) -> tuple[
     return rows, wall, seen, statistics.fmean(loads) if loads else float("nan")
 
 
-def one_run(job: str, seed: int, condition: str, args: argparse.Namespace, scratch: Path) -> tuple[dict, list[dict]]:
+def run_dir_of(job: str, seed: int, condition: str, args: argparse.Namespace) -> Path:
+    return Path(args.scratch) / f"{job}_{seed}_{condition}{'_reproducible' if args.reproducible else ''}"
+
+
+def one_run(job: str, seed: int, condition: str, args: argparse.Namespace) -> tuple[dict, list[dict]]:
     extra = [*JOBS[job], "--run.seed", str(seed), *(["--run.steps", str(args.steps)] if args.steps else []),
              *(["--run.reproducible", "true"] if args.reproducible else []), *args.extra]
     before = loadavg()
-    run_dir = scratch / f"{job}_{seed}_{condition}{'_reproducible' if args.reproducible else ''}"
+    run_dir = run_dir_of(job, seed, condition, args)
     with cpu_hog(condition == "loaded"):
         # a reproducible pair is compared row by row, so both runs go to the end
         rows, wall, seen, load_during = train_to_success(run_dir, extra, stop_early=not (args.reproducible or args.full))
@@ -180,10 +186,12 @@ def main() -> None:
     for job in args.jobs:
         for seed in args.seeds:
             for condition in args.conditions:
-                result, rows[(job, seed, condition)] = one_run(job, seed, condition, args, Path(args.scratch))
+                result, rows[(job, seed, condition)] = one_run(job, seed, condition, args)
                 runs.append(result)
-            if args.reproducible and all((job, seed, c) in rows for c in CONDITIONS):
-                diffs[f"{job} seed {seed}"] = row_differences(rows[(job, seed, "quiet")], rows[(job, seed, "loaded")])
+            if args.reproducible:  # the other condition may have run in an earlier invocation, same scratch
+                pair = [rows.get((job, seed, c)) or read_rows(run_dir_of(job, seed, c, args) / "metrics.jsonl") for c in CONDITIONS]
+                if all(pair):
+                    diffs[f"{job} seed {seed}"] = row_differences(*pair)
     out = REPO / "bench/results" / f"learning_under_load{'_' + args.tag if args.tag else ''}"
     out.with_suffix(".json").write_text(json.dumps({"argv": sys.argv[1:], "runs": runs, "diffs": diffs}, indent=1))
     out.with_suffix(".md").write_text(report(runs, diffs, sys.argv[1:]))
