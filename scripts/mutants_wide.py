@@ -28,4 +28,9 @@ WIDE = [
   "task.test_files, task.tests, rng,\n                                                          task.fail_to_pass)",
   "task.test_files, task.tests, rng,\n                                                          ())",
   "tests/test_wide_rows.py::test_is_leaps_plan_holds_fresh_rows_the_bug_fails_beyond_the_visible_rows"),
+ ("a record's position leaves its span", POOLS, "if _inside([v[p] for v in values], c)]", "]",
+  W + "test_a_record_moves_one_position_inside_that_positions_span_and_is_never_crossed"),
+ ("records crossed position by position", ROWS, "        return rng.choice(values)\n",
+  "        return type(values[0])(_draw([v[p] for v in values], rng, pools) for p in range(len(values[0])))\n",
+  W + "test_a_record_moves_one_position_inside_that_positions_span_and_is_never_crossed"),
 ]
