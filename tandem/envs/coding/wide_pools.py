@@ -103,7 +103,7 @@ def _inside(values: list, candidate: Any) -> bool:
 
 def widened(value: Any, values: list, failing: list | None = None) -> list:
     """New values near `value`, a value of the column `values`, each inside the column's domain; none of
-    the column's own values. A fixed-shape value changes at one position, within that position's column.
+    the column's own values. A record (fixed shape) changes at one position, inside that position's span.
     With `failing` (the column's values in failing rows), numbers move along the failing values' steps only."""
     if fixed_shape(values):  # a record (a date, a point): its positions together make its domain
         at = [None if failing is None else [v[p] for v in failing] for p in range(len(value))]
