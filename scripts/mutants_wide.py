@@ -35,4 +35,6 @@ WIDE = [
  ("records crossed position by position", ROWS, "        return rng.choice(values)\n",
   "        return type(values[0])(_draw([v[p] for v in values], rng, pools) for p in range(len(values[0])))\n",
   W + "test_a_record_moves_one_position_inside_that_positions_span_and_is_never_crossed"),
+ ("fresh rows in the order they were drawn", ROWS, "    rng.shuffle(picked)  #", "    picked.sort  #",
+  W + "test_half_the_fresh_rows_are_a_failing_row_with_one_input_moved"),
 ]

@@ -88,6 +88,7 @@ def fresh_rows(rows: list[tuple], expected: list[int], rng: random.Random, n: in
                 seen.add(repr(draw))
                 picked.append(draw)
                 share -= 1
+    rng.shuffle(picked)  # a row's id (freshN) says nothing of how it was drawn, e.g. near a failing row
     out: list[tuple] = []
     for draw in picked:
         values = iter(draw)
