@@ -65,10 +65,15 @@ def test_strings_change_case_reverse_double_or_drop_one_character_in_the_columns
     assert widened([1, 2], [[1, 2], [3]]) == [[2, 1], [1, 1, 2], [1, 2, 2], [2], [1]]  # lists of any length
 
 
-def test_a_fixed_shape_column_moves_one_position_inside_that_positions_column():
-    got = widened((3, 4), [(0, 0), (3, 4), (-2, 5)])
-    assert got == [(4, 4), (2, 4), (6, 4), (1, 4), (5, 4), (-3, 4), (3, 3), (3, 8), (3, 2), (3, 9)]
-    assert all(t[1] >= 0 for t in wide_pool([(0, 0), (3, 4), (-2, 5)]))  # position 1 is never negative
+def test_a_record_moves_one_position_inside_that_positions_span_and_is_never_crossed():
+    """A record (a date, a point) is moved, never crossed position by position, and each position stays inside
+    its values' span: weekday's (2000, 2, 29) crossed with 2023, or a day moved to 58, is no date."""
+    got = widened((3, 4), [(0, 0), (3, 4), (-2, 5)])  # position 0 spans -2..3, position 1 spans 0..5
+    assert got == [(2, 4), (1, 4), (3, 3), (3, 2)]
+    dates = [((2024, 1, 1), 1), ((2023, 12, 25), 1), ((2000, 2, 29), 2), ((2024, 3, 9), 6)]
+    for seed in range(3):
+        drawn = [r[0] for r in fresh_rows(dates, [1], random.Random(seed), failing=[3])]
+        assert drawn and all(sum(a != b for a, b in zip(d, (2024, 3, 9))) == 1 for d in drawn), drawn
 
 
 def test_failing_values_move_along_their_own_steps():
@@ -85,6 +90,8 @@ def test_half_the_fresh_rows_are_a_failing_row_with_one_input_moved():
     for seed in range(3):
         drawn = fresh_rows(rows, [2], random.Random(seed), failing=[3])
         assert len(drawn) == 24 and sum(r[0] == 4 or r[1] == 40 for r in drawn) >= 10, drawn
+        # shuffled: the first rows (fresh0..fresh7) are not where the moved rows are (drawn first)
+        assert sum(r[0] == 4 or r[1] == 40 for r in drawn[:8]) < 8, drawn
 
 
 def test_is_leaps_fresh_rows_reach_other_multiples_of_400():

@@ -43,10 +43,10 @@ def _pool(values: list) -> list:
 
 
 def _draw(values: list, rng: random.Random, pools: dict[str, tuple[list, list]]) -> Any:
-    """One new value of a column: a tuple (or list) column's positions drawn one by one, crossing rows; a
-    value inside the span or, as often, a wider one (`pools` caches each column's two pools)."""
-    if fixed_shape(values):
-        return type(values[0])(_draw([v[p] for v in values], rng, pools) for p in range(len(values[0])))
+    """One new value of a column: a value inside the span or, as often, a wider one (`pools` caches each
+    column's two pools); a record (tuples of one length) one of the column's own."""
+    if fixed_shape(values):  # a record is not crossed position by position (wide_pools._inside)
+        return rng.choice(values)
     inside, wide = pools.setdefault(repr(values), (_pool(values), wide_pool(values)))
     return rng.choice(wide if wide and rng.random() < 0.5 else inside)
 
@@ -88,6 +88,7 @@ def fresh_rows(rows: list[tuple], expected: list[int], rng: random.Random, n: in
                 seen.add(repr(draw))
                 picked.append(draw)
                 share -= 1
+    rng.shuffle(picked)  # a row's id (freshN) says nothing of how it was drawn, e.g. near a failing row
     out: list[tuple] = []
     for draw in picked:
         values = iter(draw)

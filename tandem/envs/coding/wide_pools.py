@@ -93,14 +93,22 @@ def fixed_shape(values: list) -> bool:
     return bool(values) and type(values[0]) in (tuple, list) and len({(type(v), len(v)) for v in values}) == 1
 
 
+def _inside(values: list, candidate: Any) -> bool:
+    """A record's position stays inside the span of that position's values: a day 29 moved to 58, or crossed
+    with February of another year, is no date, though a reference without checks answers it (weekday's
+    datetime-based fix raises there, tests/_fix_corpus_real.py)."""
+    nums = _numbers(values)
+    return not _number(candidate) or min(nums) <= candidate <= max(nums)
+
+
 def widened(value: Any, values: list, failing: list | None = None) -> list:
     """New values near `value`, a value of the column `values`, each inside the column's domain; none of
-    the column's own values. A fixed-shape value changes at one position, within that position's column.
+    the column's own values. A record (fixed shape) changes at one position, inside that position's span.
     With `failing` (the column's values in failing rows), numbers move along the failing values' steps only."""
-    if fixed_shape(values):
+    if fixed_shape(values):  # a record (a date, a point): its positions together make its domain
         at = [None if failing is None else [v[p] for v in failing] for p in range(len(value))]
         return [type(value)((*value[:p], c, *value[p + 1:])) for p in range(len(value))
-                for c in widened(value[p], [v[p] for v in values], at[p])]
+                for c in widened(value[p], [v[p] for v in values], at[p]) if _inside([v[p] for v in values], c)]
     if type(value) is bool:
         out: list = [not value]
     elif _number(value):
