@@ -44,12 +44,14 @@ from pathlib import Path
 from typing import Callable
 
 from tandem.envs.coding.checks import Reference, Site
+from tandem.envs.coding.confined import confined_tables, is_probe
 from tandem.envs.coding.differential import expectations, fold, owner, without
 from tandem.envs.coding.enum_value import enum_table
 from tandem.envs.coding.expected_sides import eligible, marked, own_side
 from tandem.envs.coding.exposure import Exposure, analyse
 from tandem.envs.coding.instrument import Candidate, find_sites, rewrite
 from tandem.envs.coding.params import hide
+from tandem.envs.coding.raising_rows import GENERATED, add_rows, graded_by_rows, outcomes, renumber
 from tandem.envs.coding.sandbox.runner import ExecResult
 from tandem.envs.coding.swe_data import SweTask
 from tandem.envs.coding.verdict import Stream, Verdict, judge, lookup
@@ -86,6 +88,9 @@ class GradingPlan:
     differential: dict[str, list[str]] = field(default_factory=dict)
     """Hidden test (graded id) -> the fresh rows of its table it requires: graded by them, its own decisive
     checks all within a forger's reach (tandem.envs.coding.differential)."""
+    confined: list[str] = field(default_factory=list)
+    """Hidden tests graded as a confined change: the fix differs from the bug only at the visible rows, every
+    fresh row of the table a guard (tandem.envs.coding.confined); their guards are in `differential`."""
 
     def graded_id(self, test: str) -> str:
         return self.aliases.get(test, test)
@@ -119,14 +124,18 @@ def split_files(testbed: Path, test_files: list[str], tests: tuple[str, ...] = (
         if path.suffix != ".py" or path.is_symlink() or not path.is_file():
             continue
         hidden = hide(path.read_text(errors="surrogateescape"), rel, tests, enums, rng)
-        found = find_sites(hidden.source, rel, k)
+        text, rows = add_rows(hidden.source, rel, tests, rng) if rng is not None else (hidden.source, [])
+        found = find_sites(text, rel, k)
         if found is None:
             continue
-        sources[rel], candidates[rel] = hidden.source, found
+        tail = hidden.source.rstrip("\n").count("\n") + 2  # the first line of the raising rows' tests
+        found = renumber(found, tail, GENERATED + sum(len(c.sites) for cs in candidates.values() for c in cs
+                                                      if c.sites[0].k >= GENERATED))
+        sources[rel], candidates[rel] = text, found
         aliases.update(hidden.aliases)
         held.update(_held_sites(found, hidden.expected))
-        fresh += hidden.fresh
-        k += len(found)
+        fresh += hidden.fresh + rows
+        k += sum(len(c.sites) for c in found if c.sites[0].k < GENERATED)
     return sources, candidates, aliases, held, fresh
 
 
@@ -146,7 +155,8 @@ def build_plan(task: SweTask, testbed: Path, run_tests: RunTests, seed: int | No
     `seed` draws the fresh rows (a new one, held here only, when None)."""
     rng = random.Random(secrets.randbits(64) if seed is None else seed)
     sources, candidates, aliases, held, fresh = split_files(testbed, task.test_files, task.tests, rng)
-    plain = functools.partial(_without_fresh_rows, testbed, task, aliases, candidates)
+    plain = functools.partial(_without_fresh_rows, testbed, task, aliases,
+                              {rel: [c for c in cs if c.sites[0].k < GENERATED] for rel, cs in candidates.items()})
     task = replace(task, fail_to_pass=tuple(aliases.get(t, t) for t in task.fail_to_pass),
                    pass_to_pass=tuple(aliases.get(t, t) for t in task.pass_to_pass))
     sites = {s.k: s for found in candidates.values() for c in found for s in c.sites}
@@ -158,7 +168,9 @@ def build_plan(task: SweTask, testbed: Path, run_tests: RunTests, seed: int | No
         return plan
     sites.update(_with_references(sites, clean, task.tests))
     fresh_sites, kept_fresh = expectations(clean, fresh, sites)
-    sites.update(fresh_sites)
+    raising_sites, kept_raising = outcomes(clean, fresh, sites)
+    sites.update({**fresh_sites, **raising_sites})
+    kept_fresh += kept_raising
     clean = without(clean, set(fresh) - set(kept_fresh))
     kept = _unjudgeable(clean, sites)
     for found in candidates.values():  # a statement is split whole or not at all
@@ -188,6 +200,8 @@ def build_plan(task: SweTask, testbed: Path, run_tests: RunTests, seed: int | No
     for t in task.fail_to_pass:
         plan.host_graded[t] = sorted({k for k, nth in decisive[t] if exposure.strong(sites[k], t, nth)})
     _graded_by_fresh_rows(plan, task, kept_fresh, buggy, reference_files)
+    _graded_as_confined(plan, task, fresh, kept_fresh, buggy)
+    _graded_by_raising_rows(plan, task, kept_fresh, buggy)
     reasons = _graded_by_guesses(plan, decisive, sites, exposure)
     if reasons:
         plan.refused = "; ".join(reasons)[:1500]
@@ -222,7 +236,7 @@ def _graded_by_fresh_rows(plan: GradingPlan, task: SweTask, fresh: list[str], bu
     those rows. The exposure analysis runs over the task's tests and the rows required, until none drops
     out: a transformation of the bug's values that only rows left out would catch must be caught."""
     weak = [t for t in task.fail_to_pass if not plan.host_graded[t]]
-    rows = [f for f in fresh if any(owner(f) == owner(t) for t in weak)]
+    rows = [f for f in fresh if any(owner(f) == owner(t) for t in weak) and not is_probe(f)]
     beyond: dict[str, set[int]] = {}
     while rows:
         exposure = analyse(reference_files, plan.sites, buggy.checks, plan.required, [*task.tests, *rows],
@@ -237,6 +251,37 @@ def _graded_by_fresh_rows(plan: GradingPlan, task: SweTask, fresh: list[str], bu
         if table:
             plan.host_graded[t] = sorted(set().union(*(beyond[f] for f in table)))
             plan.differential[t] = table
+
+
+def _graded_as_confined(plan: GradingPlan, task: SweTask, fresh: list[str], kept: list[str], buggy: Stream) -> None:
+    """Weak hidden tests of a table whose fix changes no sampled input but the visible rows the bug fails:
+    graded by their own checks and every fresh row of the table as a guard (tandem.envs.coding.confined)."""
+    bug_fails = functools.partial(_bug_fails, plan, buggy)
+
+    def value_of(test: str) -> object:
+        return next((s.expected.of(test) for s in plan.sites.values()
+                     if isinstance(s.expected, Reference) and s.expected.held and s.expected.of(test)), None)
+
+    weak = [t for t in task.fail_to_pass if not plan.host_graded[t]]
+    graded = confined_tables(weak, list(task.pass_to_pass), fresh, kept, bug_fails,
+                             lambda f: bool(lookup(buggy.checks, f)), value_of)
+    for t, guards in graded.items():
+        plan.host_graded[t] = sorted({k for f in guards for k in plan.required[f]})
+        plan.differential[t] = guards
+        plan.confined.append(t)
+
+
+def _graded_by_raising_rows(plan: GradingPlan, task: SweTask, kept: list[str], buggy: Stream) -> None:
+    """Weak `pytest.raises` hidden tests graded by the outcomes of their block on fresh inputs
+    (tandem.envs.coding.raising_rows)."""
+    weak = [t for t in task.fail_to_pass if not plan.host_graded[t]]
+    for t, rows in graded_by_rows(weak, kept, plan.sites, functools.partial(_bug_fails, plan, buggy)).items():
+        plan.host_graded[t] = sorted({k for f in rows for k in plan.required[f]})
+        plan.differential[t] = rows
+
+
+def _bug_fails(plan: GradingPlan, buggy: Stream, row: str) -> bool:
+    return bool(_decisive(lookup(buggy.checks, row, []), plan.sites, plan.required[row], row))
 
 
 def _own_sides(plan: GradingPlan, sources: dict[str, str], candidates: dict[str, list[Candidate]], kept: set[int],
