@@ -9,7 +9,7 @@ T = "tests/test_confined.py::"
 R = "tests/test_raising_rows.py::"
 CONF = "tandem/envs/coding/confined.py"
 RAISE = "tandem/envs/coding/raising_rows.py"
-PLAN = "tandem/envs/coding/grading_plan.py"
+PLAN = "tandem/envs/coding/row_rules.py"
 PROBES = T + "test_probe_rows_reach_beyond_the_table_and_never_repeat_a_visible_input"
 LEAP = T + "test_is_leap_is_not_confined_and_is_retryable_is"
 BY_HAND = T + "test_the_decision_by_hand"
@@ -37,9 +37,9 @@ CONFINED = [
      "if len(out) < n and not any(_equal(key, s) for s in seen):", "if len(out) < n:", PROBES),
     ("probe rows grade the fresh-row rule", CONF, "return row_id.endswith(\"]\") and row_id.rsplit(\"[\", 1)[-1]"
      ".startswith(PROBE_ID)", "return False", PROBES),
-    ("a confined test does not require its guards", PLAN, "        plan.differential[t] = guards\n",
+    ("a test graded by rows does not require them", PLAN, "        plan.differential[t] = rows\n",
      "        plan.differential[t] = []\n", CONFINED_E2E),
-    ("a row not raising passes a raising outcome", "tandem/envs/coding/checks.py",
+    ("a row not raising passes a raising outcome", RAISE,
      "            return isinstance(outcome, dict) and outcome.get(\"raised\", 0) is None",
      "            return True", OUTCOMES),
     ("a row raising another type keeps an outcome", RAISE, "                continue  # a type the original does not name",
@@ -51,6 +51,6 @@ CONFINED = [
      "if len(rows) >= MIN_EACH and", BALANCE),
     ("the valid months are not drawn", RAISE,
      "            near = [*range(min(0, value), max(0, value) + 1), *near]", "            near = near", ROWS),
-    ("a raising test graded by rows does not require them", PLAN, "        plan.differential[t] = rows\n",
-     "        plan.differential[t] = []\n", RAISING_E2E),
+    ("a raising test is not graded by its rows", PLAN, "{**confined, **graded_by_rows(weak, kept, plan.sites, bug_fails)}",
+     "confined", RAISING_E2E),
 ]

@@ -12,9 +12,9 @@ import random
 
 import pytest
 
-from tandem.envs.coding.checks import Outcomes, Raises, Site
+from tandem.envs.coding.checks import Raises, Site
 from tandem.envs.coding.grading import get_runtime, reset_runtime
-from tandem.envs.coding.raising_rows import GENERATED, MIN_EACH, add_rows, graded_by_rows, outcomes
+from tandem.envs.coding.raising_rows import GENERATED, MIN_EACH, Outcomes, add_rows, graded_by_rows, outcomes
 from tandem.envs.coding.verdict import Stream
 from tests._forger import forger_command
 from tests._swe import make_cfg, sandbox_backends

@@ -70,7 +70,7 @@ def is_probe(row_id: str) -> bool:
     return row_id.endswith("]") and row_id.rsplit("[", 1)[-1].startswith(PROBE_ID)
 
 
-def probe_rows(rows: list[tuple], expected: list[int], rng: random.Random, taken: list[tuple] = (),
+def probe_rows(rows: list[tuple], expected: list[int], rng: random.Random, taken: tuple | list = (),
                n: int = PROBE_ROWS) -> list[tuple]:
     """New rows, each a table row with one input column replaced by a value around it (see the module
     docstring), none equal (==) to a row of the table or of `taken`; the expected columns None."""
@@ -112,9 +112,10 @@ def _around(value: Any, column: list) -> tuple[list, list]:
         return _ints(value, [v for v in column if type(v) is int])
     if type(value) is float:
         return [value + 1, value - 1, value * 2, value / 2, -value, value * 10], []
-    if type(value) is str and _spelled_int(value) is not None:
-        near, far = _ints(_spelled_int(value), [i for v in column if (i := _spelled_int(v)) is not None])
-        return [str(v) for v in near], [str(v) for v in far]
+    spelled = _spelled_int(value)
+    if spelled is not None:
+        ints, far = _ints(spelled, [i for v in column if (i := _spelled_int(v)) is not None])
+        return [str(v) for v in ints], [str(v) for v in far]
     if type(value) in (tuple, list) and value:
         near: list = []
         for p, item in enumerate(value):

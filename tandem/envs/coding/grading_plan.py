@@ -44,14 +44,15 @@ from pathlib import Path
 from typing import Callable
 
 from tandem.envs.coding.checks import Reference, Site
-from tandem.envs.coding.confined import confined_tables, is_probe
+from tandem.envs.coding.confined import is_probe
 from tandem.envs.coding.differential import expectations, fold, owner, without
 from tandem.envs.coding.enum_value import enum_table
 from tandem.envs.coding.expected_sides import eligible, marked, own_side
 from tandem.envs.coding.exposure import Exposure, analyse
 from tandem.envs.coding.instrument import Candidate, find_sites, rewrite
 from tandem.envs.coding.params import hide
-from tandem.envs.coding.raising_rows import GENERATED, add_rows, graded_by_rows, outcomes, renumber
+from tandem.envs.coding.raising_rows import GENERATED, add_rows, outcomes, renumber
+from tandem.envs.coding.row_rules import graded_beyond_the_visible_rows
 from tandem.envs.coding.sandbox.runner import ExecResult
 from tandem.envs.coding.swe_data import SweTask
 from tandem.envs.coding.verdict import Stream, Verdict, judge, lookup
@@ -117,7 +118,8 @@ def split_files(testbed: Path, test_files: list[str], tests: tuple[str, ...] = (
     """(text, candidates) of every graded test file that parses, its parametrized expectations taken out
     (tandem.envs.coding.params: the task ids' aliases, the sites whose expectations the host holds, and with
     `rng` the fresh rows added to their tables); site numbers are unique across files."""
-    sources, candidates, aliases, held, k, fresh = {}, {}, {}, {}, 0, []
+    sources, aliases, held, k, fresh = {}, {}, {}, 0, []
+    candidates: dict[str, list[Candidate]] = {}
     enums = functools.cache(lambda: enum_table(testbed))
     for rel in test_files:
         path = testbed / rel
@@ -128,9 +130,7 @@ def split_files(testbed: Path, test_files: list[str], tests: tuple[str, ...] = (
         found = find_sites(text, rel, k)
         if found is None:
             continue
-        tail = hidden.source.rstrip("\n").count("\n") + 2  # the first line of the raising rows' tests
-        found = renumber(found, tail, GENERATED + sum(len(c.sites) for cs in candidates.values() for c in cs
-                                                      if c.sites[0].k >= GENERATED))
+        found = renumber(found, hidden.source, [c for cs in candidates.values() for c in cs])
         sources[rel], candidates[rel] = text, found
         aliases.update(hidden.aliases)
         held.update(_held_sites(found, hidden.expected))
@@ -200,8 +200,7 @@ def build_plan(task: SweTask, testbed: Path, run_tests: RunTests, seed: int | No
     for t in task.fail_to_pass:
         plan.host_graded[t] = sorted({k for k, nth in decisive[t] if exposure.strong(sites[k], t, nth)})
     _graded_by_fresh_rows(plan, task, kept_fresh, buggy, reference_files)
-    _graded_as_confined(plan, task, fresh, kept_fresh, buggy)
-    _graded_by_raising_rows(plan, task, kept_fresh, buggy)
+    graded_beyond_the_visible_rows(plan, task, fresh, kept_fresh, buggy, functools.partial(_bug_fails, plan, buggy))
     reasons = _graded_by_guesses(plan, decisive, sites, exposure)
     if reasons:
         plan.refused = "; ".join(reasons)[:1500]
@@ -251,33 +250,6 @@ def _graded_by_fresh_rows(plan: GradingPlan, task: SweTask, fresh: list[str], bu
         if table:
             plan.host_graded[t] = sorted(set().union(*(beyond[f] for f in table)))
             plan.differential[t] = table
-
-
-def _graded_as_confined(plan: GradingPlan, task: SweTask, fresh: list[str], kept: list[str], buggy: Stream) -> None:
-    """Weak hidden tests of a table whose fix changes no sampled input but the visible rows the bug fails:
-    graded by their own checks and every fresh row of the table as a guard (tandem.envs.coding.confined)."""
-    bug_fails = functools.partial(_bug_fails, plan, buggy)
-
-    def value_of(test: str) -> object:
-        return next((s.expected.of(test) for s in plan.sites.values()
-                     if isinstance(s.expected, Reference) and s.expected.held and s.expected.of(test)), None)
-
-    weak = [t for t in task.fail_to_pass if not plan.host_graded[t]]
-    graded = confined_tables(weak, list(task.pass_to_pass), fresh, kept, bug_fails,
-                             lambda f: bool(lookup(buggy.checks, f)), value_of)
-    for t, guards in graded.items():
-        plan.host_graded[t] = sorted({k for f in guards for k in plan.required[f]})
-        plan.differential[t] = guards
-        plan.confined.append(t)
-
-
-def _graded_by_raising_rows(plan: GradingPlan, task: SweTask, kept: list[str], buggy: Stream) -> None:
-    """Weak `pytest.raises` hidden tests graded by the outcomes of their block on fresh inputs
-    (tandem.envs.coding.raising_rows)."""
-    weak = [t for t in task.fail_to_pass if not plan.host_graded[t]]
-    for t, rows in graded_by_rows(weak, kept, plan.sites, functools.partial(_bug_fails, plan, buggy)).items():
-        plan.host_graded[t] = sorted({k for f in rows for k in plan.required[f]})
-        plan.differential[t] = rows
 
 
 def _bug_fails(plan: GradingPlan, buggy: Stream, row: str) -> bool:

@@ -32,10 +32,10 @@ from __future__ import annotations
 
 import ast
 import random
-from dataclasses import replace
-from typing import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable
 
-from tandem.envs.coding.checks import Outcomes, Raises, Site, _raised
+from tandem.envs.coding.checks import Raises, Site, _raised
 from tandem.envs.coding.confined import _around
 from tandem.envs.coding.fresh_rows import FRESH_ID, owner
 from tandem.envs.coding.instrument import Candidate
@@ -49,6 +49,24 @@ MIN_EACH = 3
 GENERATED = 1_000_000
 """Site numbers of the generated tests start here: the task's own sites keep the numbers a split without
 them gives (tandem.envs.coding.grading_plan analyses the task's own checks on the files without them)."""
+
+
+@dataclass(frozen=True)
+class Outcomes:
+    """The expectation of a generated raises site: per row, the Raises the block must meet (the original's types
+    the reference raised, its match where the reference's message meets it), or None: the block must raise
+    nothing. Held on the host from the reference's clean run; checks.Site judges by it."""
+
+    original: Raises
+    rows: dict[str, Raises | None] = field(default_factory=dict)
+
+    def judge(self, outcome: Any, test: str | None) -> bool:
+        if test not in self.rows:
+            return False
+        want = self.rows[test]
+        if want is None:
+            return isinstance(outcome, dict) and outcome.get("raised", 0) is None
+        return _raised(outcome, want)
 
 
 def add_rows(source: str, rel: str, tests: tuple[str, ...], rng: random.Random) -> tuple[str, list[str]]:
@@ -119,10 +137,12 @@ def _inputs(call: ast.Call, rng: random.Random) -> list[tuple]:
     return out[:MAX_ROWS]
 
 
-def renumber(candidates: list[Candidate], first_line: int, start: int) -> list[Candidate]:
-    """The generated tests' candidates (from `first_line` on) numbered from `start` (see GENERATED)."""
-    out, k = [], start
-    for c in candidates:
+def renumber(found: list[Candidate], source: str, taken: list[Candidate]) -> list[Candidate]:
+    """The candidates of a file whose text is `source` and the rows tests add_rows appended to it, those tests'
+    numbered on from the generated sites `taken` already holds (see GENERATED)."""
+    first_line = source.rstrip("\n").count("\n") + 2
+    out, k = [], GENERATED + sum(len(c.sites) for c in taken if c.sites[0].k >= GENERATED)
+    for c in found:
         if c.sites[0].line >= first_line:
             c = replace(c, sites=tuple(replace(s, k=k + n) for n, s in enumerate(c.sites)))
             k += len(c.sites)
