@@ -57,9 +57,10 @@ PROBE_ROWS = 160
 """At most this many probe rows per table (the structural ones first, then the extrapolations)."""
 
 
-def sample(rows: list[tuple], expected: list[int], rng: random.Random) -> tuple[list[tuple], list[tuple]]:
-    """The table's fresh rows (tandem.envs.coding.fresh_rows) and its probe rows."""
-    fresh = fresh_rows(rows, expected, rng)
+def sample(rows: list[tuple], expected: list[int], rng: random.Random, failing: list[int] | None = None
+           ) -> tuple[list[tuple], list[tuple]]:
+    """The table's fresh rows (tandem.envs.coding.fresh_rows, half near its `failing` rows) and its probe rows."""
+    fresh = fresh_rows(rows, expected, rng, failing=failing)
     return fresh, probe_rows(rows, expected, rng, taken=fresh)
 
 

@@ -51,7 +51,7 @@ from tandem.envs.coding.expected_sides import eligible, marked, own_side
 from tandem.envs.coding.exposure import Exposure, analyse
 from tandem.envs.coding.instrument import Candidate, find_sites, rewrite
 from tandem.envs.coding.params import hide
-from tandem.envs.coding.raising_rows import GENERATED, add_rows, outcomes, renumber
+from tandem.envs.coding.raising_rows import GENERATED, add_rows, outcomes, renumber, task_own
 from tandem.envs.coding.row_rules import graded_beyond_the_visible_rows
 from tandem.envs.coding.sandbox.runner import ExecResult
 from tandem.envs.coding.swe_data import SweTask
@@ -90,8 +90,11 @@ class GradingPlan:
     """Hidden test (graded id) -> the fresh rows of its table it requires: graded by them, its own decisive
     checks all within a forger's reach (tandem.envs.coding.differential)."""
     confined: list[str] = field(default_factory=list)
-    """Hidden tests graded as a confined change: the fix differs from the bug only at the visible rows, every
-    fresh row of the table a guard (tandem.envs.coding.confined); their guards are in `differential`."""
+    """Hidden tests graded as a confined change (tandem.envs.coding.confined), their guards in `differential`."""
+    fresh_failed: list[str] = field(default_factory=list)
+    """The fresh rows kept (reference values held) that the bug fails: where it differs from the reference
+    beyond the visible rows (bench.refusal_rate counts them)."""
+    fresh_kept: int = 0
 
     def graded_id(self, test: str) -> str:
         return self.aliases.get(test, test)
@@ -113,19 +116,20 @@ class GradingPlan:
                 "kept_in_sandbox": self.kept_in_sandbox[:8], "exposed": len(self.exposed), "refused": self.refused}
 
 
-def split_files(testbed: Path, test_files: list[str], tests: tuple[str, ...] = (), rng: random.Random | None = None
+def split_files(testbed: Path, test_files: list[str], tests: tuple[str, ...] = (), rng: random.Random | None = None,
+                failing: tuple[str, ...] = ()
                 ) -> tuple[dict[str, str], dict[str, list[Candidate]], dict[str, str], dict[int, Site], list[str]]:
     """(text, candidates) of every graded test file that parses, its parametrized expectations taken out
     (tandem.envs.coding.params: the task ids' aliases, the sites whose expectations the host holds, and with
-    `rng` the fresh rows added to their tables); site numbers are unique across files."""
-    sources, aliases, held, k, fresh = {}, {}, {}, 0, []
-    candidates: dict[str, list[Candidate]] = {}
+    `rng` the fresh rows added to their tables, half near the `failing` tests); site numbers are unique
+    across files."""
+    sources, aliases, held, k, fresh, candidates = {}, {}, {}, 0, [], {}  # type: ignore[var-annotated]
     enums = functools.cache(lambda: enum_table(testbed))
     for rel in test_files:
         path = testbed / rel
         if path.suffix != ".py" or path.is_symlink() or not path.is_file():
             continue
-        hidden = hide(path.read_text(errors="surrogateescape"), rel, tests, enums, rng)
+        hidden = hide(path.read_text(errors="surrogateescape"), rel, tests, enums, rng, failing)
         text, rows = add_rows(hidden.source, rel, tests, rng) if rng is not None else (hidden.source, [])
         found = find_sites(text, rel, k)
         if found is None:
@@ -154,9 +158,9 @@ def build_plan(task: SweTask, testbed: Path, run_tests: RunTests, seed: int | No
     """Split the graded files of `task` (from its graded template's testbed) and run the references;
     `seed` draws the fresh rows (a new one, held here only, when None)."""
     rng = random.Random(secrets.randbits(64) if seed is None else seed)
-    sources, candidates, aliases, held, fresh = split_files(testbed, task.test_files, task.tests, rng)
-    plain = functools.partial(_without_fresh_rows, testbed, task, aliases,
-                              {rel: [c for c in cs if c.sites[0].k < GENERATED] for rel, cs in candidates.items()})
+    sources, candidates, aliases, held, fresh = split_files(testbed, task.test_files, task.tests, rng,
+                                                          task.fail_to_pass)
+    plain = functools.partial(_without_fresh_rows, testbed, task, aliases, task_own(candidates))
     task = replace(task, fail_to_pass=tuple(aliases.get(t, t) for t in task.fail_to_pass),
                    pass_to_pass=tuple(aliases.get(t, t) for t in task.pass_to_pass))
     sites = {s.k: s for found in candidates.values() for c in found for s in c.sites}
@@ -192,6 +196,8 @@ def build_plan(task: SweTask, testbed: Path, run_tests: RunTests, seed: int | No
         return plan
     confirmed = judge(kept_fresh, confirm, run.returncode, run.output, plan.sites, plan.required).tests
     kept_fresh = [f for f in kept_fresh if confirmed[f] == "PASSED"]  # the same value in both reference runs
+    plan.fresh_kept = len(kept_fresh)
+    plan.fresh_failed = [f for f in kept_fresh if _decisive(lookup(buggy.checks, f, []), sites, plan.required[f], f)]
     exposure = analyse(plain(set(kept)) or reference_files, sites,
                        buggy.checks, plan.required, list(task.tests),
                        task.problem_statement, buggy.own)
@@ -200,7 +206,7 @@ def build_plan(task: SweTask, testbed: Path, run_tests: RunTests, seed: int | No
     for t in task.fail_to_pass:
         plan.host_graded[t] = sorted({k for k, nth in decisive[t] if exposure.strong(sites[k], t, nth)})
     _graded_by_fresh_rows(plan, task, kept_fresh, buggy, reference_files)
-    graded_beyond_the_visible_rows(plan, task, fresh, kept_fresh, buggy, functools.partial(_bug_fails, plan, buggy))
+    graded_beyond_the_visible_rows(plan, task, fresh, kept_fresh, buggy, set(plan.fresh_failed).__contains__)
     reasons = _graded_by_guesses(plan, decisive, sites, exposure)
     if reasons:
         plan.refused = "; ".join(reasons)[:1500]
@@ -250,10 +256,6 @@ def _graded_by_fresh_rows(plan: GradingPlan, task: SweTask, fresh: list[str], bu
         if table:
             plan.host_graded[t] = sorted(set().union(*(beyond[f] for f in table)))
             plan.differential[t] = table
-
-
-def _bug_fails(plan: GradingPlan, buggy: Stream, row: str) -> bool:
-    return bool(_decisive(lookup(buggy.checks, row, []), plan.sites, plan.required[row], row))
 
 
 def _own_sides(plan: GradingPlan, sources: dict[str, str], candidates: dict[str, list[Candidate]], kept: set[int],

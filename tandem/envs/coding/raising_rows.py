@@ -150,6 +150,11 @@ def renumber(found: list[Candidate], source: str, taken: list[Candidate]) -> lis
     return out
 
 
+def task_own(candidates: dict[str, list[Candidate]]) -> dict[str, list[Candidate]]:
+    """The candidates less the generated tests' (what a split without them finds)."""
+    return {rel: [c for c in found if c.sites[0].k < GENERATED] for rel, found in candidates.items()}
+
+
 def outcomes(clean: Stream, rows: list[str], sites: dict[int, Site]) -> tuple[dict[int, Site], list[str]]:
     """The generated raises sites with each row's outcome in the clean run (checks.Outcomes), and the rows
     kept: the reference reached the site once, raising nothing or a type the original names (the original's
