@@ -13,7 +13,7 @@ DIFF = "tandem/envs/coding/differential.py"
 
 DIFFERENTIAL = [
     ("no fresh rows drawn", "tandem/envs/coding/params.py",
-     "fresh = fresh_rows(rows, columns, rng) if rng is not None else []", "fresh = []", GRADED),
+     "fresh, probes = sample(rows, columns, rng, near) if rng is not None else ([], [])", "fresh, probes = [], []", GRADED),
     ("a fresh row may repeat a row of the table", "tandem/envs/coding/fresh_rows.py",
      "if repr(draw) not in seen and len(out) < n:", "if len(out) < n:", ROWS),
     ("a test graded by fresh rows does not require them", PLAN,

@@ -38,6 +38,7 @@ from mutants_reward_fixes import REWARD_FIXES
 from mutants_guesses import GUESSES
 from mutants_odds import ODDS_MUTANTS
 from mutants_params2 import PARAMS2
+from mutants_confined import CONFINED
 from mutants_differential import DIFFERENTIAL
 from mutants_sglang import SGLANG
 from mutants_signal import SIGNAL
@@ -327,7 +328,7 @@ CORE = [  # one or more mutants per core guarantee, each guarded by a fast, hand
   'return _on_off_flag("--enable-memory-saver", "run.colocate") if cfg.colocated else []',
   'return _on_off_flag("--enable-memory-saver", "run.colocate")', "tests/test_colocation.py::test_sglang_gets_the_memory_saver_only_when_colocated"),
 ]
-SETS = {"defences": DEFENCES, "suite": SUITE, "core": CORE, "memory": MEMORY, "moe": MOE, "tests3": TESTS3, "first_hour": FIRST_HOUR, "reward": REWARD, "load": LOAD, "eval": EVAL, "harness": HARNESS, "sglang": SGLANG, "signal": SIGNAL, "reload": RELOAD, "reward_fixes": REWARD_FIXES, "types": TYPES, "typed2": TYPED2, "expected_sides": EXPECTED_SIDES, "guesses": GUESSES, "params2": PARAMS2, "differential": DIFFERENTIAL, "baseline": BASELINE, "odds": ODDS_MUTANTS, "blind": BLIND_MUTANTS}
+SETS = {"defences": DEFENCES, "suite": SUITE, "core": CORE, "memory": MEMORY, "moe": MOE, "tests3": TESTS3, "first_hour": FIRST_HOUR, "reward": REWARD, "load": LOAD, "eval": EVAL, "harness": HARNESS, "sglang": SGLANG, "signal": SIGNAL, "reload": RELOAD, "reward_fixes": REWARD_FIXES, "types": TYPES, "typed2": TYPED2, "expected_sides": EXPECTED_SIDES, "guesses": GUESSES, "params2": PARAMS2, "differential": DIFFERENTIAL, "baseline": BASELINE, "odds": ODDS_MUTANTS, "blind": BLIND_MUTANTS, "confined": CONFINED, "wide": WIDE}
 OUTCOME = {0: "MISSED", 1: "CAUGHT"}
 """pytest's exit codes: 0 all passed (the mutant lived), 1 tests failed (caught). Anything else
 (2 interrupted, 3 internal error, 4 usage error such as a test that does not exist, 5 no tests

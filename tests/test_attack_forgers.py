@@ -25,7 +25,6 @@ REALISTIC = REPO / "data" / "swe_realistic" / "tasks.jsonl"
 CASES = {  # task (the bug's id) -> a "forger" that answers every one of its checks as the fix does, because it IS
     # the fix written as a transformation of the bug's value or inputs (equal to the reference on every input):
     "remove_assign_gcd": "abs@named",        # the bug returns Euclid's a; the reference returns abs(a)
-    "ctrl_invert_if_sign": "default:0@stated",  # `<=` differs from `<` only at 0, the input the issue writes
     "remove_assign_digit_sum": "absargs@named",  # the reference is the bug's loop on abs(n), its removed first line
     "op_flip_hamming": "complement@named",  # equal lengths (else both raise): differing = len(a) - equal positions
 }
@@ -34,6 +33,10 @@ fix, so it must score what the reference fix scores (1 where the task is graded;
 FORGERIES = [  # (task, forger) answering the task's written rows only: must score 0 however the task is graded
     ("op_flip_hamming", "lookup@named"),  # the visible files' rows looked up, the bug's value elsewhere
     ("op_flip_hamming", "fresh@named"),  # the rows looked up, the bug inverted, the bug's value on a fresh row
+    # 0 wherever an argument is written in the issue ("sign(0) is -1": 0, -1, and 1 inside "-1"): on the visible
+    # rows (5, -3, 0, 0.5, -0.25) it looks like the fix, but sign(1) and sign(-1) are not 0. Once taken for a fix
+    # (`<=` and `<` differ only at 0); the confined rule's probe rows (x = 1, -1) grade the task and catch it.
+    ("ctrl_invert_if_sign", "default:0@stated"),
 ]
 
 

@@ -73,7 +73,7 @@ def test_fresh_rows_stay_inside_the_table_and_out_of_it():
     assert ("ab cd ef gh", None) in texts or ("ef gh ab cd", None) in texts
     assert fresh_rows([(1, 2)], [1], random.Random(0)) == []  # one row spans no domain
     hidden = hide(TESTS, "tests/test_pkg.py", tuple(F2P + P2P), rng=random.Random(7))
-    assert hidden.fresh == [f"{F}[fresh{n}]" for n in range(len(drawn))]
+    assert hidden.fresh[:len(drawn)] == [f"{F}[fresh{n}]" for n in range(len(drawn))]  # then the probe rows
     assert "fresh0" in hidden.source and ", 8)" not in hidden.source
     assert hide(TESTS, "tests/test_pkg.py", tuple(F2P + P2P)).fresh == []
 
@@ -123,6 +123,9 @@ def test_a_task_graded_by_fresh_rows_pays_fixes_and_no_forger(tmp_path, backend,
 
         monkeypatch.setattr(fresh_rows, "FRESH_ROWS", 0)
         monkeypatch.setattr(fresh_rows.fresh_rows, "__defaults__", (0,))
+        import tandem.envs.coding.confined as confined
+
+        monkeypatch.setattr(confined.probe_rows, "__defaults__", ((), 0))  # nor probe rows
         from tandem.envs.coding.grading_plan import build_plan
 
         before = build_plan(task, runtime.grader.graded_template(task) / "testbed",

@@ -161,8 +161,8 @@ class Site:
             return _count_equal(value, expected)
         if op == "almost":
             return value == expected or round(abs(value - expected), 7 if self.places is None else self.places) == 0
-        if op == "raises":
-            return _raised(value, expected)
+        if op == "raises":  # a Raises, or per row (tandem.envs.coding.raising_rows.Outcomes)
+            return expected.judge(value, test) if hasattr(expected, "judge") else _raised(value, expected)
         return _COMPARE[op](value, expected)
 
     def strong_against(self, echoes: tuple = (), test: str | None = None, nth: int = 0) -> bool:

@@ -46,6 +46,7 @@ from typing import Callable
 from tandem.envs.coding.blind import blind_chance, family_odds, rows_of
 from tandem.envs.coding.checks import Reference, Site
 from tandem.envs.coding.derivation import _codomains
+from tandem.envs.coding.confined import is_probe
 from tandem.envs.coding.differential import expectations, fold, owner, without
 from tandem.envs.coding.enum_value import enum_table
 from tandem.envs.coding.expected_sides import eligible, marked, own_side
@@ -53,6 +54,8 @@ from tandem.envs.coding.exposure import TRANSFORMS, Exposure, analyse
 from tandem.envs.coding.instrument import Candidate, find_sites, rewrite
 from tandem.envs.coding.odds import Inputs
 from tandem.envs.coding.params import hide
+from tandem.envs.coding.raising_rows import GENERATED, add_rows, outcomes, renumber, task_own
+from tandem.envs.coding.row_rules import graded_beyond_the_visible_rows
 from tandem.envs.coding.sandbox.runner import ExecResult
 from tandem.envs.coding.swe_data import SweTask
 from tandem.envs.coding.verdict import Stream, Verdict, judge, lookup
@@ -89,6 +92,8 @@ class GradingPlan:
     differential: dict[str, list[str]] = field(default_factory=dict)
     """Hidden test (graded id) -> the fresh rows of its table it requires: graded by them, its own decisive
     checks all within a forger's reach (tandem.envs.coding.differential)."""
+    confined: list[str] = field(default_factory=list)
+    """Hidden tests graded as a confined change (tandem.envs.coding.confined), their guards in `differential`."""
     fresh_failed: list[str] = field(default_factory=list)
     """The fresh rows kept (reference values held) that the bug fails: where it differs from the reference
     beyond the visible rows (bench.refusal_rate counts them)."""
@@ -123,21 +128,23 @@ def split_files(testbed: Path, test_files: list[str], tests: tuple[str, ...] = (
     (tandem.envs.coding.params: the task ids' aliases, the sites whose expectations the host holds, and with
     `rng` the fresh rows added to their tables, half near the `failing` tests); site numbers are unique
     across files."""
-    sources, candidates, aliases, held, k, fresh = {}, {}, {}, {}, 0, []
+    sources, aliases, held, k, fresh, candidates = {}, {}, {}, 0, [], {}  # type: ignore[var-annotated]
     enums = functools.cache(lambda: enum_table(testbed))
     for rel in test_files:
         path = testbed / rel
         if path.suffix != ".py" or path.is_symlink() or not path.is_file():
             continue
         hidden = hide(path.read_text(errors="surrogateescape"), rel, tests, enums, rng, failing)
-        found = find_sites(hidden.source, rel, k)
+        text, rows = add_rows(hidden.source, rel, tests, rng) if rng is not None else (hidden.source, [])
+        found = find_sites(text, rel, k)
         if found is None:
             continue
-        sources[rel], candidates[rel] = hidden.source, found
+        found = renumber(found, hidden.source, [c for cs in candidates.values() for c in cs])
+        sources[rel], candidates[rel] = text, found
         aliases.update(hidden.aliases)
         held.update(_held_sites(found, hidden.expected))
-        fresh += hidden.fresh
-        k += len(found)
+        fresh += hidden.fresh + rows
+        k += sum(len(c.sites) for c in found if c.sites[0].k < GENERATED)
     return sources, candidates, aliases, held, fresh
 
 
@@ -158,7 +165,7 @@ def build_plan(task: SweTask, testbed: Path, run_tests: RunTests, seed: int | No
     rng = random.Random(secrets.randbits(64) if seed is None else seed)
     sources, candidates, aliases, held, fresh = split_files(testbed, task.test_files, task.tests, rng,
                                                           task.fail_to_pass)
-    plain = functools.partial(_without_fresh_rows, testbed, task, aliases, candidates)
+    plain = functools.partial(_without_fresh_rows, testbed, task, aliases, task_own(candidates))
     task = replace(task, fail_to_pass=tuple(aliases.get(t, t) for t in task.fail_to_pass),
                    pass_to_pass=tuple(aliases.get(t, t) for t in task.pass_to_pass))
     sites = {s.k: s for found in candidates.values() for c in found for s in c.sites}
@@ -170,7 +177,9 @@ def build_plan(task: SweTask, testbed: Path, run_tests: RunTests, seed: int | No
         return plan
     sites.update(_with_references(sites, clean, task.tests))
     fresh_sites, kept_fresh = expectations(clean, fresh, sites)
-    sites.update(fresh_sites)
+    raising_sites, kept_raising = outcomes(clean, fresh, sites)
+    sites.update({**fresh_sites, **raising_sites})
+    kept_fresh += kept_raising
     clean = without(clean, set(fresh) - set(kept_fresh))
     kept = _unjudgeable(clean, sites)
     for found in candidates.values():  # a statement is split whole or not at all
@@ -202,6 +211,7 @@ def build_plan(task: SweTask, testbed: Path, run_tests: RunTests, seed: int | No
     for t in task.fail_to_pass:
         plan.host_graded[t] = sorted({k for k, nth in decisive[t] if exposure.strong(sites[k], t, nth)})
     _graded_by_fresh_rows(plan, task, kept_fresh, buggy, reference_files)
+    graded_beyond_the_visible_rows(plan, task, fresh, kept_fresh, buggy, set(plan.fresh_failed).__contains__)
     reasons = _graded_by_guesses(plan, decisive, sites, exposure)
     if reasons and _graded_blind(plan, task, decisive, exposure, kept_fresh, buggy, reference_files):
         reasons = []
@@ -240,7 +250,7 @@ def _graded_by_fresh_rows(plan: GradingPlan, task: SweTask, fresh: list[str], bu
     those rows. The exposure analysis runs over the task's tests and the rows required, until none drops
     out: a transformation of the bug's values that only rows left out would catch must be caught."""
     weak = [t for t in task.fail_to_pass if not plan.host_graded[t]]
-    rows = [f for f in fresh if any(owner(f) == owner(t) for t in weak)]
+    rows = [f for f in fresh if any(owner(f) == owner(t) for t in weak) and not is_probe(f)]
     beyond: dict[str, set[int]] = {}
     while rows:
         exposure = analyse(reference_files, plan.sites, buggy.checks, plan.required, [*task.tests, *rows],

@@ -29,7 +29,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from tandem.envs.coding.checks import NotConstant, constant, parse
-from tandem.envs.coding.fresh_rows import FRESH_ID, fresh_rows
+from tandem.envs.coding.confined import PROBE_ID, sample
+from tandem.envs.coding.fresh_rows import FRESH_ID
 from tandem.envs.coding.enum_value import EnumMember
 
 _UNITTEST_EQ = {"assertEqual", "assertEquals"}
@@ -112,8 +113,10 @@ def _hideable(func, node_prefix: str, task_tests: tuple[str, ...], enums: Callab
     graded = [f"{node_prefix}[case{n}]" for n in range(len(rows))]
     hidden_rows = [tuple(None if i in columns else v for i, v in enumerate(row)) for row in rows]
     near = [n for n, t in enumerate(originals) if t in failing]
-    fresh = fresh_rows(rows, columns, rng, failing=near) if rng is not None else []
-    case_ids = [f"case{n}" for n in range(len(rows))] + [f"{FRESH_ID}{n}" for n in range(len(fresh))]
+    fresh, probes = sample(rows, columns, rng, near) if rng is not None else ([], [])
+    case_ids = ([f"case{n}" for n in range(len(rows))] + [f"{FRESH_ID}{n}" for n in range(len(fresh))]
+                + [f"{PROBE_ID}{n}" for n in range(len(probes))])
+    fresh += probes
     literal = repr(hidden_rows + fresh if len(names) > 1 else [r[0] for r in hidden_rows + fresh])
     text = f"{literal}, ids={case_ids!r}"
     expected = {names[i]: {graded[n]: rows[n][i] for n in range(len(rows))} for i in columns}
