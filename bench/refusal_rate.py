@@ -71,6 +71,7 @@ def _one(runtime, task, out: dict) -> None:
         "host_graded_sites": {t: len(k) for t, k in plan.host_graded.items()}, "exposed": dict(rules),
         "graded_by_guesses": plan.graded_by_guesses,
         "graded_by_fresh_rows": {t: len(rows) for t, rows in plan.differential.items()},
+        "fresh_rows": plan.fresh_kept, "fresh_rows_bug_fails": len(plan.fresh_failed),
         "fix_reason": "" if fix.reward == 1.0 else fix.reason[:400], "seconds": round(time.monotonic() - start, 1)}
     with _WRITING:
         out["exposed_rules"].update(rules)
@@ -81,7 +82,8 @@ def _one(runtime, task, out: dict) -> None:
     if PARTIAL is not None:  # what is measured so far survives a run stopped early
         with _WRITING:
             PARTIAL.write_text(json.dumps(out["per_task"], indent=1, default=str) + "\n")
-    print(f"  {task.instance_id}: {'REFUSED' if plan.refused else 'graded'}, fix {fix.reward}, exposed "
+    print(f"  {task.instance_id}: {'REFUSED' if plan.refused else 'graded'}, fix {fix.reward}, fresh rows the bug "
+          f"fails {len(plan.fresh_failed)}/{plan.fresh_kept}, exposed "
           f"{dict(rules) or '-'}" + (f": {plan.refused[:300]}" if plan.refused else ""), file=sys.stderr, flush=True)
 
 

@@ -45,6 +45,7 @@ E2E_FILES = {
     "test_attack_forgers.py",
     "test_guess_odds.py",
     "test_blind_rows.py",
+    "test_wide_rows.py",
 }
 """Files whose tests start real processes; every other file's tests are unit tests."""
 TIERS = ("unit", "e2e")
@@ -58,6 +59,7 @@ SANDBOX_FILES = {
     "test_attack_forgers.py",
     "test_guess_odds.py",
     "test_blind_rows.py",
+    "test_wide_rows.py",
 }
 """Files whose tests run sandboxes: they share the host's sandbox uids, cgroups and slot sweeps, so
 under `-n 2` (pytest-xdist, --dist loadgroup) they run one after another on one worker."""

@@ -58,7 +58,7 @@ def _task(tmp_path):
 
 
 def test_fresh_rows_stay_inside_the_table_and_out_of_it():
-    """Host only: fresh rows are new input tuples drawn from the columns' values and the ints between them,
+    """Host only: fresh rows are new input tuples drawn from the columns' values, the ints between and beyond them,
     the expected column None; the same seed draws the same rows; hide() appends them as `freshN` cases."""
     from tandem.envs.coding.fresh_rows import fresh_rows
     from tandem.envs.coding.params import hide
@@ -66,7 +66,8 @@ def test_fresh_rows_stay_inside_the_table_and_out_of_it():
     rows = [(0, 5, 0), (2, 3, 8), (8, 0, 8), (1, 0, 1)]
     drawn = fresh_rows(rows, [2], random.Random(7))
     assert drawn == fresh_rows(rows, [2], random.Random(7)) and len(drawn) > 8
-    assert all(r[2] is None and 0 <= r[0] <= 8 and 0 <= r[1] <= 5 for r in drawn)
+    # inside the columns' domain (tandem.envs.coding.wide_pools): ints, never negative, at most twice the largest
+    assert all(r[2] is None and type(r[0]) is type(r[1]) is int and 0 <= r[0] <= 16 and 0 <= r[1] <= 10 for r in drawn)
     assert not {r[:2] for r in drawn} & {r[:2] for r in rows} and len({r[:2] for r in drawn}) == len(drawn)
     texts = fresh_rows([("ab cd", 1), ("ef gh", 2)], [1], random.Random(0))
     assert ("ab cd ef gh", None) in texts or ("ef gh ab cd", None) in texts

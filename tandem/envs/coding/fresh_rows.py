@@ -1,10 +1,17 @@
-"""Fresh rows of a parametrize table: new inputs inside the domain its rows span (tandem.envs.coding.differential
-says what they are for; tandem.envs.coding.params appends them to the graded copy)."""
+"""Fresh rows of a parametrize table: new inputs inside the domain its rows show (tandem.envs.coding.differential
+says what they are for; tandem.envs.coding.params appends them to the graded copy).
+
+Half the rows cross the columns' values (the rows' own, the values between them, and the wider values of
+tandem.envs.coding.wide_pools); the other half are the failing rows (the task's FAIL_TO_PASS cases, where the
+bug lives) with one input moved to a wider value near it: is_leap's failing years 1600 and 2000 lead to 2400,
+800, 3200, where the bug and the reference differ again beyond the visible rows."""
 
 from __future__ import annotations
 
 import random
 from typing import Any
+
+from tandem.envs.coding.wide_pools import fixed_shape, wide_pool, widened
 
 FRESH_ROWS = 24
 """Fresh rows drawn per parametrized table whose expected column the host holds (the plan requires only
@@ -35,18 +42,32 @@ def _pool(values: list) -> list:
     return [v for v in out if _plain(v)]
 
 
-def _draw(values: list, rng: random.Random) -> Any:
-    """One new value of a column: a tuple (or list) column's positions drawn one by one, crossing rows."""
-    shaped = [v for v in values if type(v) in (tuple, list)]
-    if shaped and len(shaped) == len(values) and len({(type(v), len(v)) for v in shaped}) == 1:
-        return type(shaped[0])(_draw([v[p] for v in shaped], rng) for p in range(len(shaped[0])))
-    return rng.choice(_pool(values))
+def _draw(values: list, rng: random.Random, pools: dict[str, tuple[list, list]]) -> Any:
+    """One new value of a column: a value inside the span or, as often, a wider one (`pools` caches each
+    column's two pools); a record (tuples of one length) one of the column's own."""
+    if fixed_shape(values):  # a record is not crossed position by position (wide_pools._inside)
+        return rng.choice(values)
+    inside, wide = pools.setdefault(repr(values), (_pool(values), wide_pool(values)))
+    return rng.choice(wide if wide and rng.random() < 0.5 else inside)
 
 
-def fresh_rows(rows: list[tuple], expected: list[int], rng: random.Random, n: int = FRESH_ROWS) -> list[tuple]:
-    """Up to `n` new rows of a parametrize table (None in the `expected` columns), their inputs drawn from
-    the input columns' pools (the rows' own values crossed, ints between them, strings joined; for tables of
-    several string columns, two rows joined column by column), none equal to a row of the table."""
+def _moved(row: tuple, inputs: list[int], rows: list[tuple], bases: list[tuple], rng: random.Random) -> tuple:
+    """The inputs of `row` with one of them moved to a wider value near it (unchanged where none is); half
+    the time a number moves along the steps between the `bases` (the failing rows) only."""
+    i = rng.choice(inputs)
+    column = [r[i] for r in rows]
+    near = widened(row[i], column, [r[i] for r in bases]) if rng.random() < 0.5 else []
+    near = near or widened(row[i], column)
+    return tuple(rng.choice(near) if j == i and near else row[j] for j in inputs)
+
+
+def fresh_rows(rows: list[tuple], expected: list[int], rng: random.Random, n: int = FRESH_ROWS, *,
+               failing: list[int] | None = None) -> list[tuple]:
+    """Up to `n` new rows of a parametrize table (None in the `expected` columns), none equal to a row of the
+    table: half of them the `failing` rows (indexes; every row when None) with one input moved
+    (tandem.envs.coding.wide_pools), the others the input columns' pools crossed (the rows' own values,
+    values between and beyond them) or, for tables of several string columns, two rows joined column by
+    column."""
     inputs = [i for i in range(len(rows[0])) if i not in expected] if rows else []
     if not inputs or len(rows) < 2:
         return []
@@ -54,14 +75,23 @@ def fresh_rows(rows: list[tuple], expected: list[int], rng: random.Random, n: in
     texts = [i for i in inputs if all(type(r[i]) is str for r in rows)]
     joined = [tuple(a[i] + b[i] if i in texts else a[i] for i in inputs) for a in rows for b in rows
               if a is not b and len(texts) > 1]
-    draws = rng.sample(joined, min(len(joined), n // 2))
-    draws += [tuple(_draw([r[i] for r in rows], rng) for i in inputs) for _ in range(n * 20)]
+    bases = [rows[k] for k in failing] if failing else rows
+    pools: dict[str, tuple[list, list]] = {}
+    moved = [_moved(rng.choice(bases), inputs, rows, bases, rng) for _ in range(n * 10)]
+    crossed = [tuple(_draw([r[i] for r in rows], rng, pools) for i in inputs) for _ in range(n * 10)]
+    picked: list[tuple] = []
+    for draws, share in ((rng.sample(joined, min(len(joined), n // 2)), n // 2), (moved, n // 2), (crossed, n),
+                         (moved, n)):  # up to half joined, half moved, crossed rows and more moved ones after
+        share = min(share, n - len(picked))
+        for draw in draws:
+            if share > 0 and repr(draw) not in seen:
+                seen.add(repr(draw))
+                picked.append(draw)
+                share -= 1
     out: list[tuple] = []
-    for draw in draws:
-        if repr(draw) not in seen and len(out) < n:
-            seen.add(repr(draw))
-            values = iter(draw)
-            out.append(tuple(None if i in expected else next(values) for i in range(len(rows[0]))))
+    for draw in picked:
+        values = iter(draw)
+        out.append(tuple(None if i in expected else next(values) for i in range(len(rows[0]))))
     return out
 
 

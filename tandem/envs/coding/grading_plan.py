@@ -91,6 +91,10 @@ class GradingPlan:
     checks all within a forger's reach (tandem.envs.coding.differential)."""
     blind: str = ""
     """The fresh rows counted as blind guesses (tandem.envs.coding.blind): their odds, where the plan counted them."""
+    fresh_failed: list[str] = field(default_factory=list)
+    """The fresh rows kept (reference values held) that the bug fails: where it differs from the reference
+    beyond the visible rows (bench.refusal_rate counts them)."""
+    fresh_kept: int = 0
 
     def graded_id(self, test: str) -> str:
         return self.aliases.get(test, test)
@@ -112,18 +116,20 @@ class GradingPlan:
                 "kept_in_sandbox": self.kept_in_sandbox[:8], "exposed": len(self.exposed), "refused": self.refused}
 
 
-def split_files(testbed: Path, test_files: list[str], tests: tuple[str, ...] = (), rng: random.Random | None = None
+def split_files(testbed: Path, test_files: list[str], tests: tuple[str, ...] = (), rng: random.Random | None = None,
+                failing: tuple[str, ...] = ()
                 ) -> tuple[dict[str, str], dict[str, list[Candidate]], dict[str, str], dict[int, Site], list[str]]:
     """(text, candidates) of every graded test file that parses, its parametrized expectations taken out
     (tandem.envs.coding.params: the task ids' aliases, the sites whose expectations the host holds, and with
-    `rng` the fresh rows added to their tables); site numbers are unique across files."""
+    `rng` the fresh rows added to their tables, half near the `failing` tests); site numbers are unique
+    across files."""
     sources, candidates, aliases, held, k, fresh = {}, {}, {}, {}, 0, []
     enums = functools.cache(lambda: enum_table(testbed))
     for rel in test_files:
         path = testbed / rel
         if path.suffix != ".py" or path.is_symlink() or not path.is_file():
             continue
-        hidden = hide(path.read_text(errors="surrogateescape"), rel, tests, enums, rng)
+        hidden = hide(path.read_text(errors="surrogateescape"), rel, tests, enums, rng, failing)
         found = find_sites(hidden.source, rel, k)
         if found is None:
             continue
@@ -150,7 +156,8 @@ def build_plan(task: SweTask, testbed: Path, run_tests: RunTests, seed: int | No
     """Split the graded files of `task` (from its graded template's testbed) and run the references;
     `seed` draws the fresh rows (a new one, held here only, when None)."""
     rng = random.Random(secrets.randbits(64) if seed is None else seed)
-    sources, candidates, aliases, held, fresh = split_files(testbed, task.test_files, task.tests, rng)
+    sources, candidates, aliases, held, fresh = split_files(testbed, task.test_files, task.tests, rng,
+                                                          task.fail_to_pass)
     plain = functools.partial(_without_fresh_rows, testbed, task, aliases, candidates)
     task = replace(task, fail_to_pass=tuple(aliases.get(t, t) for t in task.fail_to_pass),
                    pass_to_pass=tuple(aliases.get(t, t) for t in task.pass_to_pass))
@@ -185,6 +192,8 @@ def build_plan(task: SweTask, testbed: Path, run_tests: RunTests, seed: int | No
         return plan
     confirmed = judge(kept_fresh, confirm, run.returncode, run.output, plan.sites, plan.required).tests
     kept_fresh = [f for f in kept_fresh if confirmed[f] == "PASSED"]  # the same value in both reference runs
+    plan.fresh_kept = len(kept_fresh)
+    plan.fresh_failed = [f for f in kept_fresh if _decisive(lookup(buggy.checks, f, []), sites, plan.required[f], f)]
     exposure = analyse(plain(set(kept)) or reference_files, sites,
                        buggy.checks, plan.required, list(task.tests),
                        task.problem_statement, buggy.own)

@@ -49,10 +49,11 @@ class Hidden:
 
 
 def hide(source: str, rel: str, task_tests: tuple[str, ...], enums: Callable[[], dict] = dict,
-         rng: random.Random | None = None) -> Hidden:
+         rng: random.Random | None = None, failing: tuple[str, ...] = ()) -> Hidden:
     """`source` with its parametrized expectations taken out (unchanged when there are none); `enums()`:
     the repository's enums (enum_value.enum_table), asked for only where a row names a `Cls.MEMBER`;
-    with `rng`, each such table gets fresh rows too (tandem.envs.coding.differential)."""
+    with `rng`, each such table gets fresh rows too (tandem.envs.coding.differential), half of them near its
+    rows among the `failing` task ids."""
     try:
         tree = parse(source)
     except (SyntaxError, ValueError):
@@ -60,7 +61,7 @@ def hide(source: str, rel: str, task_tests: tuple[str, ...], enums: Callable[[],
     out = Hidden(source)
     edits: list[tuple[ast.expr, str]] = []
     for qual, func in _test_functions(tree):
-        found = _hideable(func, f"{rel}::{qual}", task_tests, enums, rng)
+        found = _hideable(func, f"{rel}::{qual}", task_tests, enums, rng, failing)
         if found is None:
             continue
         argvalues, text, aliases, expected, fresh = found
@@ -83,7 +84,7 @@ def _test_functions(tree: ast.Module):
 
 
 def _hideable(func, node_prefix: str, task_tests: tuple[str, ...], enums: Callable[[], dict],
-              rng: random.Random | None):
+              rng: random.Random | None, failing: tuple[str, ...] = ()):
     marks = [d for d in func.decorator_list if isinstance(d, ast.Call) and _is_parametrize(d.func)]
     if len(marks) != 1 or len(marks[0].args) != 2 or marks[0].keywords:
         return None
@@ -110,7 +111,8 @@ def _hideable(func, node_prefix: str, task_tests: tuple[str, ...], enums: Callab
         return None  # pytest named them otherwise: leave the file as written
     graded = [f"{node_prefix}[case{n}]" for n in range(len(rows))]
     hidden_rows = [tuple(None if i in columns else v for i, v in enumerate(row)) for row in rows]
-    fresh = fresh_rows(rows, columns, rng) if rng is not None else []
+    near = [n for n, t in enumerate(originals) if t in failing]
+    fresh = fresh_rows(rows, columns, rng, failing=near) if rng is not None else []
     case_ids = [f"case{n}" for n in range(len(rows))] + [f"{FRESH_ID}{n}" for n in range(len(fresh))]
     literal = repr(hidden_rows + fresh if len(names) > 1 else [r[0] for r in hidden_rows + fresh])
     text = f"{literal}, ids={case_ids!r}"

@@ -1,0 +1,44 @@
+"""Issue 46: is_leap's grading plan on the realistic task (data/swe_realistic) holds fresh rows the bug fails
+beyond the visible rows. The bug drops `if year % 400 == 0: return True`; the table's span 1600..2100 holds no
+multiple of 400 but its two failing rows, so rows drawn inside the span never told the bug from a lookup table
+of the visible rows. The wider rows (tandem.envs.coding.wide_pools) move the failing years along their step."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from tandem.envs.coding.grading import get_runtime, reset_runtime
+from tandem.envs.coding.grading_plan import build_plan, split_files
+from tandem.envs.coding.swe_data import load_bundled
+from tests._swe import REPO, make_cfg, sandbox_backends
+from tests.test_wide_pools import YEARS, fresh_inputs
+
+_, BACKENDS = sandbox_backends()
+REALISTIC = REPO / "data" / "swe_realistic" / "tasks.jsonl"
+SEED = 46
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_is_leaps_plan_holds_fresh_rows_the_bug_fails_beyond_the_visible_rows(tmp_path, backend):
+    task = next(t for t in load_bundled(Path(REALISTIC)) if "_remove_cond_is_leap__" in t.instance_id)
+    reset_runtime()
+    runtime = get_runtime(make_cfg(tmp_path, sandbox={"backend": backend, "pool_size": 2}))
+    try:
+        testbed = runtime.grader.graded_template(task) / "testbed"
+        # the graded copy the plan's reference runs saw: its first draw of the seeded rng splits the files
+        sources = split_files(testbed, task.test_files, task.tests, random.Random(SEED), task.fail_to_pass)[0]
+        plan = build_plan(task, testbed,
+                          lambda clean, files, sites, references=False:
+                          runtime.grader._reference_run(task, clean, files, sites, references), seed=SEED)
+    finally:
+        reset_runtime()
+    years = fresh_inputs(sources["tests/test_leap.py"], "test_is_leap")
+    failed = {f.rsplit("[", 1)[1].rstrip("]") for f in plan.fresh_failed if "::test_is_leap[" in f}
+    visible = set(YEARS)
+    assert failed, (plan.fresh_failed, years)
+    # the bug differs from the reference exactly on the multiples of 400: each failed row is one, none visible
+    assert all(years[f] % 400 == 0 and years[f] not in visible for f in failed), (failed, years)
+    assert failed == {f for f, y in years.items() if y % 400 == 0}, (failed, years)
