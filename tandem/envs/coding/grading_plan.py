@@ -94,12 +94,13 @@ class GradingPlan:
     checks all within a forger's reach (tandem.envs.coding.differential)."""
     confined: list[str] = field(default_factory=list)
     """Hidden tests graded as a confined change (tandem.envs.coding.confined), their guards in `differential`."""
+    blind: str = ""
+    """The fresh rows counted as blind guesses (tandem.envs.coding.blind): their odds, where the plan counted them."""
     fresh_failed: list[str] = field(default_factory=list)
     """The fresh rows kept (reference values held) that the bug fails: where it differs from the reference
     beyond the visible rows (bench.refusal_rate counts them)."""
     fresh_kept: int = 0
-    blind: str = ""
-    """The fresh rows counted as blind guesses (tandem.envs.coding.blind): their odds, where the plan counted them."""
+    """How many fresh rows the plan kept (the reference's value held in both reference runs): fresh_failed's whole."""
 
     def graded_id(self, test: str) -> str:
         return self.aliases.get(test, test)
