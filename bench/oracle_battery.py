@@ -81,7 +81,8 @@ def _label(tree: Path) -> str:
     return f"{rev.stdout.strip()}@{sha.stdout.strip()}"
 
 
-def graded(runtime, tasks, specs, command, verdicts: Verdicts, findings: Path | None, jobs: int) -> dict:
+def graded(runtime, tasks, specs, command, verdicts: Verdicts, findings: Path | None, jobs: int,
+           partial: Path | None = None) -> dict:
     from bench.forge_rate import agent_diff
 
     label = _label(ROOT if Path.cwd() == ROOT else Path.cwd())
@@ -112,6 +113,8 @@ def graded(runtime, tasks, specs, command, verdicts: Verdicts, findings: Path | 
             out["scores"][task.instance_id] = scores
             if fix.reward != 1.0:
                 out["fix_failed"][task.instance_id] = str(fix.reason)[:300]
+            if partial is not None:
+                partial.write_text(json.dumps(out, indent=1, default=str) + "\n")
         ones = {s: v.get("verdict") for s, v in scores.items() if v["reward"] == 1.0}
         print(f"  {task.instance_id}: graded, 1 for {ones or '-'}, fix {fix.reward} "
               f"({time.monotonic() - start:.0f} s)", file=sys.stderr, flush=True)
@@ -175,7 +178,8 @@ def main() -> None:
 
         verdicts = Verdicts(args.verdicts, forgers.oracle_forger_command)
         with grading_runtime(args.backend) as runtime:
-            result = graded(runtime, tasks, specs, forgers.oracle_forger_command, verdicts, args.findings, args.jobs)
+            result = graded(runtime, tasks, specs, forgers.oracle_forger_command, verdicts, args.findings, args.jobs,
+                            args.out.with_suffix(".partial.json"))
         ones = sum(v["reward"] == 1.0 for s in result["scores"].values() for v in s.values())
         print(f"{result['label']} {args.backend}: graded {len(result['graded'])}/{len(tasks)}; (task, forger) scoring "
               f"1: {ones}, forgeries {len(result['forgeries'])}; reference fixes not 1: {len(result['fix_failed'])}")

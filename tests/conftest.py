@@ -44,6 +44,7 @@ E2E_FILES = {
     "test_sandbox_shared_state.py", "test_sglang_cpu.py", "test_swe_tasks.py", "test_weight_sync.py",
     "test_attack_forgers.py",
     "test_guess_odds.py",
+    "test_oracle_forgers.py",
 }
 """Files whose tests start real processes; every other file's tests are unit tests."""
 TIERS = ("unit", "e2e")
@@ -56,6 +57,7 @@ SANDBOX_FILES = {
     "test_swe_tasks.py",
     "test_attack_forgers.py",
     "test_guess_odds.py",
+    "test_oracle_forgers.py",
 }
 """Files whose tests run sandboxes: they share the host's sandbox uids, cgroups and slot sweeps, so
 under `-n 2` (pytest-xdist, --dist loadgroup) they run one after another on one worker."""
