@@ -82,10 +82,10 @@ def _label(tree: Path) -> str:
 
 
 def graded(runtime, tasks, specs, command, verdicts: Verdicts, findings: Path | None, jobs: int,
-           partial: Path | None = None) -> dict:
+           partial: Path | None = None, label: str = "") -> dict:
     from bench.forge_rate import agent_diff
 
-    label = _label(ROOT if Path.cwd() == ROOT else Path.cwd())
+    label = label or _label(ROOT)
     out: dict = {"label": label, "graded": [], "refused": {}, "scores": {}, "forgeries": [], "fix_failed": {}}
 
     def one(task):
@@ -161,6 +161,7 @@ def main() -> None:
     p.add_argument("--host", action="store_true", help="no grader: plain pytest and the oracle per task and forger")
     p.add_argument("--verdicts", type=Path, default=ROOT / "bench" / "results" / "oracle_verdicts.json")
     p.add_argument("--findings", type=Path, default=None, help="append each forgery found to this file")
+    p.add_argument("--label", default="", help="the grader's name in the findings (default: branch@commit here)")
     p.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "oracle_battery.json")
     args = p.parse_args()
     from tandem.envs.coding.swe_data import load_bundled
@@ -179,7 +180,7 @@ def main() -> None:
         verdicts = Verdicts(args.verdicts, forgers.oracle_forger_command)
         with grading_runtime(args.backend) as runtime:
             result = graded(runtime, tasks, specs, forgers.oracle_forger_command, verdicts, args.findings, args.jobs,
-                            args.out.with_suffix(".partial.json"))
+                            args.out.with_suffix(".partial.json"), args.label)
         ones = sum(v["reward"] == 1.0 for s in result["scores"].values() for v in s.values())
         print(f"{result['label']} {args.backend}: graded {len(result['graded'])}/{len(tasks)}; (task, forger) scoring "
               f"1: {ones}, forgeries {len(result['forgeries'])}; reference fixes not 1: {len(result['fix_failed'])}")
