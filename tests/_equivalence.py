@@ -27,6 +27,7 @@ from __future__ import annotations
 import datetime as dt
 import enum
 import math
+import os
 import pickle
 import random
 import shutil
@@ -42,8 +43,11 @@ WORKER = Path(__file__).with_name("_equivalence_worker.py")
 BANDS = ("span", "domain", "outside")
 
 
-def _run(*argv: str) -> None:
-    subprocess.run([sys.executable, str(WORKER), *argv], capture_output=True, timeout=600, check=True)
+def _run(mode: str, tree: str, *argv: str) -> None:
+    """The worker in its own process, `tree`'s package importable (and nothing of tandem's tree)."""
+    env = {**os.environ, "PYTHONPATH": tree, "PYTHONDONTWRITEBYTECODE": "1"}
+    subprocess.run([sys.executable, str(WORKER), mode, tree, *argv], capture_output=True, timeout=600, check=True,
+                   env=env)
 
 
 def record_table(task: SweTask, reference: Path) -> dict:

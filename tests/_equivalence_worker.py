@@ -1,4 +1,4 @@
-"""The oracle's child process (tests/_equivalence.py): stdlib only, run by path with a task tree first on sys.path.
+"""The oracle's child process (tests/_equivalence.py): stdlib only, run by path with a task tree as its PYTHONPATH.
 
     python _equivalence_worker.py record TREE OUT TEST...   the calls the tests make from tests/ into the package
     python _equivalence_worker.py call TREE CALLS OUT        each sampled call's outcome, outside pytest
@@ -102,8 +102,7 @@ def _call(tree: str, calls_path: str, out: str) -> None:
 
 
 if __name__ == "__main__":
-    mode, tree = sys.argv[1], sys.argv[2]
-    sys.path.insert(0, tree)
+    mode, tree = sys.argv[1], sys.argv[2]  # the parent puts `tree` first on PYTHONPATH
     if mode == "record":
         _record(tree, sys.argv[3], sys.argv[4:])
     else:
