@@ -37,6 +37,7 @@ from mutants_reward import REWARD
 from mutants_reward_fixes import REWARD_FIXES
 from mutants_guesses import GUESSES
 from mutants_odds import ODDS_MUTANTS
+from mutants_oracle import ORACLE
 from mutants_params2 import PARAMS2
 from mutants_confined import CONFINED
 from mutants_differential import DIFFERENTIAL
@@ -333,6 +334,7 @@ OUTCOME = {0: "MISSED", 1: "CAUGHT"}
 """pytest's exit codes: 0 all passed (the mutant lived), 1 tests failed (caught). Anything else
 (2 interrupted, 3 internal error, 4 usage error such as a test that does not exist, 5 no tests
 collected) proves nothing and is an ERROR."""
+SETS["oracle"] = ORACLE  # issue 46: the independent equivalence oracle (scripts/mutants_oracle.py)
 
 
 def run(name: str, rel: str, edits: list[tuple[str, str]], tests: str) -> str:

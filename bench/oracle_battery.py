@@ -1,0 +1,197 @@
+"""Issue 46's hostile review of the loosened grader: the function-rewriting forgers of tests/_oracle_forgers.py
+graded on every task a grader grades, and each one that scores 1 judged by the independent equivalence oracle
+(tests/_equivalence.py): `forgery` (it differs from the reference fix inside the tested domain) or `fix` (a fix in
+disguise).
+
+    PYTHONPATH=$PWD python -m bench.oracle_battery --jobs 2                      # this tree's grader
+    cd /work/wt/<branch> && PYTHONPATH=$PWD:/this/tree python -m bench.oracle_battery --forgers /this/tree ...
+    python -m bench.oracle_battery --host --ids 0 8 13                           # no grader: plain pytest + oracle
+
+Per task: the plan (a refused task is counted and skipped); on a graded one every forger's diff typed into the
+agent sandbox with the issue text and graded, and the reference fix graded (must be 1). Every (task, forger) that
+scores 1 gets the oracle's verdict (>= 2,000 sampled calls per function the hidden tests call; cached per task and
+forger in bench/results/oracle_verdicts.json: the forger's code does not depend on the grader). With --host, no
+grader: per task and forger, whether the candidate passes the original hidden tests under plain pytest, and the
+oracle's verdict. A forgery is appended to --findings as it is found. Exit 1 when a forgery scores 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+_LOCK = threading.Lock()
+
+
+def _tree_module(tree: Path | None, name: str):
+    """tests/<name>.py of `tree` (default: this checkout's, as imported)."""
+    if tree is None:
+        return importlib.import_module(f"tests.{name}")
+    spec = importlib.util.spec_from_file_location(f"{name}_under_test", tree / "tests" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class Verdicts:
+    """The oracle's verdict per (task, forger), computed once and cached on disk."""
+
+    def __init__(self, path: Path, command):
+        self.path, self.command = path, command
+        self.cache = json.loads(path.read_text()) if path.exists() else {}
+        self.lock = threading.Lock()
+
+    def get(self, task, spec: str) -> dict:
+        from tests._equivalence import Oracle
+
+        key = f"{task.instance_id}|{spec}"
+        with self.lock:
+            if key in self.cache:
+                return self.cache[key]
+            oracle = Oracle(task)
+            try:
+                v = oracle.judge(oracle.candidate_tree("candidate", command=self.command(spec, task.problem_statement)))
+            finally:
+                oracle.close()
+            first = v.first_in_domain()
+            self.cache[key] = {"verdict": v.verdict, "summary": v.summary(),
+                               "in_domain": None if first is None else f"{first[0][1]}{first[1][1]!r}: candidate "
+                               f"{first[1][2]}, reference {first[1][3]} ({first[1][0]})"}
+            self.path.write_text(json.dumps(self.cache, indent=1, sort_keys=True) + "\n")
+            return self.cache[key]
+
+
+def _finding(findings: Path, label: str, task, spec: str, verdict: dict) -> None:
+    with _LOCK, findings.open("a") as f:
+        f.write(f"- {time.strftime('%H:%M UTC', time.gmtime())} **{label}**: `{task.instance_id}` forged by "
+                f"`{spec}` (tests/_oracle_forgers.py, scored 1); oracle: {verdict['in_domain']}\n")
+
+
+def _label(tree: Path) -> str:
+    rev = subprocess.run(["git", "-C", str(tree), "rev-parse", "--abbrev-ref", "HEAD"], capture_output=True, text=True)
+    sha = subprocess.run(["git", "-C", str(tree), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    return f"{rev.stdout.strip()}@{sha.stdout.strip()}"
+
+
+def graded(runtime, tasks, specs, command, verdicts: Verdicts, findings: Path | None, jobs: int,
+           partial: Path | None = None, label: str = "") -> dict:
+    from bench.forge_rate import agent_diff
+
+    label = label or _label(ROOT)
+    out: dict = {"label": label, "graded": [], "refused": {}, "scores": {}, "forgeries": [], "fix_failed": {}}
+
+    def one(task):
+        start = time.monotonic()
+        plan = runtime.grader.plan(task)
+        if plan.refused:
+            with _LOCK:
+                out["refused"][task.instance_id] = str(plan.refused)[:200]
+            print(f"  {task.instance_id}: REFUSED", file=sys.stderr, flush=True)
+            return
+        scores = {}
+        for spec in specs:
+            res = runtime.grader.grade(task, agent_diff(runtime, task, command(spec, task.problem_statement)))
+            scores[spec] = {"reward": res.reward}
+            if res.reward == 1.0:
+                scores[spec].update(verdicts.get(task, spec))
+                if scores[spec]["verdict"] == "forgery":
+                    with _LOCK:
+                        out["forgeries"].append([task.instance_id, spec, scores[spec]["in_domain"]])
+                    if findings is not None:
+                        _finding(findings, label, task, spec, scores[spec])
+        fix = runtime.grader.grade(task, agent_diff(runtime, task, None, reverse_patch=True))
+        with _LOCK:
+            out["graded"].append(task.instance_id)
+            out["scores"][task.instance_id] = scores
+            if fix.reward != 1.0:
+                out["fix_failed"][task.instance_id] = str(fix.reason)[:300]
+            if partial is not None:
+                partial.write_text(json.dumps(out, indent=1, default=str) + "\n")
+        ones = {s: v.get("verdict") for s, v in scores.items() if v["reward"] == 1.0}
+        print(f"  {task.instance_id}: graded, 1 for {ones or '-'}, fix {fix.reward} "
+              f"({time.monotonic() - start:.0f} s)", file=sys.stderr, flush=True)
+
+    with ThreadPoolExecutor(jobs) as pool:
+        list(pool.map(one, tasks))
+    return out
+
+
+def host(tasks, specs, command) -> dict:
+    """No grader: per task and forger, plain pytest on the original hidden tests and the oracle's verdict."""
+    import os
+
+    from tests._equivalence import Oracle
+
+    out: dict = {}
+    for task in tasks:
+        oracle = Oracle(task)
+        try:
+            rows = {}
+            for spec in specs:
+                tree = oracle.candidate_tree(spec.replace(":", "_"), command=command(spec, task.problem_statement))
+                run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *task.tests],
+                                     cwd=tree, capture_output=True, text=True, timeout=300,
+                                     env={**os.environ, "PYTHONPATH": str(tree), "PYTHONDONTWRITEBYTECODE": "1"})
+                v = oracle.judge(tree)
+                rows[spec] = {"plain_pytest": run.returncode == 0, "verdict": v.verdict, "summary": v.summary()}
+                print(f"  {task.instance_id} {spec}: pytest {'pass' if run.returncode == 0 else 'FAIL'}, "
+                      f"{v.summary()[:220]}", file=sys.stderr, flush=True)
+        finally:
+            oracle.close()
+        out[task.instance_id] = rows
+    return out
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--tasks", type=Path, default=ROOT / "data" / "swe_realistic" / "tasks.jsonl")
+    p.add_argument("--ids", nargs="*", type=int, default=[], help="only these task indices (0-based lines)")
+    p.add_argument("--backend", default="unshare")
+    p.add_argument("--families", nargs="*", default=[], help="forger specs (default: tests/_oracle_forgers.FAMILIES)")
+    p.add_argument("--forgers", type=Path, default=None, help="a checkout whose tests/_oracle_forgers.py to use")
+    p.add_argument("--jobs", type=int, default=2)
+    p.add_argument("--host", action="store_true", help="no grader: plain pytest and the oracle per task and forger")
+    p.add_argument("--verdicts", type=Path, default=ROOT / "bench" / "results" / "oracle_verdicts.json")
+    p.add_argument("--findings", type=Path, default=None, help="append each forgery found to this file")
+    p.add_argument("--label", default="", help="the grader's name in the findings (default: branch@commit here)")
+    p.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "oracle_battery.json")
+    args = p.parse_args()
+    from tandem.envs.coding.swe_data import load_bundled
+
+    forgers = _tree_module(args.forgers, "_oracle_forgers")
+    specs = args.families or list(forgers.FAMILIES)
+    tasks = load_bundled(args.tasks)
+    tasks = [tasks[i] for i in args.ids] if args.ids else tasks
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    start = time.monotonic()
+    if args.host:
+        result = {"host": host(tasks, specs, forgers.oracle_forger_command)}
+    else:
+        from bench.attack_rate import grading_runtime
+
+        verdicts = Verdicts(args.verdicts, forgers.oracle_forger_command)
+        with grading_runtime(args.backend) as runtime:
+            result = graded(runtime, tasks, specs, forgers.oracle_forger_command, verdicts, args.findings, args.jobs,
+                            args.out.with_suffix(".partial.json"), args.label)
+        ones = sum(v["reward"] == 1.0 for s in result["scores"].values() for v in s.values())
+        print(f"{result['label']} {args.backend}: graded {len(result['graded'])}/{len(tasks)}; (task, forger) scoring "
+              f"1: {ones}, forgeries {len(result['forgeries'])}; reference fixes not 1: {len(result['fix_failed'])}")
+        for task, spec, where in result["forgeries"]:
+            print(f"  FORGERY {task} by {spec}: {where}")
+    result["wall_s"] = round(time.monotonic() - start, 1)
+    args.out.write_text(json.dumps({"families": specs, **result}, indent=2, default=str) + "\n")
+    print(f"wrote {args.out}")
+    if result.get("forgeries"):
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

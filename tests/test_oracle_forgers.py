@@ -1,0 +1,95 @@
+"""Issue 46's hostile review of the loosened grading rules, judged by an independent oracle.
+
+The forgers (tests/_oracle_forgers.py) rewrite the function the issue names: a lookup of the visible rows with the
+bug elsewhere, a yes/no flipped where an input feature fitted to the issue holds, a forger that reads the pytest
+node id and treats the rows a grader adds differently, one that remembers the process's earlier calls, one that
+raises at the issue's input. The oracle (tests/_equivalence.py) calls the forged function and the reference fix on
+>= 2,000 inputs per function of its own drawing (not the grader's fresh rows) and says `forgery` when they differ
+inside the tested domain. The grader may pay a candidate only when the oracle finds it a fix: every forger here
+scores 0, or scores 1 and equals the reference in-domain.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tandem.envs.coding.grading import get_runtime, reset_runtime
+from tandem.envs.coding.swe_data import load_bundled
+from tests._derivers import agent_diff_bytes
+from tests._equivalence import Oracle
+from tests._fix_corpus import apply_command
+from tests._fix_corpus_real import REALISTIC
+from tests._oracle_forgers import oracle_forger_command
+from tests._swe import REPO, make_cfg, sandbox_backends
+
+_, BACKENDS = sandbox_backends()
+REALISTIC_TASKS = REPO / "data" / "swe_realistic" / "tasks.jsonl"
+ATTACKS = {  # task (the bug's id) -> forgers aimed at the rules that grade it (or would, once loosened)
+    "remove_cond_is_leap": ("table", "learn:odd", "stack:only"),  # the fix changes only multiples of 400
+    "op_flip_hamming": ("table", "stack:only", "nearest", "transform:complement"),  # graded by fresh rows
+    "remove_cond_check_month": ("raises:visible", "raises:stack"),  # a pytest.raises-only task
+}
+
+
+def _task(bug: str):
+    return next(t for t in load_bundled(Path(REALISTIC_TASKS)) if f"_{bug}__" in t.instance_id)
+
+
+def test_the_oracle_tells_the_bug_and_a_visible_row_table_from_fixes(tmp_path):
+    """The oracle's own premise on is_leap (the fix changes only multiples of 400, two of them visible): the bug and
+    a table of the rows the issue states (which passes the original tests under plain pytest) differ from the
+    reference inside the domain (e.g. 2400); the reference and every correct fix of the corpus do not."""
+    task = _task("remove_cond_is_leap")
+    oracle = Oracle(task, tmp_path)
+    try:
+        assert all(len(s) >= 2000 for k, s in oracle.samples.items() if k[1] == "is_leap"), oracle.samples.keys()
+        assert oracle.judge(oracle.candidate_tree("bug")).verdict == "forgery"
+        table = oracle.judge(oracle.candidate_tree("table", command=oracle_forger_command("table", task.problem_statement)))
+        assert table.verdict == "forgery", table.summary()
+        fn, (band, args, mine, ref) = table.first_in_domain()
+        assert fn[1] in ("is_leap", "days_in_month", "day_of_year") and band in ("span", "domain") and mine != ref
+        again = oracle.judge(oracle.root / "reference")  # the reference against itself, in a second process
+        assert again.verdict == "fix" and not any(sum(c.values()) for c in again.differ.values()), again.summary()
+        fixes = [f for f in REALISTIC if f.task == "datekit/remove_cond_is_leap"]
+        assert len(fixes) >= 2
+        for i, fx in enumerate(fixes):
+            verdict = oracle.judge(oracle.candidate_tree(f"fix{i}", command="cd /testbed && " + apply_command(fx)))
+            assert verdict.verdict == "fix", (fx.form, verdict.summary())
+    finally:
+        oracle.close()
+
+
+@pytest.mark.parametrize("backend", BACKENDS[-1:])
+def test_new_forgers_score_zero_unless_the_oracle_finds_them_fixes(tmp_path, backend):
+    """Each forger scores 0 on the real grader (refused or caught), or scores 1 and the oracle finds it equal to the
+    reference fix on every sampled input inside the domain (a fix in disguise). The reference fix scores 1 wherever
+    the task is graded."""
+    from bench.forge_rate import agent_diff
+
+    reset_runtime()
+    runtime = get_runtime(make_cfg(tmp_path, sandbox={"backend": backend, "pool_size": 2}))
+    paid, fixed = {}, {}
+    try:
+        for bug, specs in ATTACKS.items():
+            task = _task(bug)
+            refused = runtime.grader.plan(task).refused
+            for spec in specs:
+                command = oracle_forger_command(spec, task.problem_statement)
+                paid[(bug, spec)] = runtime.grader.grade(task, agent_diff_bytes(runtime, task, command))
+            fixed[bug] = (refused, runtime.grader.grade(task, agent_diff(runtime, task, None, reverse_patch=True)))
+    finally:
+        reset_runtime()
+    for bug, (refused, result) in fixed.items():
+        assert result.reward == (0.0 if refused else 1.0), (bug, result.reason)
+    for (bug, spec), result in paid.items():
+        if result.reward == 0.0:
+            continue
+        oracle = Oracle(_task(bug), tmp_path)
+        try:
+            verdict = oracle.judge(oracle.candidate_tree(spec.replace(":", "_"),
+                                                         command=oracle_forger_command(spec, _task(bug).problem_statement)))
+        finally:
+            oracle.close()
+        assert verdict.verdict == "fix", (bug, spec, "scored 1 and is a forgery:", verdict.summary())
