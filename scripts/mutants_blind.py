@@ -10,6 +10,7 @@ T = "tests/test_blind_odds.py::"
 GRADED = "tests/test_blind_rows.py::test_fresh_rows_as_blind_guesses_pay_fixes_and_no_forger"
 BLIND = "tandem/envs/coding/blind.py"
 PLAN = "tandem/envs/coding/grading_plan.py"
+GUESS_PLAN = "tandem/envs/coding/guess_plan.py"
 
 BLIND_MUTANTS = [
     ("which fresh rows to change not counted", BLIND,
@@ -42,11 +43,11 @@ BLIND_MUTANTS = [
      "        return bool(pick(tuple(_flat(inputs))))", "        return bool(pick(inputs))",
      T + "test_a_selector_reads_the_items_of_a_tuple_input"),
     # the soundness guard against a forger that reads `[freshN]` off the call stack: rows the bug gets right judged
-    ("only the fresh rows the bug fails required", PLAN,
+    ("only the fresh rows the bug fails required", GUESS_PLAN,
      "            plan.differential[t] = tables[t]",
      "            plan.differential[t] = [f for f in tables[t] if f in {f for f in tables[t] for k, v in "
      "lookup(buggy.checks, f, []) if k in plan.sites and not plan.sites[k].passes(v, f, 0)}]",
      GRADED + "[leap-unshare]"),
-    ("the blind count never grades", PLAN,
+    ("the blind count never grades", GUESS_PLAN,
      "    if original * count.chance > GUESS_BOUND:", "    if True:", GRADED + "[clamp-unshare]"),
 ]

@@ -15,7 +15,7 @@ DIFFERENTIAL = [
     ("no fresh rows drawn", "tandem/envs/coding/params.py",
      "fresh, probes = sample(rows, columns, rng, near) if rng is not None else ([], [])", "fresh, probes = [], []", GRADED),
     ("a fresh row may repeat a row of the table", "tandem/envs/coding/fresh_rows.py",
-     "if repr(draw) not in seen and len(out) < n:", "if len(out) < n:", ROWS),
+     "if share > 0 and repr(draw) not in seen:", "if share > 0:", ROWS),
     ("a test graded by fresh rows does not require them", PLAN,
      "            plan.differential[t] = table", "            plan.differential[t] = []", GRADED),
     ("the fresh rows a test requires are not judged", PLAN,

@@ -14,6 +14,7 @@ Run: python scripts/mutate.py odds ["name" ...    ("a feature of the inputs pick
 
 T = "tests/test_guess_odds.py::"
 PLAN = "tandem/envs/coding/grading_plan.py"
+GUESS_PLAN = "tandem/envs/coding/guess_plan.py"
 DERIVATION = "tandem/envs/coding/derivation.py"
 ODDS = "tandem/envs/coding/odds.py"
 
@@ -34,7 +35,7 @@ ODDS_MUTANTS = [
     ("the rows' split counts every ordering", ODDS,
      "        out //= math.factorial(n)\n", "        out //= 1\n",
      T + "test_rows_split_per_bug_value_count_a_yes_no"),
-    ("the split counted per check, not per function and bug value", PLAN,
+    ("the split counted per check, not per function and bug value", GUESS_PLAN,
      "splits[g.group] = g.ways", "splits[(t, k)] = g.ways",
      T + "test_a_task_is_graded_when_its_values_and_splits_together_are_long_odds"),
     ("rows whose inputs the issue writes counted in the split", DERIVATION,

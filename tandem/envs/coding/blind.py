@@ -82,7 +82,7 @@ class Row(NamedTuple):
 
 
 def rows_of(tests: list[str], sites: dict[int, Site], buggy: dict[str, list], required: dict[str, set[int]],
-            inputs: Inputs, fresh: set[str], derived: set[tuple[str, int]] = frozenset()) -> list[Row]:
+            inputs: Inputs, fresh: set[str], derived: set[tuple[str, int]] | frozenset[tuple[str, int]] = frozenset()) -> list[Row]:
     """Every run of a host-held strong check in `tests` with its expected value: its row's inputs (a fresh row's
     own, read from the table in the graded copy), the bug's value (MISSING where the bug never met it)."""
     out: list[Row] = []
@@ -180,7 +180,7 @@ class Count(NamedTuple):
 
 
 def blind_chance(rows: list[Row], transforms: dict[str, Callable[[Any], Any]], family: Callable[[Row], int],
-                 counted: set[tuple] = frozenset()) -> Count:
+                 counted: set[tuple] | frozenset[tuple] = frozenset()) -> Count:
     """The chance a forger passes every fresh row of `rows` without the fix; `counted`: (function, label) pairs
     whose odds the original rows' guesses already count (odds.Guess.of: one value of one function once)."""
     transforms = {**transforms, **FIX_TRANSFORMS}
@@ -204,11 +204,16 @@ def _assignments(fresh: list[Row], options: list[dict[str, int]]) -> list[list[s
     for r, o in zip(fresh, options):
         for label in o:
             popular[(r.function, label)] = popular.get((r.function, label), 0) + 1
-    return [[min(o, key=lambda label, r=r: (o[label], -popular[(r.function, label)], label)) for r, o in zip(fresh, options)],
-            [min(o, key=lambda label, r=r: (-popular[(r.function, label)], o[label], label)) for r, o in zip(fresh, options)]]
+    def likeliest(r: Row, o: dict[str, int]) -> str:
+        return min(o, key=lambda label: (o[label], -popular[(r.function, label)], label))
+
+    def most_accepted(r: Row, o: dict[str, int]) -> str:
+        return min(o, key=lambda label: (-popular[(r.function, label)], o[label], label))
+
+    return [[likeliest(r, o) for r, o in zip(fresh, options)], [most_accepted(r, o) for r, o in zip(fresh, options)]]
 
 
-def _count(fresh: list[Row], options: list[dict[str, int]], chosen: list[str], counted: set[tuple]) -> Count:
+def _count(fresh: list[Row], options: list[dict[str, int]], chosen: list[str], counted: set[tuple] | frozenset[tuple]) -> Count:
     odds: dict[tuple, int] = {}
     for r, o, label in zip(fresh, options, chosen):
         if label != "keep":  # a choice made once per function: the fewest candidates any of its rows offers

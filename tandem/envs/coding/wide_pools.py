@@ -58,7 +58,7 @@ def _along(value: int | float, failing: list) -> list:
     return out + [value + k * s for s in _steps(failing) for k in (1, -1, 2, -2, 3, -3)]
 
 
-def _near_sequence(value: str | list | tuple) -> list:
+def _near_sequence(value: Any) -> list:  # a str, list or tuple
     out: list = [value[::-1]]
     out += [value[:i] + value[i:i + 1] + value[i:] for i in range(len(value))]  # one item doubled
     out += [value[:i] + value[i + 1:] for i in range(len(value))]  # one item dropped
@@ -118,12 +118,17 @@ def widened(value: Any, values: list, failing: list | None = None) -> list:
     else:
         return []
     own = {repr(v) for v in values}
-    seen: set[str] = set()
-    return [c for c in out if repr(c) not in own and not (repr(c) in seen or seen.add(repr(c)))
-            and in_domain(c, values)]
+    return [c for c in _distinct(out) if repr(c) not in own and in_domain(c, values)]
 
 
 def wide_pool(values: list) -> list:
     """Every widened value of a column (for rows drawn by crossing columns)."""
-    seen: set[str] = set()
-    return [c for v in values for c in widened(v, values) if not (repr(c) in seen or seen.add(repr(c)))]
+    return _distinct([c for v in values for c in widened(v, values)])
+
+
+def _distinct(values: list) -> list:
+    """`values` in order, each once (by repr: 1 and True, 1.0 and 1 stay apart)."""
+    first: dict[str, Any] = {}
+    for v in values:
+        first.setdefault(repr(v), v)
+    return list(first.values())
