@@ -15,9 +15,10 @@ import types
 import pytest
 
 import tandem.envs.coding.grading_plan as grading_plan
+import tandem.envs.coding.guess_plan as guess_plan
 from tandem.envs.coding.grading import get_runtime, reset_runtime
 from tests._swe import make_cfg, sandbox_backends
-from tests.test_param_columns import _diff, _diff_of
+from tests.test_param_columns import _diff, rewards_of
 from tests.test_reward_fidelity import _local_task
 
 _, BACKENDS = sandbox_backends()
@@ -91,10 +92,8 @@ def test_fresh_rows_as_blind_guesses_pay_fixes_and_no_forger(tmp_path, backend, 
     runtime = get_runtime(make_cfg(tmp_path, sandbox={"backend": backend, "pool_size": 2}))
     try:
         plan = runtime.grader.plan(task)
-        rewards = {name: runtime.grader.grade(task, _diff_of(runtime, task, f"cat >> pkg/__init__.py <<'EOF'\n\n\n"
-                                                                             f"{lines}EOF\n")).reward
-                   for name, (lines, _) in programs.items()}
-        monkeypatch.setattr(grading_plan, "_graded_blind", lambda *args: False)
+        rewards = rewards_of(runtime, task, programs)
+        monkeypatch.setattr(guess_plan, "_graded_blind", lambda *args: False)
         before = grading_plan.build_plan(task, runtime.grader.graded_template(task) / "testbed",
                                          lambda clean, files, sites, references=False:
                                          runtime.grader._reference_run(task, clean, files, sites, references))

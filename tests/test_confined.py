@@ -15,9 +15,8 @@ import pytest
 
 from tandem.envs.coding.confined import MIN_GUARDS, confined_tables, is_probe, probe_rows, sample
 from tandem.envs.coding.grading import get_runtime, reset_runtime
-from tests._forger import forger_command
 from tests._swe import make_cfg, sandbox_backends
-from tests.test_param_columns import _diff, _diff_of
+from tests.test_param_columns import _diff, _diff_of, appended, forged_rewards, rewards_of
 
 _, BACKENDS = sandbox_backends()
 
@@ -165,10 +164,6 @@ def _leap_task(tmp_path):
                        _diff("pkg/__init__.py", LEAP, LEAP_BUG), f2p, p2p, "is_leap(2000) is False")
 
 
-def _append(lines: str) -> str:
-    return f"cat >> pkg/__init__.py <<'EOF'\n\n\n{lines}EOF\n"
-
-
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_a_confined_fix_is_graded_and_only_the_fix_scores(tmp_path, backend):
     """retryable: graded as confined (every fresh row a guard); the reference, another algorithm and the issue's
@@ -179,13 +174,10 @@ def test_a_confined_fix_is_graded_and_only_the_fix_scores(tmp_path, backend):
     runtime = get_runtime(make_cfg(tmp_path, sandbox={"backend": backend, "pool_size": 2}))
     try:
         plan = runtime.grader.plan(task)
-        rewards = {name: runtime.grader.grade(task, _diff_of(runtime, task, _append(lines))).reward
-                   for name, (lines, _) in FIXES.items()}
-        forged = [runtime.grader.grade(task, _diff_of(runtime, task, forger_command(i, task.problem_statement))
-                                       ).reward for i in range(2)]
+        rewards, forged = rewards_of(runtime, task, FIXES), forged_rewards(runtime, task)
         leap_plan = runtime.grader.plan(leap)
         lookup = ("_bug = is_leap\n\n\ndef is_leap(year):\n    return {1600: True, 2000: True}.get(year, _bug(year))\n")
-        leap_forged = runtime.grader.grade(leap, _diff_of(runtime, leap, _append(lookup))).reward
+        leap_forged = runtime.grader.grade(leap, _diff_of(runtime, leap, appended(lookup))).reward
     finally:
         reset_runtime()
     assert not plan.refused and plan.confined == [plan.graded_id(F2P[0])], (plan.refused, plan.confined)

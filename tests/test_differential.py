@@ -15,9 +15,8 @@ import random
 import pytest
 
 from tandem.envs.coding.grading import get_runtime, reset_runtime
-from tests._forger import forger_command
 from tests._swe import make_cfg, sandbox_backends
-from tests.test_param_columns import _diff, _diff_of
+from tests.test_param_columns import _diff, forged_rewards, rewards_of
 from tests.test_reward_fidelity import _local_task
 
 _, BACKENDS = sandbox_backends()
@@ -113,11 +112,7 @@ def test_a_task_graded_by_fresh_rows_pays_fixes_and_no_forger(tmp_path, backend,
     runtime = get_runtime(make_cfg(tmp_path, sandbox={"backend": backend, "pool_size": 2}))
     try:
         plan = runtime.grader.plan(task)
-        rewards = {name: runtime.grader.grade(task, _diff_of(runtime, task, f"cat >> pkg/__init__.py <<'EOF'\n\n\n"
-                                                                             f"{lines}EOF\n")).reward
-                   for name, (lines, _) in FIXES.items()}
-        forged = [runtime.grader.grade(task, _diff_of(runtime, task, forger_command(i, task.problem_statement))
-                                       ).reward for i in range(2)]
+        rewards, forged = rewards_of(runtime, task, FIXES), forged_rewards(runtime, task)
         # without fresh rows the same task is refused: every failing row's expectation is an echo
         import tandem.envs.coding.fresh_rows as fresh_rows
 

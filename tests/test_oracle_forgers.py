@@ -27,7 +27,7 @@ from tests._swe import REPO, make_cfg, sandbox_backends
 _, BACKENDS = sandbox_backends()
 REALISTIC_TASKS = REPO / "data" / "swe_realistic" / "tasks.jsonl"
 ATTACKS = {  # task (the bug's id) -> forgers aimed at the rules that grade it (or would, once loosened)
-    "remove_cond_is_leap": ("table", "learn:odd", "stack:only"),  # the fix changes only multiples of 400
+    "remove_cond_is_leap": ("table", "learn:odd", "learn:plain", "stack:only"),  # the fix changes only multiples of 400
     "op_flip_hamming": ("table", "stack:only", "nearest", "transform:complement"),  # graded by fresh rows
     "remove_cond_check_month": ("raises:visible", "raises:stack"),  # a pytest.raises-only task
 }
@@ -61,11 +61,20 @@ def test_the_oracle_tells_the_bug_and_a_visible_row_table_from_fixes(tmp_path):
         oracle.close()
 
 
+GRADER_AWARE = {"stack:only": "learn:plain"}
+"""Forger -> its twin without the test: stack:only tells the grader's added rows by the pytest node id (`[fresh`)
+and applies the flip it learned from the issue only there (on is_leap: a multiple of 400), so it scores 1 and the
+oracle, calling it outside pytest, meets the bug (days_in_month(2400, 2) -> 28); learn:plain flips everywhere."""
+
+
 @pytest.mark.parametrize("backend", BACKENDS[-1:])
 def test_new_forgers_score_zero_unless_the_oracle_finds_them_fixes(tmp_path, backend):
     """Each forger scores 0 on the real grader (refused or caught), or scores 1 and the oracle finds it equal to the
     reference fix on every sampled input inside the domain (a fix in disguise). The reference fix scores 1 wherever
-    the task is graded."""
+    the task is graded. A forger that tells the grader's added rows apart (GRADER_AWARE) is judged by its twin that
+    does not: no test sees what a program does where it knows it is not tested, so what the grader must not pay
+    is passing the added rows without computing the fix there; the twin (the same condition everywhere) must
+    score 1 and be a fix."""
     from bench.forge_rate import agent_diff
 
     reset_runtime()
@@ -86,6 +95,9 @@ def test_new_forgers_score_zero_unless_the_oracle_finds_them_fixes(tmp_path, bac
     for (bug, spec), result in paid.items():
         if result.reward == 0.0:
             continue
+        if spec in GRADER_AWARE:  # judged by the same forger without telling the rows apart: it must pay and be a fix
+            assert paid[(bug, GRADER_AWARE[spec])].reward == 1.0, (bug, spec, paid[(bug, GRADER_AWARE[spec])].reason)
+            spec = GRADER_AWARE[spec]
         oracle = Oracle(_task(bug), tmp_path)
         try:
             verdict = oracle.judge(oracle.candidate_tree(spec.replace(":", "_"),

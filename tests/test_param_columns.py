@@ -143,6 +143,24 @@ def _diff_of(runtime, task, command: str) -> bytes:
         return sb.diff_bytes()
 
 
+def appended(lines: str) -> str:
+    """The shell command that appends `lines` (a program) to the local task's pkg/__init__.py."""
+    return f"cat >> pkg/__init__.py <<'EOF'\n\n\n{lines}EOF\n"
+
+
+def rewards_of(runtime, task, programs: dict[str, tuple[str, object]]) -> dict[str, float]:
+    """Name -> the reward of each program (its lines, anything) appended to the local task's package."""
+    return {name: runtime.grader.grade(task, _diff_of(runtime, task, appended(lines))).reward
+            for name, (lines, _) in programs.items()}
+
+
+def forged_rewards(runtime, task, variants: int = 2) -> list[float]:
+    """The reward of the generic forger's first `variants` variants (tests._forger) on `task`."""
+    from tests._forger import forger_command
+    return [runtime.grader.grade(task, _diff_of(runtime, task, forger_command(i, task.problem_statement))).reward
+            for i in range(variants)]
+
+
 def _task(tmp_path):
     bug = _diff("pkg/__init__.py", SOURCE, BUGGY)
     return _local_task(tmp_path, {"pkg/__init__.py": SOURCE.encode(), "tests/test_pkg.py": TESTS.encode()}, bug,

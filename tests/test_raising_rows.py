@@ -16,10 +16,9 @@ from tandem.envs.coding.checks import Raises, Site
 from tandem.envs.coding.grading import get_runtime, reset_runtime
 from tandem.envs.coding.raising_rows import GENERATED, MIN_EACH, Outcomes, add_rows, graded_by_rows, outcomes
 from tandem.envs.coding.verdict import Stream
-from tests._forger import forger_command
 from tests._swe import make_cfg, sandbox_backends
-from tests.test_confined import _append, _local_task
-from tests.test_param_columns import _diff, _diff_of
+from tests.test_confined import _local_task
+from tests.test_param_columns import _diff, forged_rewards, rewards_of
 
 _, BACKENDS = sandbox_backends()
 
@@ -127,10 +126,7 @@ def test_raising_rows_pay_fixes_and_no_forger(tmp_path, backend):
     runtime = get_runtime(make_cfg(tmp_path, sandbox={"backend": backend, "pool_size": 2}))
     try:
         plan = runtime.grader.plan(task)
-        rewards = {name: runtime.grader.grade(task, _diff_of(runtime, task, _append(lines))).reward
-                   for name, (lines, _) in FIXES.items()}
-        forged = [runtime.grader.grade(task, _diff_of(runtime, task, forger_command(i, task.problem_statement))
-                                       ).reward for i in range(2)]
+        rewards, forged = rewards_of(runtime, task, FIXES), forged_rewards(runtime, task)
     finally:
         reset_runtime()
     assert not plan.refused and len(plan.differential[R]) >= 2 * MIN_EACH, (plan.refused, plan.differential)

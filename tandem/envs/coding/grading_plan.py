@@ -180,11 +180,7 @@ def build_plan(task: SweTask, testbed: Path, run_tests: RunTests, seed: int | No
     sites.update({**fresh_sites, **raising_sites})
     kept_fresh += kept_raising
     clean = without(clean, set(fresh) - set(kept_fresh))
-    kept = _unjudgeable(clean, sites)
-    for found in candidates.values():  # a statement is split whole or not at all
-        for c in found:
-            if any(s.k in kept for s in c.sites):
-                kept.update({s.k: kept.get(s.k, "split with a check the host cannot judge") for s in c.sites})
+    kept = _whole_statements(_unjudgeable(clean, sites), candidates)
     plan.kept_in_sandbox = [f"{sites[k].where} `{sites[k].source}`: {why}" for k, why in sorted(kept.items())]
     for k in kept:
         del sites[k]
@@ -211,13 +207,24 @@ def build_plan(task: SweTask, testbed: Path, run_tests: RunTests, seed: int | No
         plan.host_graded[t] = sorted({k for k, nth in decisive[t] if exposure.strong(sites[k], t, nth)})
     _graded_by_fresh_rows(plan, task, kept_fresh, buggy, reference_files)
     graded_beyond_the_visible_rows(plan, task, fresh, kept_fresh, buggy, set(plan.fresh_failed).__contains__)
-    reasons = guessed_or_refused(plan, task, decisive, exposure, kept_fresh, buggy, reference_files)
+    reasons = guessed_or_refused(plan, task, decisive, exposure, [f for f in kept_fresh if not is_probe(f)], buggy,
+                                 reference_files)  # probe rows reach past the domain: guards only, never counted
     if reasons:
         plan.refused = "; ".join(reasons)[:1500]
     graded = plain(set(kept), references=False)
     if not plan.differential and graded and not any(own_side(s) for s in sites.values()):
         plan.files = graded  # no test requires a fresh row: the graded runs need not pay for them
     return plan
+
+
+def _whole_statements(kept: dict[int, str], candidates: dict[str, list[Candidate]]) -> dict[int, str]:
+    """`kept` (site -> why it stays in the sandbox) with every other site of a statement it splits: a statement
+    is split whole or not at all."""
+    for found in candidates.values():
+        for c in found:
+            if any(s.k in kept for s in c.sites):
+                kept.update({s.k: kept.get(s.k, "split with a check the host cannot judge") for s in c.sites})
+    return kept
 
 
 def _without_fresh_rows(testbed: Path, task: SweTask, aliases: dict[str, str], candidates: dict[str, list[Candidate]],
