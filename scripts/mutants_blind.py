@@ -1,5 +1,5 @@
 """Mutants of issue 46's fresh rows counted as blind guesses (tandem/envs/coding/blind.py, its hook in
-grading_plan._graded_blind): the split of the fresh rows a forger must change, the values it must choose, and
+guess_plan._graded_blind): the split of the fresh rows a forger must change, the values it must choose, and
 the uniform transform that is the fix on the sample.
 
 Each (name, file, old, new, test): scripts/mutate.py applies `old` -> `new` and runs `test`, which must fail.

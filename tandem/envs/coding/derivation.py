@@ -17,7 +17,7 @@ the bug's value and calls the check derivable when one reaches the expected valu
   `winner()` returns X, O or None, and the board checked holds X). Written only elsewhere, or
   nowhere while the function returns few values (SMALL_CODOMAIN), a forger can only guess among
   them: a *guess* with its odds (tandem.envs.coding.odds, with echoes, usual defaults and yes/no),
-  which the grading plan bounds over the task (tandem.envs.coding.grading_plan.GUESS_BOUND) instead
+  which the grading plan bounds over the task (tandem.envs.coding.guess_plan.GUESS_BOUND) instead
   of refusing on one coincidence (`sub(2, 2)` under a `+` bug is 4, another case's answer);
 - **analogy**: the edit between two literals of one shape that the issue writes (bad -> good,
   `1.5.2` -> `1.5.0`), as the same words or as the same numeric step, applied to the bug's

@@ -4,7 +4,7 @@ A check whose expected value is a usual default (0, 1, -1, "", None...), a yes/n
 written in the sandbox's copy of the graded files is within a forger's reach: it can write that
 value without the fix. But reaching it is a *choice among candidates*, and a forger does not see
 the expectation. This module counts that choice, so a task whose guesses together are long odds
-is graded (tandem.envs.coding.grading_plan.GUESS_BOUND) instead of refused wholesale.
+is graded (tandem.envs.coding.guess_plan.GUESS_BOUND) instead of refused wholesale.
 
 The forger (its code runs in the graded process) sees the graded files' text with the expectations
 taken out, the issue, the call stack (so each check's own inputs), and the bug's value; it can
