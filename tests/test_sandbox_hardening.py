@@ -323,3 +323,23 @@ def test_a_python_without_pytest_is_refused_before_the_first_rollout(tmp_path, b
         assert not list((tmp_path / "run" / "sandboxes").glob("pool-*"))  # nothing left behind
     finally:
         reset_runtime()
+
+
+def test_a_backend_probe_that_fails_once_is_tried_again(monkeypatch):
+    """A namespace the kernel is still tearing down can fail one probe: the backend is unavailable only after
+    PROBE_TRIES failures in a row, and one success is enough."""
+    import tandem.envs.coding.sandbox.isolation as isolation
+
+    outcomes: list[int] = []
+
+    def run(argv, **kw):
+        return subprocess.CompletedProcess(argv, outcomes.pop(0))
+
+    monkeypatch.setattr(isolation.subprocess, "run", run)
+    monkeypatch.setattr(isolation.time, "sleep", lambda s: None)
+    monkeypatch.setattr(isolation, "_PROBED", {})
+    outcomes[:] = [1, 0]
+    assert isolation._probe("bwrap") and outcomes == []
+    monkeypatch.setattr(isolation, "_PROBED", {})
+    outcomes[:] = [1] * isolation.PROBE_TRIES + [0]
+    assert not isolation._probe("bwrap") and outcomes == [0]
