@@ -127,7 +127,8 @@ def split_files(testbed: Path, test_files: list[str], tests: tuple[str, ...] = (
     (tandem.envs.coding.params: the task ids' aliases, the sites whose expectations the host holds, and with
     `rng` the fresh rows added to their tables, half near the `failing` tests); site numbers are unique
     across files."""
-    sources, aliases, held, k, fresh, candidates = {}, {}, {}, 0, [], {}  # type: ignore[var-annotated]
+    sources, aliases, held, k, fresh = {}, {}, {}, 0, []
+    candidates: dict[str, list[Candidate]] = {}
     enums = functools.cache(lambda: enum_table(testbed))
     for rel in test_files:
         path = testbed / rel
@@ -205,10 +206,10 @@ def build_plan(task: SweTask, testbed: Path, run_tests: RunTests, seed: int | No
     decisive = {t: _decisive(lookup(buggy.checks, t, []), sites, plan.required[t], t) for t in task.fail_to_pass}
     for t in task.fail_to_pass:
         plan.host_graded[t] = sorted({k for k, nth in decisive[t] if exposure.strong(sites[k], t, nth)})
-    _graded_by_fresh_rows(plan, task, kept_fresh, buggy, reference_files)
+    counted = [f for f in kept_fresh if not is_probe(f)]  # probe rows reach past the domain: guards only
+    _graded_by_fresh_rows(plan, task, counted, buggy, reference_files)
     graded_beyond_the_visible_rows(plan, task, fresh, kept_fresh, buggy, set(plan.fresh_failed).__contains__)
-    reasons = guessed_or_refused(plan, task, decisive, exposure, [f for f in kept_fresh if not is_probe(f)], buggy,
-                                 reference_files)  # probe rows reach past the domain: guards only, never counted
+    reasons = guessed_or_refused(plan, task, decisive, exposure, counted, buggy, reference_files)
     if reasons:
         plan.refused = "; ".join(reasons)[:1500]
     graded = plain(set(kept), references=False)
@@ -252,7 +253,7 @@ def _graded_by_fresh_rows(plan: GradingPlan, task: SweTask, fresh: list[str], bu
     those rows. The exposure analysis runs over the task's tests and the rows required, until none drops
     out: a transformation of the bug's values that only rows left out would catch must be caught."""
     weak = [t for t in task.fail_to_pass if not plan.host_graded[t]]
-    rows = [f for f in fresh if any(owner(f) == owner(t) for t in weak) and not is_probe(f)]
+    rows = [f for f in fresh if any(owner(f) == owner(t) for t in weak)]
     beyond: dict[str, set[int]] = {}
     while rows:
         exposure = analyse(reference_files, plan.sites, buggy.checks, plan.required, [*task.tests, *rows],
