@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import ast
+import datetime
 import random
 
 from tandem.envs.coding.fresh_rows import fresh_rows
@@ -73,7 +74,9 @@ def test_a_record_moves_one_position_inside_that_positions_span_and_is_never_cro
     dates = [((2024, 1, 1), 1), ((2023, 12, 25), 1), ((2000, 2, 29), 2), ((2024, 3, 9), 6)]
     for seed in range(3):
         drawn = [r[0] for r in fresh_rows(dates, [1], random.Random(seed), failing=[3])]
-        assert drawn and all(sum(a != b for a, b in zip(d, (2024, 3, 9))) == 1 for d in drawn), drawn
+        moved = [d for d in drawn if sum(a != b for a, b in zip(d, (2024, 3, 9))) == 1]
+        assert moved and all(datetime.date(*d) for d in drawn), drawn  # the structure rows' too (a day set to
+        # the month, month and day swapped where the day fits a month: structure_rows)
 
 
 def test_failing_values_move_along_their_own_steps():
@@ -138,4 +141,4 @@ def test_hide_moves_the_rows_of_the_failing_task_ids():
     for seed in range(5):
         hidden = hide(LEAP_TESTS, "tests/test_leap.py", ids, rng=random.Random(seed), failing=failing)
         years = fresh_inputs(hidden.source, "test_is_leap").values()
-        assert len(years) == 24 and sum(y % 400 == 0 for y in years) >= 3, years
+        assert len(years) >= 24 and sum(y % 400 == 0 for y in years) >= 3, years  # 24 and the structure rows

@@ -11,11 +11,15 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from tandem.envs.coding.structure_rows import structure_rows
 from tandem.envs.coding.wide_pools import fixed_shape, wide_pool, widened
 
 FRESH_ROWS = 24
 """Fresh rows drawn per parametrized table whose expected column the host holds (the plan requires only
 those the bug fails beyond a forger's reach, where a hidden test needs them)."""
+STRUCTURE_SHARE = 2
+"""A table also gets up to FRESH_ROWS // STRUCTURE_SHARE rows that keep its failing rows' structure
+(tandem.envs.coding.structure_rows: equal inputs, permutations, uniform scaling, sign patterns)."""
 FRESH_ID = "fresh"
 """pytest id prefix of a fresh row in the graded copy (`test_gcd[fresh0]`); the table's own rows are `caseN`."""
 
@@ -67,7 +71,7 @@ def fresh_rows(rows: list[tuple], expected: list[int], rng: random.Random, n: in
     table: half of them the `failing` rows (indexes; every row when None) with one input moved
     (tandem.envs.coding.wide_pools), the others the input columns' pools crossed (the rows' own values,
     values between and beyond them) or, for tables of several string columns, two rows joined column by
-    column."""
+    column; and on top of them up to n // STRUCTURE_SHARE rows keeping the failing rows' structure."""
     inputs = [i for i in range(len(rows[0])) if i not in expected] if rows else []
     if not inputs or len(rows) < 2:
         return []
@@ -79,10 +83,14 @@ def fresh_rows(rows: list[tuple], expected: list[int], rng: random.Random, n: in
     pools: dict[str, tuple[list, list]] = {}
     moved = [_moved(rng.choice(bases), inputs, rows, bases, rng) for _ in range(n * 10)]
     crossed = [tuple(_draw([r[i] for r in rows], rng, pools) for i in inputs) for _ in range(n * 10)]
-    picked: list[tuple] = []
+    own = [tuple(r[i] for i in inputs) for r in rows]
+    structured = structure_rows(own, [tuple(r[i] for i in inputs) for r in bases], rng, n // STRUCTURE_SHARE)
+    picked: list[tuple] = [r for r in structured if repr(r) not in seen]  # on top of the n others
+    seen.update(repr(r) for r in picked)
+    limit = n + len(picked)
     for draws, share in ((rng.sample(joined, min(len(joined), n // 2)), n // 2), (moved, n // 2), (crossed, n),
                          (moved, n)):  # up to half joined, half moved, crossed rows and more moved ones after
-        share = min(share, n - len(picked))
+        share = min(share, limit - len(picked))
         for draw in draws:
             if share > 0 and repr(draw) not in seen:
                 seen.add(repr(draw))
