@@ -20,6 +20,10 @@ those the bug fails beyond a forger's reach, where a hidden test needs them)."""
 STRUCTURE_SHARE = 2
 """A table also gets up to FRESH_ROWS // STRUCTURE_SHARE rows that keep its failing rows' structure
 (tandem.envs.coding.structure_rows: equal inputs, permutations, uniform scaling, sign patterns)."""
+CONTRAST_SHARE = 4
+"""And up to FRESH_ROWS // CONTRAST_SHARE rows drawn the same way from the rows that do not fail: the structure
+where the bug is right, so that a forger cannot tell the failing rows by their structure alone (a permuted
+(3, 4, 5) beside a permuted (1, 2, 3); the blind count's rows of one bug value, tandem.envs.coding.blind)."""
 FRESH_ID = "fresh"
 """pytest id prefix of a fresh row in the graded copy (`test_gcd[fresh0]`); the table's own rows are `caseN`."""
 
@@ -55,6 +59,20 @@ def _draw(values: list, rng: random.Random, pools: dict[str, tuple[list, list]])
     return rng.choice(wide if wide and rng.random() < 0.5 else inside)
 
 
+def _structured(own: list[tuple], bases: list[tuple], rng: random.Random, n: int, seen: set[str]) -> list[tuple]:
+    """Rows keeping the failing rows' structure (tandem.envs.coding.structure_rows), then as many drawn the same
+    way from the other rows (up to n // CONTRAST_SHARE), none in `seen` (which takes them)."""
+    failing = {repr(r) for r in bases}
+    others = [r for r in own if repr(r) not in failing]
+    out: list[tuple] = []
+    for row in structure_rows(own, bases, rng, n // STRUCTURE_SHARE) + structure_rows(own, others, rng,
+                                                                                       n // CONTRAST_SHARE):
+        if repr(row) not in seen:
+            seen.add(repr(row))
+            out.append(row)
+    return out
+
+
 def _moved(row: tuple, inputs: list[int], rows: list[tuple], bases: list[tuple], rng: random.Random) -> tuple:
     """The inputs of `row` with one of them moved to a wider value near it (unchanged where none is); half
     the time a number moves along the steps between the `bases` (the failing rows) only."""
@@ -83,10 +101,8 @@ def fresh_rows(rows: list[tuple], expected: list[int], rng: random.Random, n: in
     pools: dict[str, tuple[list, list]] = {}
     moved = [_moved(rng.choice(bases), inputs, rows, bases, rng) for _ in range(n * 10)]
     crossed = [tuple(_draw([r[i] for r in rows], rng, pools) for i in inputs) for _ in range(n * 10)]
-    own = [tuple(r[i] for i in inputs) for r in rows]
-    structured = structure_rows(own, [tuple(r[i] for i in inputs) for r in bases], rng, n // STRUCTURE_SHARE)
-    picked: list[tuple] = [r for r in structured if repr(r) not in seen]  # on top of the n others
-    seen.update(repr(r) for r in picked)
+    picked = _structured([tuple(r[i] for i in inputs) for r in rows], [tuple(r[i] for i in inputs) for r in bases],
+                         rng, n, seen)  # on top of the n others
     limit = n + len(picked)
     for draws, share in ((rng.sample(joined, min(len(joined), n // 2)), n // 2), (moved, n // 2), (crossed, n),
                          (moved, n)):  # up to half joined, half moved, crossed rows and more moved ones after
