@@ -100,3 +100,13 @@ def test_fresh_rows_hold_the_failing_rows_structure():
         sides = fresh_rows([(s, None) for (s,) in TRIANGLE], [1], rng, failing=[4])
         flat = [sorted(r[0]) for r in sides]
         assert sum(a + b == c and a > 0 for a, b, c in flat) >= 2, sides
+
+
+def test_no_fresh_row_equals_a_visible_row():
+    """sign's table holds 0 and floats: 0.0 (zero on the axis, a float column's 0) == the visible 0, so any lookup
+    of the visible rows answers it; it is no row beyond the visible ones, from any generator of fresh_rows."""
+    rows = [(5, 1), (-3, -1), (0, 0), (0.5, 1), (-0.25, -1)]
+    assert (0.0,) not in [r for pool in structure_pools([r[:1] for r in rows], [(0,)]).values() for r in pool]
+    for seed in range(10):
+        drawn = fresh_rows(rows, [1], random.Random(seed), failing=[2])
+        assert drawn and all(r[0] != 0 for r in drawn), drawn

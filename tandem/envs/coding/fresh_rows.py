@@ -99,10 +99,12 @@ def fresh_rows(rows: list[tuple], expected: list[int], rng: random.Random, n: in
               if a is not b and len(texts) > 1]
     bases = [rows[k] for k in failing] if failing else rows
     pools: dict[str, tuple[list, list]] = {}
+    own = [tuple(r[i] for i in inputs) for r in rows]
     moved = [_moved(rng.choice(bases), inputs, rows, bases, rng) for _ in range(n * 10)]
     crossed = [tuple(_draw([r[i] for r in rows], rng, pools) for i in inputs) for _ in range(n * 10)]
-    picked = _structured([tuple(r[i] for i in inputs) for r in rows], [tuple(r[i] for i in inputs) for r in bases],
-                         rng, n, seen)  # on top of the n others
+    # none == a row of the table either: sign's 0.0 is its visible 0 to any lookup ({0: 0}.get(0.0) is 0)
+    moved, crossed = [r for r in moved if r not in own], [r for r in crossed if r not in own]
+    picked = _structured(own, [tuple(r[i] for i in inputs) for r in bases], rng, n, seen)  # on top of the n others
     limit = n + len(picked)
     for draws, share in ((rng.sample(joined, min(len(joined), n // 2)), n // 2), (moved, n // 2), (crossed, n),
                          (moved, n)):  # up to half joined, half moved, crossed rows and more moved ones after

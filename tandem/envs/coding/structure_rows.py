@@ -153,8 +153,8 @@ GENERATORS = (diagonal, permuted, uniform, signs)
 
 def structure_pools(rows: list[tuple], bases: list[tuple]) -> dict[str, list[tuple]]:
     """Each generator's rows (by its name), drawn from `bases` (rows of `rows`, the table's input columns only),
-    each row once, none a row of the table: the diagonal from every row (it makes the structure), the others
-    from `bases` (they keep the structure the failing rows have)."""
+    each row once, none a row of the table nor == one (0.0 where 0 is visible): the diagonal from every row (it
+    makes the structure), the others from `bases` (they keep the structure the failing rows have)."""
     if len(rows) < 2:
         return {}
     table = Table(rows)
@@ -162,7 +162,8 @@ def structure_pools(rows: list[tuple], bases: list[tuple]) -> dict[str, list[tup
     out: dict[str, list[tuple]] = {}
     for generate in GENERATORS:
         drawn = [r for base in (rows if generate is diagonal else bases) for r in generate(table, base)]
-        out[generate.__name__] = [r for r in _distinct([r for r in drawn if r is not None]) if repr(r) not in seen]
+        out[generate.__name__] = [r for r in _distinct([r for r in drawn if r is not None])
+                                  if repr(r) not in seen and r not in rows]  # sign's 0.0 is its visible 0
         seen.update(repr(r) for r in out[generate.__name__])
     return out
 
