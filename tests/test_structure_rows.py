@@ -46,6 +46,8 @@ def test_a_date_is_permuted_only_where_each_value_fits_its_new_positions_span():
     assert not table.one_kind
     assert _rows(permuted(table, ((2024, 3, 9),))) == [((2024, 3, 9),), ((2024, 9, 3),)]
     assert _rows(permuted(table, ((2000, 2, 29),))) == [((2000, 2, 29),)]  # the 29th is no month
+    # 20 is no month either, though within 2x the largest month (the column's guard alone lets it through)
+    assert _rows(permuted(table, ((1969, 7, 20),))) == [((1969, 7, 20),)]
 
 
 def test_a_row_of_one_kind_is_scaled_and_shifted_uniformly():
@@ -67,6 +69,8 @@ def test_sign_patterns_negate_where_a_column_shows_both_signs_and_zero_where_it_
     # needs_reorder's columns are never negative: only the zeros (each column holds one)
     assert _rows(signs(Table(REORDER), (5, 10))) == [(0, 10), (5, 0)]
     assert _rows(signs(Table(DATES), ((2024, 3, 9),))) == []  # no sign, no zero in a date
+    # a column of negatives only shows one sign: never negated (the column's guard alone lets a positive through)
+    assert _rows(signs(Table([(-1, -2), (-3, 4), (-5, 0)]), (-3, 4))) == [(-3, -4), (-3, 0)]
 
 
 def test_every_drawn_row_respects_the_guard_and_no_date_is_invalid():
