@@ -125,7 +125,7 @@ def twin(func: ast.FunctionDef, fixtures: dict[str, ast.FunctionDef], rng: rando
     statements = [named.visit(s) for s in statements]
     how = checks[0][2]
     actual = ast.unparse(named.visit(calls[0]))
-    actual = {"==": actual, "truth": f"bool({actual})", "none": f"({actual}) is None"}[how]
+    actual = {"==": actual, "truth": f"bool({actual})", "none": f"({actual} is None)"}[how]
     lines = [f"    {ast.unparse(s)}" for s in statements] + [f"    assert {actual} == {WANT}"]
     ids = [f"{FRESH_ID}{n}" for n in range(len(drawn))]
     return (f"\n\n@pytest.mark.parametrize(\"{', '.join([*names, WANT])}\", {drawn!r}, ids={ids!r})\n"
