@@ -152,7 +152,8 @@ def test_a_check_of_one_call_of_constants_gets_a_twin(body, check):
 
 
 @pytest.mark.parametrize("body", [
-    "    x = 3\n    assert f(x) == 1\n",  # a setup statement that is no call
+    "    x = 3\n    assert f(x) == 1\n",  # the call takes a name
+    "    x = 3\n    assert f(1) == 1\n",  # a setup statement that is no call
     "    assert f(stock) == 1\n",  # the call takes a name
     "    assert f(1) == 2\n    assert g(1) == 3\n",  # two callees
     "    assert f(1) == 2\n    assert f(1, 2) == 3\n",  # two shapes of the call
