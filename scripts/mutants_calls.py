@@ -32,7 +32,7 @@ CALL_MUTANTS = [
   "and len(node.decorator_list) == 1", FIXTURES),
  ("a setup statement that is no call", CALLS, "    return isinstance(value, ast.Call) and all(",
   "    return all(", NOT_ELIGIBLE),
- ("few rows", CALLS, "TWIN_ROWS = 96", "TWIN_ROWS = 8", TWIN),
+ ("few rows", CALLS, "TWIN_ROWS = 160", "TWIN_ROWS = 96", T + "test_the_rows_tell_zero_where_the_bug_says_one_from_the_fix_on_every_draw"),
  ("the plan does not hold the twins' expectations", PLAN,
   "held.update({**_held_sites(found, hidden.expected), **held_twins(found)})",
   "held.update(_held_sites(found, hidden.expected))", E2E),

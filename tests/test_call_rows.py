@@ -11,6 +11,7 @@ calls, or 0 wherever the bug says 1 score 0.
 from __future__ import annotations
 
 import ast
+import math
 import random
 
 import pytest
@@ -126,6 +127,21 @@ def test_the_twin_writes_the_fixture_out_and_asks_about_the_items_it_added():
     assert len(added) >= len(rows) // 4 and any(r[4] == r[0] and r[1] == 1 or r[4] == r[2] and r[3] == 1
                                                 for r in added)
     assert add_rows(TESTS, REL, (C, *P2P), random.Random(0)) == (TESTS, [])  # no failing test: no twin
+
+
+def test_the_rows_tell_zero_where_the_bug_says_one_from_the_fix_on_every_draw():
+    """Host only, by hand: among the rows where the bug answers 1, a forger answering 0 there must pick out the
+    unknown items (the bug wrong) from the items added at quantity 1 (the bug right) blind: C(rows, kept) ways, at
+    least 1,000 on each of 20 draws (the blind count's GUESS_BOUND)."""
+    for seed in range(20):
+        source, _ = add_rows(TESTS, REL, (C,), random.Random(seed), failing=(C,))
+        wrong = right = 0
+        for a0, a1, a2, a3, a4, _ in _rows(source[len(TESTS.rstrip("\n")):]):
+            stock = {a0: a1}
+            stock[a2] = stock.get(a2, 0) + a3
+            if stock.get(a4, 1) == 1:
+                wrong, right = wrong + (a4 not in stock), right + (a4 in stock)
+        assert math.comb(wrong + right, right) >= 1000, (seed, wrong, right)
 
 
 def _twin_of(body: str, fixtures: str = "") -> str | None:
