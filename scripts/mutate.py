@@ -25,6 +25,7 @@ from pathlib import Path
 # each feature's mutants in its own module; scripts/ is on the path of `python scripts/mutate.py`
 from mutants_baseline import BASELINE
 from mutants_blind import BLIND_MUTANTS
+from mutants_calls import CALL_MUTANTS
 from mutants_eval import EVAL
 from mutants_expected_sides import EXPECTED_SIDES
 from mutants_first_hour import FIRST_HOUR
@@ -336,6 +337,7 @@ OUTCOME = {0: "MISSED", 1: "CAUGHT"}
 (2 interrupted, 3 internal error, 4 usage error such as a test that does not exist, 5 no tests
 collected) proves nothing and is an ERROR."""
 SETS["oracle"] = ORACLE  # issue 46: the independent equivalence oracle (scripts/mutants_oracle.py)
+SETS["calls"] = CALL_MUTANTS  # issue 46: value checks without a table on fresh arguments (scripts/mutants_calls.py)
 
 
 def run(name: str, rel: str, edits: list[tuple[str, str]], tests: str) -> str:

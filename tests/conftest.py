@@ -38,7 +38,7 @@ E2E_FILES = {
     "test_env_adapters.py", "test_external_engines.py", "test_faults.py", "test_host_checks.py", "test_reload_retry.py",
     "test_launcher.py", "test_lora.py", "test_megatron_cpu.py", "test_megatron_lora.py", "test_megatron_memory.py",
     "test_megatron_moe.py",
-    "test_confined.py", "test_raising_rows.py", "test_differential.py", "test_expected_sides.py", "test_fix_corpus.py", "test_param_columns.py", "test_rehearse.py", "test_reward_derivation.py", "test_reward_fidelity.py", "test_reward_forgery.py",
+    "test_confined.py", "test_raising_rows.py", "test_call_rows.py", "test_differential.py", "test_expected_sides.py", "test_fix_corpus.py", "test_param_columns.py", "test_rehearse.py", "test_reward_derivation.py", "test_reward_fidelity.py", "test_reward_forgery.py",
     "test_routing.py", "test_run_views.py", "test_sandbox.py",
     "test_sandbox_hardening.py",
     "test_sandbox_shared_state.py", "test_sglang_cpu.py", "test_swe_tasks.py", "test_weight_sync.py",
@@ -53,7 +53,7 @@ E2E_FILES = {
 TIERS = ("unit", "e2e")
 SANDBOX_FILES = {
     "test_agent_e2e.py", "test_agent_loop.py", "test_agent_tokens.py", "test_host_checks.py", "test_plugin_edges.py",
-    "test_confined.py", "test_raising_rows.py", "test_differential.py", "test_expected_sides.py", "test_fix_corpus.py", "test_param_columns.py", "test_reward_derivation.py", "test_reward_fidelity.py",
+    "test_confined.py", "test_raising_rows.py", "test_call_rows.py", "test_differential.py", "test_expected_sides.py", "test_fix_corpus.py", "test_param_columns.py", "test_reward_derivation.py", "test_reward_fidelity.py",
     "test_reward_forgery.py", "test_sandbox.py",
     "test_sandbox_hardening.py",
     "test_sandbox_shared_state.py",

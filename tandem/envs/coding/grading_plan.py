@@ -43,9 +43,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
+from tandem.envs.coding.call_rows import held as held_twins, same_table
 from tandem.envs.coding.checks import Reference, Site
 from tandem.envs.coding.confined import is_probe
-from tandem.envs.coding.differential import expectations, fold, owner, without
+from tandem.envs.coding.differential import expectations, fold, without
 from tandem.envs.coding.enum_value import enum_table
 from tandem.envs.coding.expected_sides import eligible, marked, own_side
 from tandem.envs.coding.exposure import analyse
@@ -135,14 +136,14 @@ def split_files(testbed: Path, test_files: list[str], tests: tuple[str, ...] = (
         if path.suffix != ".py" or path.is_symlink() or not path.is_file():
             continue
         hidden = hide(path.read_text(errors="surrogateescape"), rel, tests, enums, rng, failing)
-        text, rows = add_rows(hidden.source, rel, tests, rng) if rng is not None else (hidden.source, [])
+        text, rows = add_rows(hidden.source, rel, tests, rng, failing) if rng is not None else (hidden.source, [])
         found = find_sites(text, rel, k)
         if found is None:
             continue
         found = renumber(found, hidden.source, [c for cs in candidates.values() for c in cs])
         sources[rel], candidates[rel] = text, found
         aliases.update(hidden.aliases)
-        held.update(_held_sites(found, hidden.expected))
+        held.update({**_held_sites(found, hidden.expected), **held_twins(found)})
         fresh += hidden.fresh + rows
         k += sum(len(c.sites) for c in found if c.sites[0].k < GENERATED)
     return sources, candidates, aliases, held, fresh
@@ -253,7 +254,7 @@ def _graded_by_fresh_rows(plan: GradingPlan, task: SweTask, fresh: list[str], bu
     those rows. The exposure analysis runs over the task's tests and the rows required, until none drops
     out: a transformation of the bug's values that only rows left out would catch must be caught."""
     weak = [t for t in task.fail_to_pass if not plan.host_graded[t]]
-    rows = [f for f in fresh if any(owner(f) == owner(t) for t in weak)]
+    rows = [f for f in fresh if any(same_table(f, t) for t in weak)]
     beyond: dict[str, set[int]] = {}
     while rows:
         exposure = analyse(reference_files, plan.sites, buggy.checks, plan.required, [*task.tests, *rows],
@@ -264,7 +265,7 @@ def _graded_by_fresh_rows(plan: GradingPlan, task: SweTask, fresh: list[str], bu
             break
         rows = [f for f in rows if beyond[f]]
     for t in weak:
-        table = [f for f in rows if owner(f) == owner(t)]
+        table = [f for f in rows if same_table(f, t)]
         if table:
             plan.host_graded[t] = sorted(set().union(*(beyond[f] for f in table)))
             plan.differential[t] = table

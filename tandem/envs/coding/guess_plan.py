@@ -9,9 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from tandem.envs.coding.blind import blind_chance, family_odds, rows_of
+from tandem.envs.coding.call_rows import same_table
 from tandem.envs.coding.checks import Site
 from tandem.envs.coding.derivation import _codomains
-from tandem.envs.coding.differential import owner
 from tandem.envs.coding.exposure import TRANSFORMS, Exposure, analyse
 from tandem.envs.coding.odds import Inputs
 from tandem.envs.coding.swe_data import SweTask
@@ -72,7 +72,7 @@ def _graded_blind(plan: GradingPlan, task: SweTask, decisive: dict[str, list[tup
     and the original rows' guesses together within GUESS_BOUND. A weak test without fresh rows must be a guess
     all through (as _graded_by_guesses has it)."""
     weak = [t for t in decisive if not plan.host_graded[t]]
-    tables = {t: [f for f in fresh if owner(f) == owner(t)] for t in weak}
+    tables = {t: [f for f in fresh if same_table(f, t)] for t in weak}
     guessed = {t: [(k, nth) for k, nth in decisive[t] if exposure.guessed(plan.sites[k], t, nth)] for t in weak}
     if not weak or not any(tables.values()) or not all(decisive[t] for t in weak) or \
             any(not tables[t] and len(guessed[t]) < len(decisive[t]) for t in weak):

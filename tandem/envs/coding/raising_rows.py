@@ -35,6 +35,7 @@ import random
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
+from tandem.envs.coding.call_rows import CALLS_SUFFIX, fixtures_of, twin
 from tandem.envs.coding.checks import Raises, Site, _raised
 from tandem.envs.coding.confined import _around
 from tandem.envs.coding.fresh_rows import FRESH_ID, owner
@@ -69,9 +70,11 @@ class Outcomes:
         return _raised(outcome, want)
 
 
-def add_rows(source: str, rel: str, tests: tuple[str, ...], rng: random.Random) -> tuple[str, list[str]]:
+def add_rows(source: str, rel: str, tests: tuple[str, ...], rng: random.Random, failing: tuple[str, ...] = ()
+             ) -> tuple[str, list[str]]:
     """`source` with a rows test appended for each hidden test of `tests` that is one `pytest.raises`
-    block around one call of constant arguments, and the generated rows' node ids."""
+    block around one call of constant arguments, a twin over fresh arguments for each test of `failing` whose
+    checks are values of one call of constants (tandem.envs.coding.call_rows), and the generated rows' node ids."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
@@ -80,10 +83,15 @@ def add_rows(source: str, rel: str, tests: tuple[str, ...], rng: random.Random) 
                for n in tree.body):
         return source, []
     tails, ids = [], []
+    fixtures = fixtures_of(tree)
     for func in tree.body:
         if not isinstance(func, ast.FunctionDef) or f"{rel}::{func.name}" not in tests or func.decorator_list:
             continue
         block = _raising_call(func)
+        made = twin(func, fixtures, rng) if block is None and f"{rel}::{func.name}" in failing else None
+        if made is not None:
+            tails.append(made[0])
+            ids += [f"{rel}::{func.name}{CALLS_SUFFIX}[{FRESH_ID}{n}]" for n in range(made[1])]
         if block is None:
             continue
         with_item, call = block
