@@ -5,13 +5,12 @@ of the visible rows. The wider rows (tandem.envs.coding.wide_pools) move the fai
 
 from __future__ import annotations
 
-import random
 from pathlib import Path
 
 import pytest
 
 from tandem.envs.coding.grading import get_runtime, reset_runtime
-from tandem.envs.coding.grading_plan import build_plan, split_files
+from tandem.envs.coding.grading_plan import build_plan
 from tandem.envs.coding.swe_data import load_bundled
 from tests._swe import REPO, make_cfg, sandbox_backends
 from tests.test_wide_pools import YEARS, fresh_inputs
@@ -28,14 +27,13 @@ def test_is_leaps_plan_holds_fresh_rows_the_bug_fails_beyond_the_visible_rows(tm
     runtime = get_runtime(make_cfg(tmp_path, sandbox={"backend": backend, "pool_size": 2}))
     try:
         testbed = runtime.grader.graded_template(task) / "testbed"
-        # the graded copy the plan's reference runs saw: its first draw of the seeded rng splits the files
-        sources = split_files(testbed, task.test_files, task.tests, random.Random(SEED), task.fail_to_pass)[0]
         plan = build_plan(task, testbed,
                           lambda clean, files, sites, references=False:
                           runtime.grader._reference_run(task, clean, files, sites, references), seed=SEED)
     finally:
         reset_runtime()
-    years = fresh_inputs(sources["tests/test_leap.py"], "test_is_leap")
+    # the graded copy: its fresh rows and the pool rows kept as separating rows (tandem.envs.coding.separating)
+    years = fresh_inputs(plan.files["tests/test_leap.py"], "test_is_leap")
     failed = {f.rsplit("[", 1)[1].rstrip("]") for f in plan.fresh_failed if "::test_is_leap[fresh" in f}  # not probes
     visible = set(YEARS)
     assert failed, (plan.fresh_failed, years)
