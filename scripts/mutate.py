@@ -47,6 +47,7 @@ from mutants_tests3 import TESTS3
 from mutants_types import TYPES
 from mutants_typed2 import TYPED2
 from mutants_wide import WIDE
+from mutants_separate import SEPARATE
 
 ROOT = Path(__file__).resolve().parents[1]
 NL = "\n"
@@ -335,6 +336,7 @@ OUTCOME = {0: "MISSED", 1: "CAUGHT"}
 (2 interrupted, 3 internal error, 4 usage error such as a test that does not exist, 5 no tests
 collected) proves nothing and is an ERROR."""
 SETS["oracle"] = ORACLE  # issue 46: the independent equivalence oracle (scripts/mutants_oracle.py)
+SETS["separate"] = SEPARATE  # issue 46: separating rows, grading by separation (scripts/mutants_separate.py)
 
 
 def run(name: str, rel: str, edits: list[tuple[str, str]], tests: str) -> str:

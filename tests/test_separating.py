@@ -13,6 +13,7 @@ import calendar
 import functools
 import random
 
+from tandem.envs.coding.blind import Row, blind_chance
 from tandem.envs.coding.confined import is_probe
 from tandem.envs.coding.params import hide
 from tandem.envs.coding.pool_rows import fitted_divisors, pool_rows
@@ -149,8 +150,23 @@ def test_pool_rows_stay_inside_the_domain_and_no_probe_row_is_among_them():
     for seed in SEEDS:
         years, fresh, pool = _draw(seed)
         assert pool and all(not is_probe(f) and "[fresh" in f for f in pool)
+        number = {f: int(f.rsplit("fresh", 1)[1][:-1]) for f in years}  # pool ids mixed among the fresh rows' ids
+        assert min(number[f] for f in pool) < max(number[f] for f in fresh), seed
         assert all(in_domain(years[f], YEARS) for f in pool), sorted(years[f] for f in pool)
     dates = [((2024, 2, 29), 4), ((2023, 1, 1), 0), ((2000, 12, 31), 6)]
     rows = pool_rows(dates, [1], random.Random(1), lambda k: [], failing=[0])
     assert rows and all(2000 <= r[0][0] <= 2024 and 1 <= r[0][1] <= 12 and 1 <= r[0][2] <= 31 for r in rows), rows
     assert all(r[1] is None for r in rows)
+
+
+def test_a_separated_function_leaves_the_blind_count():
+    """blind.blind_chance: a function separated (every rule refuted or a fix) is no guess; the others still count.
+    Two fresh rows the bug fails, one it passes, `not bug` labels: the count alone gives 1 in 3 (which row to keep)."""
+    rows = [Row("is_leap", True, (2400,), False, True, True), Row("is_leap", True, (1200,), False, True, True),
+            Row("is_leap", True, (2023,), False, False, False), Row("is_leap", False, (2000,), False, True, True),
+            Row("is_leap", False, (1900,), False, False, False)]
+    no_family = lambda row: 0  # noqa: E731
+    transforms = {"not": lambda v: not v}
+    assert blind_chance(rows, transforms, no_family).chance == 1 / 3
+    assert blind_chance(rows, transforms, no_family, separated={"is_leap"}).chance == 0.0
+    assert blind_chance(rows, transforms, no_family, separated={"days_in_month"}).chance == 1 / 3

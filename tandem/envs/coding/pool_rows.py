@@ -56,7 +56,8 @@ def pool_rows(rows: list[tuple], expected: list[int], rng: random.Random, draw: 
               failing: list[int] | None = None, n: int = POOL_ROWS, taken: list[tuple] | tuple = ()) -> list[tuple]:
     """Up to `n` candidate rows of a table: `draw(k)` (the fresh-row generators, k rows) and, for each int input
     column (a record's int position), rows where each fitted divisibility holds (fitted_divisors of its failing
-    values) inside the column's domain guard (wide_pools.in_domain; a record's position inside its span)."""
+    values) inside the column's domain guard (wide_pools.in_domain; a record's position inside its span); none equal
+    (==) to a table row, none repeating a row of `taken`."""
     inputs = [i for i in range(len(rows[0])) if i not in expected] if rows else []
     if not inputs:
         return []
@@ -77,8 +78,9 @@ def pool_rows(rows: list[tuple], expected: list[int], rng: random.Random, draw: 
     rng.shuffle(targeted)
     out: list[tuple] = []
     seen = {repr(_key(r, expected)) for r in (*rows, *taken)}
+    own = [_key(r, expected) for r in rows]
     for row in [*targeted[:n // 2], *draw(n // GENERATED_SHARE), *targeted[n // 2:]]:
-        if len(out) < n and repr(_key(row, expected)) not in seen:
+        if len(out) < n and repr(_key(row, expected)) not in seen and not any(_equal(_key(row, expected), k) for k in own):
             seen.add(repr(_key(row, expected)))
             out.append(row)
     return out
@@ -97,6 +99,14 @@ def _int_positions(column: list, failing: list) -> list[tuple[int | None, list[i
 def _with(row: tuple, i: int, at: int | None, value: int, expected: list[int]) -> tuple:
     new = value if at is None else type(row[i])((*row[i][:at], value, *row[i][at + 1:]))
     return tuple(None if j in expected else (new if j == i else v) for j, v in enumerate(row))
+
+
+def _equal(a: tuple, b: tuple) -> bool:
+    """The same inputs by value (sign's 0.0 is its visible 0: a row a lookup of the visible rows answers)."""
+    try:
+        return bool(a == b)
+    except Exception:
+        return False
 
 
 def _key(row: tuple, expected: list[int]) -> tuple:
