@@ -93,8 +93,10 @@ def _graded_blind(plan: GradingPlan, task: SweTask, decisive: dict[str, list[tup
     plan.blind = f"{count.why}; the original rows' guesses 1 in {round(1 / original)}"
     if original * count.chance > GUESS_BOUND:
         return False
-    alone = {t: guessed[t] for t in weak if not tables[t]}  # a fix on the pool of one function, a guess at another's
-    if fixes and alone and _guess_chance(alone, exposure)[0] > GUESS_BOUND:
+    # a fix on the pool of one function, and a guess at another's in a test without a table: the guess still counts
+    alone = {t: [(k, n) for k, n in guessed[t] if exposure.guesses[(t, k)].of[0] not in fixes] for t in weak
+             if not tables[t]}
+    if fixes and any(alone.values()) and _guess_chance(alone, exposure)[0] > GUESS_BOUND:
         return False
     for t in weak:
         plan.host_graded[t] = sorted({k for k, _ in decisive[t]})
