@@ -153,6 +153,10 @@ def test_pool_rows_stay_inside_the_domain_and_no_probe_row_is_among_them():
         number = {f: int(f.rsplit("fresh", 1)[1][:-1]) for f in years}  # pool ids mixed among the fresh rows' ids
         assert min(number[f] for f in pool) < max(number[f] for f in fresh), seed
         assert all(in_domain(years[f], YEARS) for f in pool), sorted(years[f] for f in pool)
+    for seed in SEEDS:  # drawn alone (in a plan the probe rows, 0 among them, are taken first): the guard itself
+        years_alone = [r[0] for r in pool_rows([(y, leap(y)) for y in YEARS], [1], random.Random(seed), lambda k: [],
+                                               failing=[3, 5])]
+        assert years_alone and all(in_domain(y, YEARS) for y in years_alone), sorted(years_alone)[:3]
     dates = [((2024, 2, 29), 4), ((2023, 1, 1), 0), ((2000, 12, 31), 6)]
     rows = pool_rows(dates, [1], random.Random(1), lambda k: [], failing=[0])
     assert rows and all(2000 <= r[0][0] <= 2024 and 1 <= r[0][1] <= 12 and 1 <= r[0][2] <= 31 for r in rows), rows
