@@ -42,4 +42,7 @@ SEPARATE = [
      '    out: dict[str, Selector] = {f"x{p} % {d} == 0": _at(p, int, partial(_divisible, d)) for d in fitted_divisors(failing)}',
      '    out: dict[str, Selector] = {f"x{p} % {d} == 0": _at(p, int, partial(_divisible, d)) for d in fitted_divisors(failing) if d != 16}',
      S + "test_the_selectors_fitted_to_the_failing_inputs_hold_the_divisors_of_their_gcd"),
+    ("a check calling another function counted as the separated one's", SEP_PLAN,
+     "    return bool(calls & functions) and calls <= functions | plain", "    return bool(calls & functions)",
+     S + "test_a_check_counts_as_computed_by_separated_functions_only_through_them_and_builtins"),
 ]

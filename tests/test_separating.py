@@ -18,7 +18,7 @@ from tandem.envs.coding.confined import is_probe
 from tandem.envs.coding.params import hide
 from tandem.envs.coding.pool_rows import fitted_divisors, pool_rows
 from tandem.envs.coding.separating import Item, family, judge_rules, selectors, separate, sources
-from tandem.envs.coding.separating_plan import Pool, separated, separating_rows
+from tandem.envs.coding.separating_plan import Pool, computed_by, separated, separating_rows
 from tandem.envs.coding.wide_pools import in_domain
 from tests.test_wide_pools import LEAP, LEAP_TESTS, YEARS
 
@@ -174,3 +174,12 @@ def test_a_separated_function_leaves_the_blind_count():
     assert blind_chance(rows, transforms, no_family).chance == 1 / 3
     assert blind_chance(rows, transforms, no_family, separated={"is_leap"}).chance == 0.0
     assert blind_chance(rows, transforms, no_family, separated={"days_in_month"}).chance == 1 / 3
+
+
+def test_a_check_counts_as_computed_by_separated_functions_only_through_them_and_builtins():
+    """The guard of guess_plan._graded_blind: a test without a table whose check calls only separated functions and
+    builtins follows them; one calling another function of the repository is a guess of its own."""
+    assert computed_by("[quarter(m) for m in range(1, 13)].count(4)", {"quarter"})
+    assert not computed_by("[quarter(m) for m in range(1, 13)].count(4)", {"is_leap"})
+    assert not computed_by("days_in_month(year, quarter(m))", {"quarter"})
+    assert not computed_by("len('abc')", {"quarter"})

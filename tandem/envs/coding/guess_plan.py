@@ -14,7 +14,7 @@ from tandem.envs.coding.derivation import _codomains
 from tandem.envs.coding.differential import owner
 from tandem.envs.coding.exposure import TRANSFORMS, Exposure, analyse
 from tandem.envs.coding.odds import Inputs
-from tandem.envs.coding.separating_plan import Pool, items_of, separated
+from tandem.envs.coding.separating_plan import Pool, computed_by, items_of, separated
 from tandem.envs.coding.swe_data import SweTask
 from tandem.envs.coding.verdict import Stream
 
@@ -94,7 +94,7 @@ def _graded_blind(plan: GradingPlan, task: SweTask, decisive: dict[str, list[tup
     if original * count.chance > GUESS_BOUND:
         return False
     # a fix on the pool of one function, and a guess at another's in a test without a table: the guess still counts
-    alone = {t: [(k, n) for k, n in guessed[t] if exposure.guesses[(t, k)].of[0] not in fixes] for t in weak
+    alone = {t: [(k, n) for k, n in guessed[t] if not computed_by(plan.sites[k].source, fixes)] for t in weak
              if not tables[t]}
     if fixes and any(alone.values()) and _guess_chance(alone, exposure)[0] > GUESS_BOUND:
         return False

@@ -6,13 +6,15 @@ are all refuted by required rows or fixes on the pool."""
 
 from __future__ import annotations
 
+import ast
+import builtins
 from typing import Any, Callable, NamedTuple
 
 from tandem.envs.coding.blind import FIX_TRANSFORMS, MISSING, rows_of
 from tandem.envs.coding.checks import Site, _same
 from tandem.envs.coding.confined import is_probe
 from tandem.envs.coding.expected_sides import own_side
-from tandem.envs.coding.instrument import Candidate, rewrite
+from tandem.envs.coding.instrument import Candidate, call_name, rewrite
 from tandem.envs.coding.exposure import TRANSFORMS, stated_values
 from tandem.envs.coding.fresh_rows import owner
 from tandem.envs.coding.odds import Inputs, kind
@@ -93,6 +95,18 @@ def separated(required: dict[str, list[Item]], pool: Pool) -> set[str]:
         if beyond and not judge_rules(family_of(function, items, pool), {it.row for it in items}).open:
             out.add(function)
     return out
+
+
+def computed_by(source: str, functions: set[str]) -> bool:
+    """A check whose every call is one of `functions` or a builtin or a method of a builtin container
+    (`[quarter(m) for m in range(1, 13)].count(4)` with quarter separated): its value follows theirs."""
+    try:
+        tree = ast.parse(source, mode="eval")
+    except (SyntaxError, ValueError, RecursionError):
+        return False
+    calls = {call_name(n) for n in ast.walk(tree) if isinstance(n, ast.Call)}
+    plain = set(dir(builtins)) | {m for t in (list, tuple, dict, set, str) for m in dir(t)}
+    return bool(calls & functions) and calls <= functions | plain
 
 
 def _agrees(value: object, want: object) -> bool:
