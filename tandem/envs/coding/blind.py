@@ -193,8 +193,8 @@ def blind_chance(rows: list[Row], transforms: dict[str, Callable[[Any], Any]], f
     if any(not o for o in options):
         return Count(0.0, "a fresh row's expected value no blind guess reaches")
     if not any(r.failing for r in fresh):
-        return Count(0.0 if fixed else 1.0, f"a uniform transform is the fix on the sample ({fixed})" if fixed
-                     else "the bug fails no fresh row")
+        return Count(0.0 if fixed else 1.0, "the bug fails no fresh row" if not fixed else
+                     f"no guess but fixes on the sample (a uniform transform, or every rule of F refuted): {fixed}")
     return max((_count(fresh, options, chosen, counted) for chosen in _assignments(fresh, options)),
                key=lambda c: c.chance)
 
