@@ -61,12 +61,16 @@ def test_the_oracle_tells_the_bug_and_a_visible_row_table_from_fixes(tmp_path):
         oracle.close()
 
 
-OPEN_FORGERIES = {("remove_cond_is_leap", "learn:odd")}
-"""Forgeries the grader still pays on some draws, recorded so that any OTHER forgery fails this test. learn:odd on
-is_leap flips the bug where the year is a multiple of 16 (fitted to the issue's 1600 and 2000, false on every visible
-row the bug gets right); the blind count (tandem.envs.coding.blind) counts only the selectors odds.SELECTORS lists,
-so on a draw whose fresh rows hold no multiple of 16 the bug gets right (2016, 2048...) it scores 1 and is wrong at
-2048 (a clean-clone CI run, this stop). Open: issue 46."""
+OPEN_FORGERIES = {("op_change_const_is_prime", "approx:fermat")}
+"""Forgeries the grader still pays on some draws, recorded so that any OTHER forgery fails this test.
+learn:odd on is_leap (flip the bug where the year is a multiple of 16, fitted to the issue's 1600 and 2000) is no
+longer one: the separating rows (tandem.envs.coding.separating: "not bug where year % 16 == 0" is a rule of F,
+refuted by a pool row such as 2016 that joins the required fresh rows) close it on every draw tested
+(tests/test_separating.py, tests/test_wide_rows.py). Open: t46-oracle2's approx:fermat on is_prime (graded by
+separation on this branch; refused before): `n > 1 and (n == 2 or pow(2, n - 1, n) == 1)` is another algorithm, no
+(selector, value) rule over the bug's value, so F does not hold it; it equals the reference below 341, the first
+base-2 pseudoprime, beyond the pool's band (2x the table's largest, 98); wrong at 341, 561, 645... (issue 46)."""
+
 
 GRADER_AWARE = {"stack:only": "learn:plain"}
 """Forger -> its twin without the test: stack:only tells the grader's added rows by the pytest node id (`[fresh`)

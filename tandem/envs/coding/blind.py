@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import ast
 import math
-from typing import Any, Callable, NamedTuple
+from typing import AbstractSet, Any, Callable, NamedTuple
 
 from tandem.envs.coding.checks import Site, _same
 from tandem.envs.coding.derivation import _expected, under_check
@@ -180,19 +180,21 @@ class Count(NamedTuple):
 
 
 def blind_chance(rows: list[Row], transforms: dict[str, Callable[[Any], Any]], family: Callable[[Row], int],
-                 counted: set[tuple] | frozenset[tuple] = frozenset()) -> Count:
+                 counted: set[tuple] | frozenset[tuple] = frozenset(), separated: AbstractSet[str] = frozenset()) -> Count:
     """The chance a forger passes every fresh row of `rows` without the fix; `counted`: (function, label) pairs
-    whose odds the original rows' guesses already count (odds.Guess.of: one value of one function once)."""
+    whose odds the original rows' guesses already count (odds.Guess.of: one value of one function once);
+    `separated`: functions whose every rule of tandem.envs.coding.separating's family is refuted by a fresh row
+    or a fix on the pool (the uniform transform below is one such rule: "always", the transform)."""
     transforms = {**transforms, **FIX_TRANSFORMS}
     fresh = [r for r in rows if r.fresh]
-    fixed = uniform_fix(rows, transforms)
+    fixed = {**uniform_fix(rows, transforms), **{f: "every rule of F refuted or a fix on the pool" for f in separated}}
     fresh = [r for r in fresh if r.function not in fixed]
     options = [labels(r, transforms, family) for r in fresh]
     if any(not o for o in options):
         return Count(0.0, "a fresh row's expected value no blind guess reaches")
     if not any(r.failing for r in fresh):
-        return Count(0.0 if fixed else 1.0, f"a uniform transform is the fix on the sample ({fixed})" if fixed
-                     else "the bug fails no fresh row")
+        return Count(0.0 if fixed else 1.0, "the bug fails no fresh row" if not fixed else
+                     f"no guess but fixes on the sample (a uniform transform, or every rule of F refuted): {fixed}")
     return max((_count(fresh, options, chosen, counted) for chosen in _assignments(fresh, options)),
                key=lambda c: c.chance)
 

@@ -41,7 +41,7 @@ import random
 import secrets
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable
+from typing import AbstractSet, Callable
 
 from tandem.envs.coding.call_rows import held as held_twins, same_table
 from tandem.envs.coding.checks import Reference, Site
@@ -55,6 +55,7 @@ from tandem.envs.coding.instrument import Candidate, find_sites, rewrite
 from tandem.envs.coding.params import hide
 from tandem.envs.coding.raising_rows import GENERATED, add_rows, outcomes, renumber, task_own
 from tandem.envs.coding.row_rules import graded_beyond_the_visible_rows
+from tandem.envs.coding.separating_plan import keep_separating_rows
 from tandem.envs.coding.sandbox.runner import ExecResult
 from tandem.envs.coding.swe_data import SweTask
 from tandem.envs.coding.verdict import Stream, Verdict, judge, lookup
@@ -122,11 +123,12 @@ class GradingPlan:
 
 
 def split_files(testbed: Path, test_files: list[str], tests: tuple[str, ...] = (), rng: random.Random | None = None,
-                failing: tuple[str, ...] = ()
+                failing: tuple[str, ...] = (), drop: AbstractSet[str] = frozenset(), pool: list[str] | None = None
                 ) -> tuple[dict[str, str], dict[str, list[Candidate]], dict[str, str], dict[int, Site], list[str]]:
     """(text, candidates) of every graded test file that parses, its parametrized expectations taken out
     (tandem.envs.coding.params: the task ids' aliases, the sites whose expectations the host holds, and with
-    `rng` the fresh rows added to their tables, half near the `failing` tests); site numbers are unique
+    `rng` the fresh rows added to their tables, half near the `failing` tests, pool rows among them: their ids
+    appended to `pool`, those of `drop` left out, tandem.envs.coding.separating); site numbers are unique
     across files."""
     sources, aliases, held, k, fresh = {}, {}, {}, 0, []
     candidates: dict[str, list[Candidate]] = {}
@@ -135,7 +137,9 @@ def split_files(testbed: Path, test_files: list[str], tests: tuple[str, ...] = (
         path = testbed / rel
         if path.suffix != ".py" or path.is_symlink() or not path.is_file():
             continue
-        hidden = hide(path.read_text(errors="surrogateescape"), rel, tests, enums, rng, failing)
+        hidden = hide(path.read_text(errors="surrogateescape"), rel, tests, enums, rng, failing, drop)
+        if pool is not None:
+            pool += hidden.pool
         text, rows = add_rows(hidden.source, rel, tests, rng, failing) if rng is not None else (hidden.source, [])
         found = find_sites(text, rel, k)
         if found is None:
@@ -163,10 +167,11 @@ def _held_sites(found: list[Candidate], expected: dict[tuple[int, int, str], dic
 def build_plan(task: SweTask, testbed: Path, run_tests: RunTests, seed: int | None = None) -> GradingPlan:
     """Split the graded files of `task` (from its graded template's testbed) and run the references;
     `seed` draws the fresh rows (a new one, held here only, when None)."""
-    rng = random.Random(secrets.randbits(64) if seed is None else seed)
+    rng, pool = random.Random(seed := secrets.randbits(64) if seed is None else seed), list[str]()  # resplit: seed
     sources, candidates, aliases, held, fresh = split_files(testbed, task.test_files, task.tests, rng,
-                                                          task.fail_to_pass)
+                                                          task.fail_to_pass, pool=pool)
     plain = functools.partial(_without_fresh_rows, testbed, task, aliases, task_own(candidates))
+    resplit = functools.partial(split_files, testbed, task.test_files, task.tests, random.Random(seed), task.fail_to_pass)
     task = replace(task, fail_to_pass=tuple(aliases.get(t, t) for t in task.fail_to_pass),
                    pass_to_pass=tuple(aliases.get(t, t) for t in task.pass_to_pass))
     sites = {s.k: s for found in candidates.values() for c in found for s in c.sites}
@@ -192,6 +197,8 @@ def build_plan(task: SweTask, testbed: Path, run_tests: RunTests, seed: int | No
     plan.required = {t: {k for k, _ in lookup(clean.checks, t, []) if k in sites} for t in (*task.tests, *kept_fresh)}
     _, buggy = _reference(run_tests, False, plan.files, sites)
     buggy = _own_sides(plan, sources, candidates, set(kept), buggy, run_tests, task.tests)
+    separation, reference_files, fresh, kept_fresh = keep_separating_rows(plan, task, pool, fresh, kept_fresh, buggy,
+                                                                          reference_files, resplit, candidates, set(kept))
     run, confirm = _reference(run_tests, True, plan.files, sites)
     if _refuse_failing(plan, task, run, confirm, "the reference fix does not pass the graded copies of its tests",
                        judged=True):
@@ -210,7 +217,7 @@ def build_plan(task: SweTask, testbed: Path, run_tests: RunTests, seed: int | No
     counted = [f for f in kept_fresh if not is_probe(f)]  # probe rows reach past the domain: guards only
     _graded_by_fresh_rows(plan, task, counted, buggy, reference_files)
     graded_beyond_the_visible_rows(plan, task, fresh, kept_fresh, buggy, set(plan.fresh_failed).__contains__)
-    reasons = guessed_or_refused(plan, task, decisive, exposure, counted, buggy, reference_files)
+    reasons = guessed_or_refused(plan, task, decisive, exposure, counted, buggy, reference_files, separation)
     if reasons:
         plan.refused = "; ".join(reasons)[:1500]
     graded = plain(set(kept), references=False)

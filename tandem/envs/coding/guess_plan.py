@@ -14,6 +14,7 @@ from tandem.envs.coding.checks import Site
 from tandem.envs.coding.derivation import _codomains
 from tandem.envs.coding.exposure import TRANSFORMS, Exposure, analyse
 from tandem.envs.coding.odds import Inputs
+from tandem.envs.coding.separating_plan import Pool, computed_by, items_of, separated
 from tandem.envs.coding.swe_data import SweTask
 from tandem.envs.coding.verdict import Stream
 
@@ -66,11 +67,12 @@ def _guess_chance(guessed: dict[str, list[tuple[int, int]]], exposure: Exposure)
 
 
 def _graded_blind(plan: GradingPlan, task: SweTask, decisive: dict[str, list[tuple[int, int]]], exposure: Exposure,
-                  fresh: list[str], buggy: Stream, reference_files: dict[str, str]) -> bool:
+                  fresh: list[str], buggy: Stream, reference_files: dict[str, str], pool: Pool | None = None) -> bool:
     """Grade the hidden tests left weak by their tables' fresh rows counted as blind guesses
     (tandem.envs.coding.blind): every kept fresh row of the table required, the chance that a forger passes them
     and the original rows' guesses together within GUESS_BOUND. A weak test without fresh rows must be a guess
-    all through (as _graded_by_guesses has it)."""
+    all through (as _graded_by_guesses has it). A function whose rules (tandem.envs.coding.separating) are all
+    refuted by those rows or fixes on the `pool` is no guess at all."""
     weak = [t for t in decisive if not plan.host_graded[t]]
     tables = {t: [f for f in fresh if same_table(f, t)] for t in weak}
     guessed = {t: [(k, nth) for k, nth in decisive[t] if exposure.guessed(plan.sites[k], t, nth)] for t in weak}
@@ -86,9 +88,15 @@ def _graded_blind(plan: GradingPlan, task: SweTask, decisive: dict[str, list[tup
                          set(seen.derived))
     family = family_odds(seen.echoes, seen.stated, _codomains(plan.sites, buggy.checks, task.tests), TRANSFORMS,
                          inputs.frequency)
-    count = blind_chance(everything, TRANSFORMS, family, counted)
+    fixes = separated(items_of(rows, plan.sites, buggy.checks, plan.required, inputs), pool) if pool else set()
+    count = blind_chance(everything, TRANSFORMS, family, counted, fixes)
     plan.blind = f"{count.why}; the original rows' guesses 1 in {round(1 / original)}"
     if original * count.chance > GUESS_BOUND:
+        return False
+    # a fix on the pool of one function, and a guess at another's in a test without a table: the guess still counts
+    alone = {t: [(k, n) for k, n in guessed[t] if not computed_by(plan.sites[k].source, fixes)] for t in weak
+             if not tables[t]}
+    if fixes and any(alone.values()) and _guess_chance(alone, exposure)[0] > GUESS_BOUND:
         return False
     for t in weak:
         plan.host_graded[t] = sorted({k for k, _ in decisive[t]})
@@ -100,11 +108,12 @@ def _graded_blind(plan: GradingPlan, task: SweTask, decisive: dict[str, list[tup
 
 
 def guessed_or_refused(plan: GradingPlan, task: SweTask, decisive: dict[str, list[tuple[int, int]]],
-                       exposure: Exposure, fresh: list[str], buggy: Stream, reference_files: dict[str, str]) -> list[str]:
+                       exposure: Exposure, fresh: list[str], buggy: Stream, reference_files: dict[str, str],
+                       pool: Pool | None = None) -> list[str]:
     """Grade the hidden tests still weak by their guesses, then by their fresh rows as blind guesses; the
     reasons of those still refused (none when graded)."""
     reasons = _graded_by_guesses(plan, decisive, plan.sites, exposure)
-    if reasons and _graded_blind(plan, task, decisive, exposure, fresh, buggy, reference_files):
+    if reasons and _graded_blind(plan, task, decisive, exposure, fresh, buggy, reference_files, pool):
         return []
     if reasons and plan.blind:
         reasons.append(f"its tables' fresh rows as blind guesses: {plan.blind}")

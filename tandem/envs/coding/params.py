@@ -26,12 +26,13 @@ import ast
 import io
 import random
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import AbstractSet, Any, Callable
 
 from tandem.envs.coding.checks import NotConstant, constant, parse
 from tandem.envs.coding.confined import PROBE_ID, sample
-from tandem.envs.coding.fresh_rows import FRESH_ID
+from tandem.envs.coding.fresh_rows import FRESH_ID, fresh_rows
 from tandem.envs.coding.enum_value import EnumMember
+from tandem.envs.coding.pool_rows import mixed, pool_rng, pool_rows
 
 _UNITTEST_EQ = {"assertEqual", "assertEquals"}
 
@@ -47,14 +48,17 @@ class Hidden:
     """(first line, last line of the test function, column name) -> graded node id -> expected value."""
     fresh: list[str] = field(default_factory=list)
     """Graded node ids of the fresh rows appended to the tables (tandem.envs.coding.differential)."""
+    pool: list[str] = field(default_factory=list)
+    """Those of `fresh` that are pool rows (tandem.envs.coding.separating): candidates for separating rows."""
 
 
 def hide(source: str, rel: str, task_tests: tuple[str, ...], enums: Callable[[], dict] = dict,
-         rng: random.Random | None = None, failing: tuple[str, ...] = ()) -> Hidden:
+         rng: random.Random | None = None, failing: tuple[str, ...] = (), drop: AbstractSet[str] = frozenset()) -> Hidden:
     """`source` with its parametrized expectations taken out (unchanged when there are none); `enums()`:
     the repository's enums (enum_value.enum_table), asked for only where a row names a `Cls.MEMBER`;
     with `rng`, each such table gets fresh rows too (tandem.envs.coding.differential), half of them near its
-    rows among the `failing` task ids."""
+    rows among the `failing` task ids, and a pool of candidate rows (tandem.envs.coding.separating) less the `drop`
+    ids."""
     try:
         tree = parse(source)
     except (SyntaxError, ValueError):
@@ -62,11 +66,12 @@ def hide(source: str, rel: str, task_tests: tuple[str, ...], enums: Callable[[],
     out = Hidden(source)
     edits: list[tuple[ast.expr, str]] = []
     for qual, func in _test_functions(tree):
-        found = _hideable(func, f"{rel}::{qual}", task_tests, enums, rng, failing)
+        found = _hideable(func, f"{rel}::{qual}", task_tests, enums, rng, failing, drop)
         if found is None:
             continue
-        argvalues, text, aliases, expected, fresh = found
+        argvalues, text, aliases, expected, fresh, pool = found
         out.fresh += fresh
+        out.pool += pool
         edits.append((argvalues, text))
         out.aliases.update(aliases)
         out.expected.update({(func.lineno, func.end_lineno, name): values for name, values in expected.items()})
@@ -85,7 +90,7 @@ def _test_functions(tree: ast.Module):
 
 
 def _hideable(func, node_prefix: str, task_tests: tuple[str, ...], enums: Callable[[], dict],
-              rng: random.Random | None, failing: tuple[str, ...] = ()):
+              rng: random.Random | None, failing: tuple[str, ...] = (), drop: AbstractSet[str] = frozenset()):
     marks = [d for d in func.decorator_list if isinstance(d, ast.Call) and _is_parametrize(d.func)]
     if len(marks) != 1 or len(marks[0].args) != 2 or marks[0].keywords:
         return None
@@ -114,14 +119,32 @@ def _hideable(func, node_prefix: str, task_tests: tuple[str, ...], enums: Callab
     hidden_rows = [tuple(None if i in columns else v for i, v in enumerate(row)) for row in rows]
     near = [n for n, t in enumerate(originals) if t in failing]
     fresh, probes = sample(rows, columns, rng, near) if rng is not None else ([], [])
+    fresh, pooled = _with_pool(rows, columns, rng, near, fresh, probes, node_prefix)
     case_ids = ([f"case{n}" for n in range(len(rows))] + [f"{FRESH_ID}{n}" for n in range(len(fresh))]
                 + [f"{PROBE_ID}{n}" for n in range(len(probes))])
     fresh += probes
-    literal = repr(hidden_rows + fresh if len(names) > 1 else [r[0] for r in hidden_rows + fresh])
+    rows_out = [*rows, *fresh]
+    kept = [n for n, i in enumerate(case_ids) if f"{node_prefix}[{i}]" not in drop]
+    hidden_rows = [hidden_rows[n] if n < len(rows) else rows_out[n] for n in kept]
+    case_ids = [case_ids[n] for n in kept]
+    literal = repr(hidden_rows if len(names) > 1 else [r[0] for r in hidden_rows])
     text = f"{literal}, ids={case_ids!r}"
     expected = {names[i]: {graded[n]: rows[n][i] for n in range(len(rows))} for i in columns}
     fresh_ids = [f"{node_prefix}[{i}]" for i in case_ids[len(rows):]]
-    return marks[0].args[1], text, dict(zip(originals, graded)), expected, fresh_ids
+    pool = [f"{node_prefix}[{FRESH_ID}{n}]" for n, is_pool in enumerate(pooled) if is_pool]
+    return marks[0].args[1], text, dict(zip(originals, graded)), expected, fresh_ids, [p for p in pool if p in fresh_ids]
+
+
+def _with_pool(rows: list[tuple], columns: list[int], rng: random.Random | None, near: list[int], fresh: list[tuple],
+               probes: list[tuple], table: str) -> tuple[list[tuple], list[bool]]:
+    """The table's fresh rows and, where it has failing rows, its pool (tandem.envs.coding.separating) in one
+    shuffle: (the rows, which are pool rows)."""
+    if rng is None or not near or not fresh:
+        return fresh, [False] * len(fresh)
+    own = pool_rng(rng, table)
+    pool = pool_rows(rows, columns, own, lambda k: fresh_rows(rows, columns, own, k, failing=near), near,
+                     taken=[*fresh, *probes])
+    return mixed(fresh, pool, own)
 
 
 def _is_parametrize(func: ast.expr) -> bool:
