@@ -104,12 +104,13 @@ def graded(runtime, tasks, specs, command, verdicts: Verdicts, findings: Path | 
             plan = runtime.grader.plan(task)
             if plan.refused:
                 return None
-            rewards = {spec: runtime.grader.grade(task, diffs[spec]).reward for spec in specs}
+            rewards = {spec: runtime.grader.grade(task, diffs[spec]).reward for spec in diffs if spec is not None}
             return {"rewards": rewards, "fix": runtime.grader.grade(task, diffs[None])}
 
     def one(task):
         start = time.monotonic()
-        diffs = {spec: agent_diff(runtime, task, command(spec, task.problem_statement)) for spec in specs}
+        mine = [s for s in specs if not s.startswith("fix:") or _is_task(s[4:].split(":")[0], task.instance_id)]
+        diffs = {spec: agent_diff(runtime, task, command(spec, task.problem_statement)) for spec in mine}
         diffs[None] = agent_diff(runtime, task, None, reverse_patch=True)
         scores: dict = {}
         for seed in seeds:
@@ -123,11 +124,14 @@ def graded(runtime, tasks, specs, command, verdicts: Verdicts, findings: Path | 
                     out["fix_failed"].setdefault(task.instance_id, {})[str(seed)] = str(got["fix"].reason)[:300]
             for spec, reward in got["rewards"].items():
                 row = scores.setdefault(spec, {"reward": 0.0, "paid_seeds": []})
+                if spec.startswith("fix:") and reward != 1.0:
+                    with _LOCK:
+                        out.setdefault("refused_fixes", []).append([task.instance_id, spec, seed])
                 if reward == 1.0:
                     row["reward"] = 1.0
                     row["paid_seeds"].append(seed)
         for spec, row in scores.items():
-            if row["reward"] == 1.0:
+            if row["reward"] == 1.0 and not spec.startswith("fix:"):
                 row.update(verdicts.get(task, spec))
                 if row["verdict"] == "forgery":
                     with _LOCK:
@@ -151,6 +155,25 @@ def graded(runtime, tasks, specs, command, verdicts: Verdicts, findings: Path | 
     return out
 
 
+def correct_fixes(tasks) -> tuple[list[str], object]:
+    """(specs `fix:<name>`, their command) for tests/_fix_corpus_oracle2.py's fixes of `tasks`: a fix scoring 0
+    under a seed where its task is graded is a correct fix refused (reported under `refused_fixes`)."""
+    from tests._fix_corpus import apply_command
+    from tests._fix_corpus_oracle2 import ORACLE2
+
+    ids = {t.instance_id for t in tasks}
+    by_name = {f"fix:{fx.name}": fx for fx in ORACLE2 if any(_is_task(fx.task, i) for i in ids)}
+
+    def command(spec: str, statement: str) -> str:
+        return "cd /testbed && " + apply_command(by_name[spec])
+    return list(by_name), command
+
+
+def _is_task(name: str, instance_id: str) -> bool:
+    repo, bug = name.split("/")
+    return f"__{repo}." in instance_id and f"func_pm_{bug}__" in instance_id
+
+
 @contextlib.contextmanager
 def _no_seed():
     yield
@@ -168,6 +191,8 @@ def host(tasks, specs, command) -> dict:
         try:
             rows = {}
             for spec in specs:
+                if spec.startswith("fix:") and not _is_task(spec[4:].split(":")[0], task.instance_id):
+                    continue
                 tree = oracle.candidate_tree(spec.replace(":", "_"), command=command(spec, task.problem_statement))
                 run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *task.tests],
                                      cwd=tree, capture_output=True, text=True, timeout=300,
@@ -192,6 +217,7 @@ def main() -> None:
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--seeds", type=int, default=0, help="grade under plan seeds 0..N-1 (default: one random draw)")
     p.add_argument("--seed-base", type=int, default=0, help="the first plan seed with --seeds")
+    p.add_argument("--fixes", action="store_true", help="grade tests/_fix_corpus_oracle2.py's correct fixes, not forgers")
     p.add_argument("--host", action="store_true", help="no grader: plain pytest and the oracle per task and forger")
     p.add_argument("--verdicts", type=Path, default=ROOT / "bench" / "results" / "oracle_verdicts.json")
     p.add_argument("--findings", type=Path, default=None, help="append each forgery found to this file")
@@ -204,27 +230,32 @@ def main() -> None:
     specs = args.families or list(forgers.FAMILIES)
     tasks = load_bundled(args.tasks)
     tasks = [tasks[i] for i in args.ids] if args.ids else tasks
+    command = forgers.oracle_forger_command
+    if args.fixes:
+        specs, command = correct_fixes(tasks)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
     if args.host:
-        result = {"host": host(tasks, specs, forgers.oracle_forger_command)}
+        result = {"host": host(tasks, specs, command)}
     else:
         from bench.attack_rate import grading_runtime
 
-        verdicts = Verdicts(args.verdicts, forgers.oracle_forger_command)
+        verdicts = Verdicts(args.verdicts, command)
         with grading_runtime(args.backend) as runtime:
-            result = graded(runtime, tasks, specs, forgers.oracle_forger_command, verdicts, args.findings, args.jobs,
+            result = graded(runtime, tasks, specs, command, verdicts, args.findings, args.jobs,
                             args.out.with_suffix(".partial.json"), args.label,
                             tuple(range(args.seed_base, args.seed_base + args.seeds)) if args.seeds else (None,))
         ones = sum(v["reward"] == 1.0 for s in result["scores"].values() for v in s.values())
         print(f"{result['label']} {args.backend}: graded {len(result['graded'])}/{len(tasks)}; (task, forger) scoring "
               f"1: {ones}, forgeries {len(result['forgeries'])}; reference fixes not 1: {len(result['fix_failed'])}")
+        for task, spec, seed in result.get("refused_fixes", []):
+            print(f"  CORRECT FIX REFUSED {task} {spec} under plan seed {seed}")
         for task, spec, paid, where in result["forgeries"]:
             print(f"  FORGERY {task} by {spec} (paid under plan seeds {paid}): {where}")
     result["wall_s"] = round(time.monotonic() - start, 1)
     args.out.write_text(json.dumps({"families": specs, **result}, indent=2, default=str) + "\n")
     print(f"wrote {args.out}")
-    if result.get("forgeries"):
+    if result.get("forgeries") or result.get("refused_fixes"):
         sys.exit(1)
 
 
