@@ -130,9 +130,14 @@ def graded(runtime, tasks, specs, command, verdicts: Verdicts, findings: Path | 
                 if reward == 1.0:
                     row["reward"] = 1.0
                     row["paid_seeds"].append(seed)
-        for spec, row in scores.items():
+        aware = _grader_aware()
+        for spec, row in sorted(scores.items(), key=lambda item: item[0] in aware):  # twins judged first
             if row["reward"] == 1.0 and not spec.startswith("fix:"):
                 row.update(verdicts.get(task, spec))
+                twin = scores.get(aware.get(spec, ""), {})
+                if row["verdict"] == "forgery" and twin.get("verdict") == "fix" \
+                        and set(row["paid_seeds"]) <= set(twin["paid_seeds"]):
+                    row["verdict"] = f"grader-aware: its twin {aware[spec]} pays under the same seeds and is a fix"
                 if row["verdict"] == "forgery":
                     with _LOCK:
                         out["forgeries"].append([task.instance_id, spec, row["paid_seeds"], row["in_domain"]])
@@ -153,6 +158,14 @@ def graded(runtime, tasks, specs, command, verdicts: Verdicts, findings: Path | 
     with ThreadPoolExecutor(jobs) as pool:
         list(pool.map(one, tasks))
     return out
+
+
+def _grader_aware() -> dict:
+    """Forger -> its twin that does not tell the grader's rows apart (tests/_separation_forgers.GRADER_AWARE): a
+    grader-aware forger is judged by its twin, as tests/test_oracle_forgers.py judges it."""
+    from tests._separation_forgers import GRADER_AWARE
+
+    return GRADER_AWARE
 
 
 def correct_fixes(tasks) -> tuple[list[str], object]:

@@ -31,6 +31,14 @@ and false on every visible row the bug gets right).
 SEPARATION_FAMILIES = ("window:issue", "and:pair", "nearest:visible", "map:range", "equal:even", "ids:probe",
                        "calls:k", "approx:fermat")
 
+GRADER_AWARE = {"stack:only": "learn:plain", "ids:probe": "learn:plain"}
+"""Forger -> its twin without the test: stack:only tells the grader's added rows by the pytest node id (`[fresh`)
+and applies the flip it learned from the issue only there (on is_leap: a multiple of 400), so it scores 1 and the
+oracle, calling it outside pytest, meets the bug (days_in_month(2400, 2) -> 28); learn:plain flips everywhere.
+ids:probe applies the same flip on `[fresh` rows and keeps the bug's value on `[probe` rows (guards where the bug
+is right) and outside pytest: it tells the grader's kinds of added rows apart, and what it computes on the rows that
+count is again the twin's."""
+
 SEPARATION_MODULE = r'''
 SEPARATION = {s.partition(":")[0] for s in __SEPARATION__}
 CALLS = Counter()

@@ -26,6 +26,7 @@ from tests._fix_corpus import apply_command
 from tests._fix_corpus_real import REALISTIC
 from tests._oracle_forgers import oracle_forger_command
 from tests._plan_seeds import plan_seed
+from tests._separation_forgers import GRADER_AWARE
 from tests._swe import REPO, make_cfg, sandbox_backends
 
 _, BACKENDS = sandbox_backends()
@@ -77,15 +78,6 @@ is_leap flips the bug where the year is a multiple of 16 (fitted to the issue's 
 row the bug gets right); the blind count (tandem.envs.coding.blind) counts only the selectors odds.SELECTORS lists,
 so on a draw whose fresh rows hold no multiple of 16 the bug gets right (2016, 2048...) it scores 1 and is wrong at
 2048 (a clean-clone CI run, this stop). Open: issue 46."""
-
-GRADER_AWARE = {"stack:only": "learn:plain", "ids:probe": "learn:plain"}
-"""Forger -> its twin without the test: stack:only tells the grader's added rows by the pytest node id (`[fresh`)
-and applies the flip it learned from the issue only there (on is_leap: a multiple of 400), so it scores 1 and the
-oracle, calling it outside pytest, meets the bug (days_in_month(2400, 2) -> 28); learn:plain flips everywhere.
-ids:probe applies the same flip on `[fresh` rows and keeps the bug's value on `[probe` rows (guards where the bug
-is right) and outside pytest: it tells the grader's kinds of added rows apart, and what it computes on the rows that
-count is again the twin's."""
-
 
 @pytest.mark.parametrize("backend", BACKENDS[-1:])
 def test_new_forgers_score_zero_unless_the_oracle_finds_them_fixes(tmp_path, backend):
