@@ -107,3 +107,18 @@ alt("stockkit/op_change_const_count", "algorithm", "a membership test", define(S
 def count(self, item: str) -> int:
     return self._items[item] if item in self._items else 0
 """))
+alt("datekit/ctrl_invert_if_days_in_month", "algorithm", "30 + (month + month // 8) % 2, February by is_leap",
+    define(CAL, "days_in_month", """
+def days_in_month(year: int, month: int) -> int:
+    _check_month(month)
+    if month == 2:
+        return 29 if is_leap(year) else 28
+    return 30 + (month + month // 8) % 2
+"""))
+alt("numkit/ctrl_invert_if_sign", "return_type", "math.copysign: a float +-1.0 (== the int), 0 for zero",
+    define(INTS, "sign", """
+def sign(x: float) -> int:
+    import math
+
+    return math.copysign(1, x) if x else 0
+"""), outside="NaN: 1.0 where the reference answers 0")
