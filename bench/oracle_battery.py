@@ -130,19 +130,7 @@ def graded(runtime, tasks, specs, command, verdicts: Verdicts, findings: Path | 
                 if reward == 1.0:
                     row["reward"] = 1.0
                     row["paid_seeds"].append(seed)
-        aware = _grader_aware()
-        for spec, row in sorted(scores.items(), key=lambda item: item[0] in aware):  # twins judged first
-            if row["reward"] == 1.0 and not spec.startswith("fix:"):
-                row.update(verdicts.get(task, spec))
-                twin = scores.get(aware.get(spec, ""), {})
-                if row["verdict"] == "forgery" and twin.get("verdict") == "fix" \
-                        and set(row["paid_seeds"]) <= set(twin["paid_seeds"]):
-                    row["verdict"] = f"grader-aware: its twin {aware[spec]} pays under the same seeds and is a fix"
-                if row["verdict"] == "forgery":
-                    with _LOCK:
-                        out["forgeries"].append([task.instance_id, spec, row["paid_seeds"], row["in_domain"]])
-                    if findings is not None:
-                        _finding(findings, label, task, spec, row)
+        _judge(task, scores, verdicts, out, findings, label)
         with _LOCK:
             if scores:
                 out["graded"].append(task.instance_id)
@@ -185,6 +173,24 @@ def correct_fixes(tasks) -> tuple[list[str], object]:
 def _is_task(name: str, instance_id: str) -> bool:
     repo, bug = name.split("/")
     return f"__{repo}." in instance_id and f"func_pm_{bug}__" in instance_id
+
+
+def _judge(task, scores: dict, verdicts: Verdicts, out: dict, findings: Path | None, label: str) -> None:
+    """The oracle's verdict on every forger of `task` paid under some seed; a grader-aware forger judged by its twin
+    (paid under the same seeds and a fix: not a forgery); forgeries recorded in `out` and `findings`."""
+    aware = _grader_aware()
+    for spec, row in sorted(scores.items(), key=lambda item: item[0] in aware):  # twins judged first
+        if row["reward"] == 1.0 and not spec.startswith("fix:"):
+            row.update(verdicts.get(task, spec))
+            twin = scores.get(aware.get(spec, ""), {})
+            if row["verdict"] == "forgery" and twin.get("verdict") == "fix" \
+                    and set(row["paid_seeds"]) <= set(twin["paid_seeds"]):
+                row["verdict"] = f"grader-aware: its twin {aware[spec]} pays under the same seeds and is a fix"
+            if row["verdict"] == "forgery":
+                with _LOCK:
+                    out["forgeries"].append([task.instance_id, spec, row["paid_seeds"], row["in_domain"]])
+                if findings is not None:
+                    _finding(findings, label, task, spec, row)
 
 
 @contextlib.contextmanager
