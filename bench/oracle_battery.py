@@ -6,18 +6,23 @@ disguise).
     PYTHONPATH=$PWD python -m bench.oracle_battery --jobs 2                      # this tree's grader
     cd /work/wt/<branch> && PYTHONPATH=$PWD:/this/tree python -m bench.oracle_battery --forgers /this/tree ...
     python -m bench.oracle_battery --host --ids 0 8 13                           # no grader: plain pytest + oracle
+    PYTHONPATH=$PWD python -m bench.oracle_battery --seeds 4 --ids 0 14          # each task under plan seeds 0..3
 
 Per task: the plan (a refused task is counted and skipped); on a graded one every forger's diff typed into the
 agent sandbox with the issue text and graded, and the reference fix graded (must be 1). Every (task, forger) that
 scores 1 gets the oracle's verdict (>= 2,000 sampled calls per function the hidden tests call; cached per task and
 forger in bench/results/oracle_verdicts.json: the forger's code does not depend on the grader). With --host, no
 grader: per task and forger, whether the candidate passes the original hidden tests under plain pytest, and the
-oracle's verdict. A forgery is appended to --findings as it is found. Exit 1 when a forgery scores 1.
+oracle's verdict. The grader's fresh rows are drawn per plan: with --seeds N each task is planned and graded under
+plan seeds 0..N-1 (tests/_plan_seeds.py), and a forgery is a forger scoring 1 under ANY seed where the oracle finds it
+wrong, reported with the seeds that paid it. A forgery is appended to --findings as it is found. Exit 1 when a
+forgery scores 1.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import json
 import subprocess
@@ -72,7 +77,8 @@ class Verdicts:
 def _finding(findings: Path, label: str, task, spec: str, verdict: dict) -> None:
     with _LOCK, findings.open("a") as f:
         f.write(f"- {time.strftime('%H:%M UTC', time.gmtime())} **{label}**: `{task.instance_id}` forged by "
-                f"`{spec}` (tests/_oracle_forgers.py, scored 1); oracle: {verdict['in_domain']}\n")
+                f"`{spec}` (tests/_oracle_forgers.py, scored 1 under plan seeds {verdict.get('paid_seeds')}); "
+                f"oracle: {verdict['in_domain']}\n")
 
 
 def _label(tree: Path) -> str:
@@ -82,46 +88,114 @@ def _label(tree: Path) -> str:
 
 
 def graded(runtime, tasks, specs, command, verdicts: Verdicts, findings: Path | None, jobs: int,
-           partial: Path | None = None, label: str = "") -> dict:
+           partial: Path | None = None, label: str = "", seeds: tuple = (None,)) -> dict:
+    """Every forger graded on every task under each plan seed in `seeds` (None: the grader's own random draw);
+    a forgery is a (task, forger) scoring 1 under ANY seed where the oracle finds it wrong, reported with the seed."""
     from bench.forge_rate import agent_diff
+    from tests._plan_seeds import plan_seed
 
     label = label or _label(ROOT)
-    out: dict = {"label": label, "graded": [], "refused": {}, "scores": {}, "forgeries": [], "fix_failed": {}}
+    out: dict = {"label": label, "seeds": list(seeds), "graded": [], "refused": {}, "scores": {}, "forgeries": [],
+                 "fix_failed": {}}
+
+    def under(task, seed, diffs) -> dict | None:
+        """{spec: reward} and the reference fix's result under one plan seed; None where the plan refuses."""
+        with plan_seed(task, seed) if seed is not None else _no_seed():
+            plan = runtime.grader.plan(task)
+            if plan.refused:
+                return None
+            rewards = {spec: runtime.grader.grade(task, diffs[spec]).reward for spec in diffs if spec is not None}
+            return {"rewards": rewards, "fix": runtime.grader.grade(task, diffs[None])}
 
     def one(task):
         start = time.monotonic()
-        plan = runtime.grader.plan(task)
-        if plan.refused:
-            with _LOCK:
-                out["refused"][task.instance_id] = str(plan.refused)[:200]
-            print(f"  {task.instance_id}: REFUSED", file=sys.stderr, flush=True)
-            return
-        scores = {}
-        for spec in specs:
-            res = runtime.grader.grade(task, agent_diff(runtime, task, command(spec, task.problem_statement)))
-            scores[spec] = {"reward": res.reward}
-            if res.reward == 1.0:
-                scores[spec].update(verdicts.get(task, spec))
-                if scores[spec]["verdict"] == "forgery":
+        mine = [s for s in specs if not s.startswith("fix:") or _is_task(s[4:].split(":")[0], task.instance_id)]
+        diffs = {spec: agent_diff(runtime, task, command(spec, task.problem_statement)) for spec in mine}
+        diffs[None] = agent_diff(runtime, task, None, reverse_patch=True)
+        scores: dict = {}
+        for seed in seeds:
+            got = under(task, seed, diffs)
+            if got is None:
+                with _LOCK:
+                    out["refused"].setdefault(task.instance_id, {})[str(seed)] = "refused"
+                continue
+            if got["fix"].reward != 1.0:
+                with _LOCK:
+                    out["fix_failed"].setdefault(task.instance_id, {})[str(seed)] = str(got["fix"].reason)[:300]
+            for spec, reward in got["rewards"].items():
+                row = scores.setdefault(spec, {"reward": 0.0, "paid_seeds": []})
+                if spec.startswith("fix:") and reward != 1.0:
                     with _LOCK:
-                        out["forgeries"].append([task.instance_id, spec, scores[spec]["in_domain"]])
-                    if findings is not None:
-                        _finding(findings, label, task, spec, scores[spec])
-        fix = runtime.grader.grade(task, agent_diff(runtime, task, None, reverse_patch=True))
+                        out.setdefault("refused_fixes", []).append([task.instance_id, spec, seed])
+                if reward == 1.0:
+                    row["reward"] = 1.0
+                    row["paid_seeds"].append(seed)
+        _judge(task, scores, verdicts, out, findings, label)
         with _LOCK:
-            out["graded"].append(task.instance_id)
-            out["scores"][task.instance_id] = scores
-            if fix.reward != 1.0:
-                out["fix_failed"][task.instance_id] = str(fix.reason)[:300]
+            if scores:
+                out["graded"].append(task.instance_id)
+                out["scores"][task.instance_id] = scores
             if partial is not None:
                 partial.write_text(json.dumps(out, indent=1, default=str) + "\n")
-        ones = {s: v.get("verdict") for s, v in scores.items() if v["reward"] == 1.0}
-        print(f"  {task.instance_id}: graded, 1 for {ones or '-'}, fix {fix.reward} "
+        ones = {s: (v.get("verdict"), v["paid_seeds"]) for s, v in scores.items() if v["reward"] == 1.0}
+        refused = out["refused"].get(task.instance_id, {})
+        print(f"  {task.instance_id}: graded under {len(seeds) - len(refused)}/{len(seeds)} seeds, 1 for "
+              f"{ones or '-'}, fix failed under {list(out['fix_failed'].get(task.instance_id, {})) or 'none'} "
               f"({time.monotonic() - start:.0f} s)", file=sys.stderr, flush=True)
 
     with ThreadPoolExecutor(jobs) as pool:
         list(pool.map(one, tasks))
     return out
+
+
+def _grader_aware() -> dict:
+    """Forger -> its twin that does not tell the grader's rows apart (tests/_separation_forgers.GRADER_AWARE): a
+    grader-aware forger is judged by its twin, as tests/test_oracle_forgers.py judges it."""
+    from tests._separation_forgers import GRADER_AWARE
+
+    return GRADER_AWARE
+
+
+def correct_fixes(tasks) -> tuple[list[str], object]:
+    """(specs `fix:<name>`, their command) for tests/_fix_corpus_oracle2.py's fixes of `tasks`: a fix scoring 0
+    under a seed where its task is graded is a correct fix refused (reported under `refused_fixes`)."""
+    from tests._fix_corpus import apply_command
+    from tests._fix_corpus_oracle2 import ORACLE2
+
+    ids = {t.instance_id for t in tasks}
+    by_name = {f"fix:{fx.name}": fx for fx in ORACLE2 if any(_is_task(fx.task, i) for i in ids)}
+
+    def command(spec: str, statement: str) -> str:
+        return "cd /testbed && " + apply_command(by_name[spec])
+    return list(by_name), command
+
+
+def _is_task(name: str, instance_id: str) -> bool:
+    repo, bug = name.split("/")
+    return f"__{repo}." in instance_id and f"func_pm_{bug}__" in instance_id
+
+
+def _judge(task, scores: dict, verdicts: Verdicts, out: dict, findings: Path | None, label: str) -> None:
+    """The oracle's verdict on every forger of `task` paid under some seed; a grader-aware forger judged by its twin
+    (paid under the same seeds and a fix: not a forgery); forgeries recorded in `out` and `findings`."""
+    aware = _grader_aware()
+    for spec, row in sorted(scores.items(), key=lambda item: item[0] in aware):  # twins judged first
+        if row["reward"] == 1.0 and not spec.startswith("fix:"):
+            row.update(verdicts.get(task, spec))
+            twin = scores.get(aware.get(spec, ""), {})
+            if row["verdict"] == "forgery" and twin.get("verdict") == "fix" \
+                    and set(row["paid_seeds"]) <= set(twin["paid_seeds"]):
+                row["verdict"] = f"grader-aware: its twin {aware[spec]} pays under the same seeds and is a fix"
+            if row["verdict"] == "forgery":
+                with _LOCK:
+                    out["forgeries"].append([task.instance_id, spec, row["paid_seeds"], row["in_domain"]])
+                if findings is not None:
+                    _finding(findings, label, task, spec, row)
+
+
+@contextlib.contextmanager
+def _no_seed():
+    yield
 
 
 def host(tasks, specs, command) -> dict:
@@ -136,6 +210,8 @@ def host(tasks, specs, command) -> dict:
         try:
             rows = {}
             for spec in specs:
+                if spec.startswith("fix:") and not _is_task(spec[4:].split(":")[0], task.instance_id):
+                    continue
                 tree = oracle.candidate_tree(spec.replace(":", "_"), command=command(spec, task.problem_statement))
                 run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *task.tests],
                                      cwd=tree, capture_output=True, text=True, timeout=300,
@@ -158,6 +234,9 @@ def main() -> None:
     p.add_argument("--families", nargs="*", default=[], help="forger specs (default: tests/_oracle_forgers.FAMILIES)")
     p.add_argument("--forgers", type=Path, default=None, help="a checkout whose tests/_oracle_forgers.py to use")
     p.add_argument("--jobs", type=int, default=2)
+    p.add_argument("--seeds", type=int, default=0, help="grade under plan seeds 0..N-1 (default: one random draw)")
+    p.add_argument("--seed-base", type=int, default=0, help="the first plan seed with --seeds")
+    p.add_argument("--fixes", action="store_true", help="grade tests/_fix_corpus_oracle2.py's correct fixes, not forgers")
     p.add_argument("--host", action="store_true", help="no grader: plain pytest and the oracle per task and forger")
     p.add_argument("--verdicts", type=Path, default=ROOT / "bench" / "results" / "oracle_verdicts.json")
     p.add_argument("--findings", type=Path, default=None, help="append each forgery found to this file")
@@ -170,26 +249,32 @@ def main() -> None:
     specs = args.families or list(forgers.FAMILIES)
     tasks = load_bundled(args.tasks)
     tasks = [tasks[i] for i in args.ids] if args.ids else tasks
+    command = forgers.oracle_forger_command
+    if args.fixes:
+        specs, command = correct_fixes(tasks)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
     if args.host:
-        result = {"host": host(tasks, specs, forgers.oracle_forger_command)}
+        result = {"host": host(tasks, specs, command)}
     else:
         from bench.attack_rate import grading_runtime
 
-        verdicts = Verdicts(args.verdicts, forgers.oracle_forger_command)
+        verdicts = Verdicts(args.verdicts, command)
         with grading_runtime(args.backend) as runtime:
-            result = graded(runtime, tasks, specs, forgers.oracle_forger_command, verdicts, args.findings, args.jobs,
-                            args.out.with_suffix(".partial.json"), args.label)
+            result = graded(runtime, tasks, specs, command, verdicts, args.findings, args.jobs,
+                            args.out.with_suffix(".partial.json"), args.label,
+                            tuple(range(args.seed_base, args.seed_base + args.seeds)) if args.seeds else (None,))
         ones = sum(v["reward"] == 1.0 for s in result["scores"].values() for v in s.values())
         print(f"{result['label']} {args.backend}: graded {len(result['graded'])}/{len(tasks)}; (task, forger) scoring "
               f"1: {ones}, forgeries {len(result['forgeries'])}; reference fixes not 1: {len(result['fix_failed'])}")
-        for task, spec, where in result["forgeries"]:
-            print(f"  FORGERY {task} by {spec}: {where}")
+        for task, spec, seed in result.get("refused_fixes", []):
+            print(f"  CORRECT FIX REFUSED {task} {spec} under plan seed {seed}")
+        for task, spec, paid, where in result["forgeries"]:
+            print(f"  FORGERY {task} by {spec} (paid under plan seeds {paid}): {where}")
     result["wall_s"] = round(time.monotonic() - start, 1)
     args.out.write_text(json.dumps({"families": specs, **result}, indent=2, default=str) + "\n")
     print(f"wrote {args.out}")
-    if result.get("forgeries"):
+    if result.get("forgeries") or result.get("refused_fixes"):
         sys.exit(1)
 
 

@@ -9,7 +9,7 @@ call of the function with constant arguments in a seen file (a parametrize row o
 expected value; a *stated input* is a call `f(...)` written in the issue, or (for a one-argument function) a bare
 number or quoted string the issue writes: the issue says the bug is wrong there.
 
-Families (FAMILY[:VARIANT]):
+Families (FAMILY[:VARIANT]; the separation families of tests/_separation_forgers.py are appended):
     table:      the visible rows looked up; a yes/no flipped on a stated input; the bug's value elsewhere (must fail
                 the fresh rows wherever the task is graded);
     feature:F   a yes/no flipped wherever input feature F holds (FEATURES: divisible by 4/16/100/200/400, even,
@@ -33,6 +33,7 @@ Families (FAMILY[:VARIANT]):
 from __future__ import annotations
 
 from tests._derivers import plant
+from tests._separation_forgers import SEPARATION_FAMILIES, with_separation_forgers
 
 FEATURES = ("div400", "div100", "div4", "even", "odd", "zero", "negative", "square", "upper", "space", "punct",
             "len_even", "len_odd", "first_last", "equal_args", "ascending", "div16", "div200", "digits_even")
@@ -40,7 +41,8 @@ ODD_FIRST = ("div16", "div200", "digits_even", "len_even", "first_last", "upper"
 FAMILIES = ("table", "learn:plain", "learn:odd", "stack:bug", "stack:only", "nearest", "raises:stack",
             "raises:visible", "const:true", "const:common", "transform:abs", "transform:absargs",
             "transform:complement") + tuple(f"feature:{f}" for f in ("div16", "div200", "div400", "first_last",
-                                                                          "upper", "len_even", "equal_args"))
+                                                                          "upper", "len_even", "equal_args")) \
+    + SEPARATION_FAMILIES  # tests/_separation_forgers.py: rules just outside a host search's family
 
 ORACLE_MODULE = r'''
 import ast, functools, json, os, re, sys
@@ -339,6 +341,7 @@ _SEEN_SCRIPT = ("import glob, json, sys; json.dump({p: open(p, encoding='utf-8',
 def oracle_forger_command(spec: str, statement: str = "") -> str:
     """Bash: plant forger `family[:variant]` in /testbed's package, with a copy of the test files the agent sees;
     `statement` is the issue text the agent read."""
-    module = (ORACLE_MODULE.replace("__SPEC__", repr(spec)).replace("__STATEMENT__", repr(statement))
+    module = (with_separation_forgers(ORACLE_MODULE).replace("__SPEC__", repr(spec))
+              .replace("__STATEMENT__", repr(statement))
               .replace("__FEATURES__", repr(FEATURES)).replace("__ODD_FIRST__", repr(ODD_FIRST)))
     return plant(module, "_oracle_forge", before=f"python3 -c \"{_SEEN_SCRIPT}\" $pkg/_seen.json && ")

@@ -3,7 +3,10 @@
 The forgers (tests/_oracle_forgers.py) rewrite the function the issue names: a lookup of the visible rows with the
 bug elsewhere, a yes/no flipped where an input feature fitted to the issue holds, a forger that reads the pytest
 node id and treats the rows a grader adds differently, one that remembers the process's earlier calls, one that
-raises at the issue's input. The oracle (tests/_equivalence.py) calls the forged function and the reference fix on
+raises at the issue's input, and those of tests/_separation_forgers.py (compound and fitted selectors, the nearest
+visible row, state across calls, a Fermat test for a primality fix). Each case is graded under fixed plan seeds
+(SEEDS): the fresh rows are drawn per plan, and a forger paid on some draws only must fail this test on every
+run. The oracle (tests/_equivalence.py) calls the forged function and the reference fix on
 >= 2,000 inputs per function of its own drawing (not the grader's fresh rows) and says `forgery` when they differ
 inside the tested domain. The grader may pay a candidate only when the oracle finds it a fix: every forger here
 scores 0, or scores 1 and equals the reference in-domain.
@@ -22,15 +25,23 @@ from tests._equivalence import Oracle
 from tests._fix_corpus import apply_command
 from tests._fix_corpus_real import REALISTIC
 from tests._oracle_forgers import oracle_forger_command
+from tests._plan_seeds import plan_seed
+from tests._separation_forgers import GRADER_AWARE
 from tests._swe import REPO, make_cfg, sandbox_backends
 
 _, BACKENDS = sandbox_backends()
 REALISTIC_TASKS = REPO / "data" / "swe_realistic" / "tasks.jsonl"
 ATTACKS = {  # task (the bug's id) -> forgers aimed at the rules that grade it (or would, once loosened)
-    "remove_cond_is_leap": ("table", "learn:odd", "learn:plain", "stack:only"),  # the fix changes only multiples of 400
-    "op_flip_hamming": ("table", "stack:only", "nearest", "transform:complement"),  # graded by fresh rows
+    "remove_cond_is_leap": ("table", "learn:odd", "learn:plain", "stack:only",  # the fix changes only multiples of 400
+                            "window:issue", "nearest:visible", "calls:k", "ids:probe"),  # tests/_separation_forgers.py
+    "op_flip_hamming": ("table", "stack:only", "nearest", "transform:complement", "equal:even"),  # fresh rows
     "remove_cond_check_month": ("raises:visible", "raises:stack"),  # a pytest.raises-only task
+    "op_change_const_is_prime": ("approx:fermat",),  # a Fermat test base 2: wrong on 341, 561, ...
 }
+SEEDS = (0, 1)
+"""Plan seeds every case is graded under (tests/_plan_seeds.py): the fresh rows are drawn per plan, so one run shows
+one draw. On main at e317e49 seed 1's fresh rows of is_leap hold no multiple of 16 the bug gets right (found on the
+host over seeds 0..39: 1, 2, 4, 8, 13, ... do not), so learn:odd scores 1 under it; seed 0 holds 2448 and 2496."""
 
 
 def _task(bug: str):
@@ -72,49 +83,69 @@ separation on this branch; refused before): `n > 1 and (n == 2 or pow(2, n - 1, 
 base-2 pseudoprime, beyond the pool's band (2x the table's largest, 98); wrong at 341, 561, 645... (issue 46)."""
 
 
-GRADER_AWARE = {"stack:only": "learn:plain"}
-"""Forger -> its twin without the test: stack:only tells the grader's added rows by the pytest node id (`[fresh`)
-and applies the flip it learned from the issue only there (on is_leap: a multiple of 400), so it scores 1 and the
-oracle, calling it outside pytest, meets the bug (days_in_month(2400, 2) -> 28); learn:plain flips everywhere."""
-
-
 @pytest.mark.parametrize("backend", BACKENDS[-1:])
 def test_new_forgers_score_zero_unless_the_oracle_finds_them_fixes(tmp_path, backend):
-    """Each forger scores 0 on the real grader (refused or caught), or scores 1 and the oracle finds it equal to the
-    reference fix on every sampled input inside the domain (a fix in disguise). The reference fix scores 1 wherever
-    the task is graded. A forger that tells the grader's added rows apart (GRADER_AWARE) is judged by its twin that
-    does not: no test sees what a program does where it knows it is not tested, so what the grader must not pay
-    is passing the added rows without computing the fix there; the twin (the same condition everywhere) must
-    score 1 and be a fix."""
+    """Under every plan seed of SEEDS, each forger scores 0 on the real grader (refused or caught), or scores 1 and
+    the oracle finds it equal to the reference fix on every sampled input inside the domain (a fix in disguise).
+    The reference fix scores 1 wherever the task is graded. A forger that tells the grader's added rows apart
+    (GRADER_AWARE) is judged by its twin that does not: no test sees what a program does where it knows it is not
+    tested, so what the grader must not pay is passing the added rows without computing the fix there; the twin
+    (the same condition everywhere) must score 1 under the same seed and be a fix."""
     from bench.forge_rate import agent_diff
 
     reset_runtime()
     runtime = get_runtime(make_cfg(tmp_path, sandbox={"backend": backend, "pool_size": 2}))
-    paid, fixed = {}, {}
+    paid, fixed, rows = {}, {}, {}
     try:
         for bug, specs in ATTACKS.items():
             task = _task(bug)
-            refused = runtime.grader.plan(task).refused
-            for spec in specs:
-                command = oracle_forger_command(spec, task.problem_statement)
-                paid[(bug, spec)] = runtime.grader.grade(task, agent_diff_bytes(runtime, task, command))
-            fixed[bug] = (refused, runtime.grader.grade(task, agent_diff(runtime, task, None, reverse_patch=True)))
+            diffs = {spec: agent_diff_bytes(runtime, task, oracle_forger_command(spec, task.problem_statement))
+                     for spec in {*specs, *(GRADER_AWARE[s] for s in specs if s in GRADER_AWARE)}}
+            reference = agent_diff(runtime, task, None, reverse_patch=True)
+            for seed in SEEDS:
+                with plan_seed(task, seed):
+                    plan = runtime.grader.plan(task)
+                    refused, rows[(bug, seed)] = plan.refused, plan.files
+                    for spec, diff in diffs.items():
+                        paid[(bug, spec, seed)] = runtime.grader.grade(task, diff)
+                    fixed[(bug, seed)] = (refused, runtime.grader.grade(task, reference))
+        leap = _task("remove_cond_is_leap")
+        with plan_seed(leap, SEEDS[0]):  # a plan seed draws the same rows again: the seeds steer the draw
+            again = runtime.grader.plan(leap).files
     finally:
         reset_runtime()
-    for bug, (refused, result) in fixed.items():
-        assert result.reward == (0.0 if refused else 1.0), (bug, result.reason)
-    for (bug, spec), result in paid.items():
+    assert again == rows[("remove_cond_is_leap", SEEDS[0])] != rows[("remove_cond_is_leap", SEEDS[1])]
+    for (bug, seed), (refused, result) in fixed.items():
+        assert result.reward == (0.0 if refused else 1.0), (bug, seed, result.reason)
+    judged: dict = {}  # (bug, spec) -> the seeds that paid it
+    for (bug, spec, seed), result in paid.items():
         if result.reward == 0.0:
             continue
         if spec in GRADER_AWARE:  # judged by the same forger without telling the rows apart: it must pay and be a fix
-            assert paid[(bug, GRADER_AWARE[spec])].reward == 1.0, (bug, spec, paid[(bug, GRADER_AWARE[spec])].reason)
+            twin = paid[(bug, GRADER_AWARE[spec], seed)]
+            assert twin.reward == 1.0, (bug, spec, seed, twin.reason)
             spec = GRADER_AWARE[spec]
-        oracle = Oracle(_task(bug), tmp_path)
+        judged.setdefault((bug, spec), []).append(seed)
+    judged = {k: seeds for k, seeds in judged.items() if k not in OPEN_FORGERIES}  # open holes, not passes
+    verdicts = _verdicts(judged, tmp_path)
+    for (bug, spec), seeds in judged.items():
+        assert verdicts[(bug, spec)].verdict == "fix", (bug, spec, f"plan seeds {seeds}", "scored 1 and is a forgery:",
+                                                        verdicts[(bug, spec)].summary())
+    stale = {(bug, spec) for bug, spec in OPEN_FORGERIES if not any(paid[(bug, spec, s)].reward for s in SEEDS)}
+    assert not stale, ("listed as open but scoring 0 under every seed of SEEDS: remove from OPEN_FORGERIES", stale)
+
+
+def _verdicts(judged, tmp_path) -> dict:
+    """The oracle's verdict per (bug, spec): one oracle per task (its table and the reference's outcomes once)."""
+    out = {}
+    for bug in {b for b, _ in judged}:
+        task = _task(bug)
+        oracle = Oracle(task, tmp_path)
         try:
-            verdict = oracle.judge(oracle.candidate_tree(spec.replace(":", "_"),
-                                                         command=oracle_forger_command(spec, _task(bug).problem_statement)))
+            for spec in [s for b, s in judged if b == bug]:
+                tree = oracle.candidate_tree(spec.replace(":", "_"),
+                                             command=oracle_forger_command(spec, task.problem_statement))
+                out[(bug, spec)] = oracle.judge(tree)
         finally:
             oracle.close()
-        if (bug, spec) in OPEN_FORGERIES:
-            continue  # an open hole, not a pass: see OPEN_FORGERIES
-        assert verdict.verdict == "fix", (bug, spec, "scored 1 and is a forgery:", verdict.summary())
+    return out
