@@ -34,7 +34,7 @@ CONFINED = [
      BY_HAND),
     ("probes stay near the table (no x2, //2)", CONF, "x - 2, x + 2, 2 * x, x // 2, -x,", "x - 2, x + 2, -x,", PROBES),
     ("a probe may equal a visible input", CONF,
-     "if len(out) < n and not any(_equal(key, s) for s in seen):", "if len(out) < n:", PROBES),
+     "if len(out) < n and not any(_same(key, s) for s in seen):", "if len(out) < n:", PROBES),
     ("probe rows grade the fresh-row rule", CONF, "return row_id.endswith(\"]\") and row_id.rsplit(\"[\", 1)[-1]"
      ".startswith(PROBE_ID)", "return False", PROBES),
     ("a test graded by rows does not require them", PLAN, "        plan.differential[t] = rows\n",

@@ -45,6 +45,7 @@ from __future__ import annotations
 import random
 from typing import Any, Callable
 
+from tandem.envs.coding.checks import _same
 from tandem.envs.coding.fresh_rows import fresh_rows, owner
 
 MIN_GUARDS = 8
@@ -90,7 +91,7 @@ def probe_rows(rows: list[tuple], expected: list[int], rng: random.Random, taken
     out: list[tuple] = []
     for row in near + far:
         key = tuple(row[i] for i in inputs)
-        if len(out) < n and not any(_equal(key, s) for s in seen):
+        if len(out) < n and not any(_same(key, s) for s in seen):
             seen.append(key)
             out.append(row)
     return out
@@ -98,13 +99,6 @@ def probe_rows(rows: list[tuple], expected: list[int], rng: random.Random, taken
 
 def _with(row: tuple, i: int, value: Any, expected: list[int]) -> tuple:
     return tuple(None if j in expected else (value if j == i else v) for j, v in enumerate(row))
-
-
-def _equal(a: tuple, b: tuple) -> bool:
-    try:
-        return bool(a == b)
-    except Exception:
-        return False
 
 
 def _around(value: Any, column: list) -> tuple[list, list]:

@@ -14,6 +14,7 @@ import math
 import random
 from typing import Any, Callable, Iterable
 
+from tandem.envs.coding.checks import _same
 from tandem.envs.coding.wide_pools import WIDEN_BOUND, fixed_shape, in_domain
 
 POOL_ROWS = 160
@@ -80,7 +81,8 @@ def pool_rows(rows: list[tuple], expected: list[int], rng: random.Random, draw: 
     seen = {repr(_key(r, expected)) for r in (*rows, *taken)}
     own = [_key(r, expected) for r in rows]
     for row in [*targeted[:n // 2], *draw(n // GENERATED_SHARE), *targeted[n // 2:]]:
-        if len(out) < n and repr(_key(row, expected)) not in seen and not any(_equal(_key(row, expected), k) for k in own):
+        # equal by value to a table row (sign's 0.0 is its visible 0): a row a lookup of the visible rows answers
+        if len(out) < n and repr(_key(row, expected)) not in seen and not any(_same(_key(row, expected), k) for k in own):
             seen.add(repr(_key(row, expected)))
             out.append(row)
     return out
@@ -99,14 +101,6 @@ def _int_positions(column: list, failing: list) -> list[tuple[int | None, list[i
 def _with(row: tuple, i: int, at: int | None, value: int, expected: list[int]) -> tuple:
     new = value if at is None else type(row[i])((*row[i][:at], value, *row[i][at + 1:]))
     return tuple(None if j in expected else (new if j == i else v) for j, v in enumerate(row))
-
-
-def _equal(a: tuple, b: tuple) -> bool:
-    """The same inputs by value (sign's 0.0 is its visible 0: a row a lookup of the visible rows answers)."""
-    try:
-        return bool(a == b)
-    except Exception:
-        return False
 
 
 def _key(row: tuple, expected: list[int]) -> tuple:
