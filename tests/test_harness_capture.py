@@ -136,9 +136,10 @@ def test_every_call_holds_the_engines_own_tokens(fleet, tmp_path):
         assert again["output_ids"] == out["output_ids"]
         for a, b in zip(again["meta_info"]["output_token_logprobs"], out["meta_info"]["output_token_logprobs"]):
             assert a[1] == b[1] and abs(a[0] - b[0]) < LOGPROB_TOL
-    # the third call streamed token by token through the router: SGLang's cumulative chunks, the last
-    # one the answer recorded, and the text the harness put together is the decoded ids
-    assert taps[2][0]["stream"] is True and "stream" not in taps[0][0] and len(chunks) >= 2
+    # the third call streamed through the router: SGLang's cumulative chunks, the last one the answer recorded, and
+    # the text the harness put together is the decoded ids. How many chunks is timing: the engine wakes the stream
+    # once per step from its own thread, and on a loaded machine several steps' tokens land in one chunk, as in SGLang
+    assert taps[2][0]["stream"] is True and "stream" not in taps[0][0] and len(chunks) >= 1
     for a, b in zip(chunks, chunks[1:]):
         assert b["output_ids"][:len(a["output_ids"])] == a["output_ids"] and a["meta_info"]["finish_reason"] is None
     assert chunks[-1]["output_ids"] == taps[2][1]["output_ids"]
