@@ -18,7 +18,7 @@ from tandem.envs.coding.instrument import Candidate, call_name, rewrite
 from tandem.envs.coding.exposure import TRANSFORMS, stated_values
 from tandem.envs.coding.fresh_rows import owner
 from tandem.envs.coding.odds import Inputs, kind
-from tandem.envs.coding.separating import Family, Item, family, flat, judge_rules, selectors, separate, sources
+from tandem.envs.coding.separating import Family, Item, _agrees, family, flat, judge_rules, selectors, separate, sources
 from tandem.envs.coding.swe_data import SweTask
 from tandem.envs.coding.verdict import Stream
 
@@ -107,10 +107,6 @@ def computed_by(source: str, functions: set[str]) -> bool:
     calls = {call_name(n) for n in ast.walk(tree) if isinstance(n, ast.Call)}
     plain = set(dir(builtins)) | {m for t in (list, tuple, dict, set, str) for m in dir(t)}
     return bool(calls & functions) and calls <= functions | plain
-
-
-def _agrees(value: object, want: object) -> bool:
-    return value is not MISSING and kind(value) == kind(want) and _same(value, want)
 
 
 def _same_inputs(a: tuple, b: tuple) -> bool:
