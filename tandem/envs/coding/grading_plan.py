@@ -47,6 +47,7 @@ from tandem.envs.coding.call_rows import held as held_twins, same_table
 from tandem.envs.coding.checks import Reference, Site
 from tandem.envs.coding.confined import is_probe
 from tandem.envs.coding.differential import expectations, fold, without
+from tandem.envs.coding.regression_rows import require_kept_rows
 from tandem.envs.coding.enum_value import enum_table
 from tandem.envs.coding.expected_sides import eligible, marked, own_side
 from tandem.envs.coding.exposure import analyse
@@ -220,6 +221,8 @@ def build_plan(task: SweTask, testbed: Path, run_tests: RunTests, seed: int | No
     reasons = guessed_or_refused(plan, task, decisive, exposure, counted, buggy, reference_files, separation)
     if reasons:
         plan.refused = "; ".join(reasons)[:1500]
+    else:  # the rows where the bug is right too: a fix must not break them (tandem.envs.coding.regression_rows)
+        require_kept_rows(plan.differential, task.tests, counted)
     graded = plain(set(kept), references=False)
     if not plan.differential and graded and not any(own_side(s) for s in sites.values()):
         plan.files = graded  # no test requires a fresh row: the graded runs need not pay for them
