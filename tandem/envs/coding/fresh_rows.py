@@ -11,6 +11,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from tandem.envs.coding.edge_rows import edge_rows
 from tandem.envs.coding.structure_rows import structure_rows
 from tandem.envs.coding.wide_pools import fixed_shape, wide_pool, widened
 
@@ -105,6 +106,10 @@ def fresh_rows(rows: list[tuple], expected: list[int], rng: random.Random, n: in
     # none == a row of the table either: sign's 0.0 is its visible 0 to any lookup ({0: 0}.get(0.0) is 0)
     moved, crossed = [r for r in moved if r not in own], [r for r in crossed if r not in own]
     picked = _structured(own, [tuple(r[i] for i in inputs) for r in bases], rng, n, seen)  # on top of the n others
+    for row in edge_rows(own, [tuple(r[i] for i in inputs) for r in bases], rng):  # tandem.envs.coding.edge_rows
+        if repr(row) not in seen:
+            seen.add(repr(row))
+            picked.append(row)
     limit = n + len(picked)
     for draws, share in ((rng.sample(joined, min(len(joined), n // 2)), n // 2), (moved, n // 2), (crossed, n),
                          (moved, n)):  # up to half joined, half moved, crossed rows and more moved ones after
