@@ -1,0 +1,64 @@
+"""Issue 46: wrong fixes that mend the stated inputs and break the function where the bug was right score 0
+(tandem.envs.coding.regression_rows: every kept fresh row required; tandem.envs.coding.edge_rows: rows at the
+columns' edges on every plan), on the real grader; correct fixes in other forms score 1.
+
+The task: sign() answers 1 for every negative number (the bug). A fix that rounds to a tolerance (`abs(x) < 0.1`
+is 0) mends every negative row and breaks 0.0625 and 0.03125, where the bug answered 1 as the reference does: no
+row the bug fails tells it apart, so before this every plan paid it.
+"""
+
+from __future__ import annotations
+
+import types
+
+import pytest
+
+import tandem.envs.coding.grading_plan as grading_plan
+from tandem.envs.coding.grading import get_runtime, reset_runtime
+from tests._swe import make_cfg, sandbox_backends
+from tests.test_param_columns import _diff, rewards_of
+from tests.test_reward_fidelity import _local_task
+
+_, BACKENDS = sandbox_backends()
+
+SIGN = "def sign(x):\n    if x > 0:\n        return 1\n    if x < 0:\n        return -1\n    return 0\n"
+SIGN_BUG = "def sign(x):\n    if x > 0:\n        return 1\n    if x < 0:\n        return 1\n    return 0\n"
+ROWS = [(5, 1), (-3, -1), (0, 0), (0.5, 1), (-0.25, -1), (2, 1), (-7, -1)]
+TESTS = ("import pytest\n\nfrom pkg import sign\n\n\n@pytest.mark.parametrize(\"x, want\", "
+         f"{ROWS!r})\ndef test_sign(x, want):\n    assert sign(x) == want\n")
+PROGRAMS = {  # name: (lines appended to the buggy module, the reward it must get)
+    "reference": (SIGN, 1.0),
+    "copysign": ("import math\n\n\ndef sign(x):\n    return int(math.copysign(1, x)) if x else 0\n", 1.0),
+    "comparisons": ("def sign(x):\n    return (x > 0) - (x < 0)\n", 1.0),
+    "tolerance": ("def sign(x):\n    if abs(x) < 0.1:\n        return 0\n    return 1 if x > 0 else -1\n", 0.0),
+    "tolerance_on_negatives_only": ("def sign(x):\n    if -0.1 < x < 0:\n        return 0\n"
+                                    "    return 1 if x > 0 else (-1 if x < 0 else 0)\n", 0.0),
+}
+
+
+def _sign_task(tmp_path):
+    ids = ["-".join(map(str, row)) for row in ROWS]
+    f2p = [f"tests/test_pkg.py::test_sign[{i}]" for i, (x, _) in zip(ids, ROWS) if x < 0]
+    p2p = [f"tests/test_pkg.py::test_sign[{i}]" for i, (x, _) in zip(ids, ROWS) if x >= 0]
+    return _local_task(tmp_path, {"pkg/__init__.py": SIGN.encode(), "tests/test_pkg.py": TESTS.encode()},
+                       _diff("pkg/__init__.py", SIGN, SIGN_BUG), f2p, p2p, "sign() is 1 for negative numbers")
+
+
+@pytest.mark.parametrize("backend", BACKENDS[-1:])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_a_fix_that_breaks_rows_the_bug_got_right_scores_zero(tmp_path, seed, backend, monkeypatch):
+    task = _sign_task(tmp_path)
+    monkeypatch.setattr(grading_plan, "secrets", types.SimpleNamespace(randbits=lambda bits: seed))  # one draw
+    reset_runtime()
+    runtime = get_runtime(make_cfg(tmp_path, sandbox={"backend": backend, "pool_size": 2}))
+    try:
+        plan = runtime.grader.plan(task)
+        rewards = rewards_of(runtime, task, PROGRAMS)
+    finally:
+        reset_runtime()
+    assert not plan.refused, plan.refused
+    assert rewards == {name: want for name, (_, want) in PROGRAMS.items()}, rewards
+    for t in task.fail_to_pass:  # rows the bug gets right are required too (the regression rows)
+        required = {f for f in plan.differential[plan.graded_id(t)] if "[fresh" in f}  # probes guard apart
+        failed = {f for f in plan.fresh_failed if "[fresh" in f}
+        assert failed < required, (len(failed), len(required))
