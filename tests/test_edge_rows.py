@@ -64,6 +64,8 @@ def test_a_string_columns_edges_change_case_and_spacing_inside_its_alphabet():
     edges = column_edges([r[0] for r in TITLES], random.Random(0))
     assert "THE LORD OF THE RINGS" in edges and "War And Peace" in edges and "war  and peace" in edges
     assert "war and peace " in edges and "the lord of the rings" not in edges  # never the column's own value
+    first = edge_rows(TITLES, [TITLES[2]], random.Random(0), n=3)  # the failing row's edges come first
+    assert [r[0] for r in first] == ["WAR AND PEACE", "War And Peace", "war  and peace"], first
 
 
 def test_every_edge_row_is_inside_the_guard_new_and_set_at_one_input():

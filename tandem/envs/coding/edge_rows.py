@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import random
 from itertools import zip_longest
-from tandem.envs.coding.wide_pools import _distinct, _number, fixed_shape, in_domain
+from tandem.envs.coding.wide_pools import _distinct, _number, in_domain
 
 EDGE_ROWS = 12
 """Edge rows per table at most (each on top of the fresh rows drawn at random)."""
@@ -61,15 +61,19 @@ def _number_edges(values: list, rng: random.Random) -> list:
 
 
 def _text_edges(values: list) -> list:
-    out = [f(v) for v in values for f in (str.upper, str.lower, str.title)]
-    spaced = [v for v in values if " " in v.strip()]
-    return out + [v.replace(" ", "  ", 1) for v in spaced] + [v + " " for v in spaced]
+    """Per value, in order: upper-, lower- and title-cased, then (where it holds an inner space) a space doubled and
+    a space at the end."""
+    out = []
+    for v in values:
+        out += [v.upper(), v.lower(), v.title()]
+        out += [v.replace(" ", "  ", 1), v + " "] if " " in v.strip() else []
+    return out
 
 
 def column_edges(values: list, rng: random.Random, first: list | None = None) -> list:
     """The edge values of a scalar column (module docstring), each inside its guard, none a value it holds; a
     string's edges of the `first` values (the failing rows') come before the others'."""
-    if fixed_shape(values) or not values:
+    if not values:
         return []
     if all(_number(v) for v in values):
         edges = _number_edges(values, rng)

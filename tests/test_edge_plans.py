@@ -1,10 +1,11 @@
-"""Issue 46: wrong fixes that mend the stated inputs and break the function where the bug was right score 0
-(tandem.envs.coding.regression_rows: every kept fresh row required; tandem.envs.coding.edge_rows: rows at the
-columns' edges on every plan), on the real grader; correct fixes in other forms score 1.
+"""Issue 46: a wrong fix that mends the stated inputs and breaks the function at a column's edge scores 0 on the
+real grader under every plan seed tested (tandem.envs.coding.edge_rows: rows at the columns' edges on every plan;
+the plan requires them, here as a confined change's guards, elsewhere as regression rows:
+tandem.envs.coding.regression_rows); correct fixes in other forms score 1.
 
 The task: sign() answers 1 for every negative number (the bug). A fix that rounds to a tolerance (`abs(x) < 0.1`
-is 0) mends every negative row and breaks 0.0625 and 0.03125, where the bug answered 1 as the reference does: no
-row the bug fails tells it apart, so before this every plan paid it.
+is 0) mends every negative row and breaks 0.0625 and 0.03125, where the bug answered 1 as the reference does. A
+random draw of the float column's pools meets such a value on some plans only.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ def _sign_task(tmp_path):
 
 @pytest.mark.parametrize("backend", BACKENDS[-1:])
 @pytest.mark.parametrize("seed", [0, 1])
-def test_a_fix_that_breaks_rows_the_bug_got_right_scores_zero(tmp_path, seed, backend, monkeypatch):
+def test_a_fix_wrong_at_a_columns_edge_scores_zero_on_every_plan(tmp_path, seed, backend, monkeypatch):
     task = _sign_task(tmp_path)
     monkeypatch.setattr(grading_plan, "secrets", types.SimpleNamespace(randbits=lambda bits: seed))  # one draw
     reset_runtime()
