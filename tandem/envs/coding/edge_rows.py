@@ -94,10 +94,11 @@ def edge_rows(own: list[tuple], bases: list[tuple], rng: random.Random, n: int =
     bases = bases or own
     per_column = []
     for c in range(len(own[0])):
-        rows = [(*base[:c], edge, *base[c + 1:]) for edge in column_edges([r[c] for r in own], rng, [b[c] for b in bases])
-                for base in (rng.choice(bases), rng.choice(own))[:BASES_PER_EDGE]]
-        per_column.append(rows)
-    out, seen = [], {repr(r) for r in own}
+        edges = column_edges([r[c] for r in own], rng, [b[c] for b in bases])
+        per_column.append([(*base[:c], edge, *base[c + 1:]) for edge in edges
+                           for base in (rng.choice(bases), rng.choice(own))[:BASES_PER_EDGE]])
+    out: list[tuple] = []
+    seen = {repr(r) for r in own}
     for row in (r for turn in zip_longest(*per_column) for r in turn if r is not None):
         if len(out) < n and repr(row) not in seen and row not in own:  # == too: 0.0 is sign's visible 0 to a lookup
             seen.add(repr(row))
