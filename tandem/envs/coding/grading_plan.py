@@ -51,6 +51,7 @@ from tandem.envs.coding.enum_value import enum_table
 from tandem.envs.coding.expected_sides import eligible, marked, own_side
 from tandem.envs.coding.exposure import analyse
 from tandem.envs.coding.guess_plan import GUESS_BOUND, _graded_by_guesses, guessed_or_refused  # docs, tests: GUESS_BOUND here
+from tandem.envs.coding.hard_rows import require_hard_rows
 from tandem.envs.coding.instrument import Candidate, find_sites, rewrite
 from tandem.envs.coding.params import hide
 from tandem.envs.coding.raising_rows import GENERATED, add_rows, outcomes, renumber, task_own
@@ -123,13 +124,14 @@ class GradingPlan:
 
 
 def split_files(testbed: Path, test_files: list[str], tests: tuple[str, ...] = (), rng: random.Random | None = None,
-                failing: tuple[str, ...] = (), drop: AbstractSet[str] = frozenset(), pool: list[str] | None = None
+                failing: tuple[str, ...] = (), drop: AbstractSet[str] = frozenset(), pool: list[str] | None = None,
+                hard: list[str] | None = None
                 ) -> tuple[dict[str, str], dict[str, list[Candidate]], dict[str, str], dict[int, Site], list[str]]:
     """(text, candidates) of every graded test file that parses, its parametrized expectations taken out
     (tandem.envs.coding.params: the task ids' aliases, the sites whose expectations the host holds, and with
     `rng` the fresh rows added to their tables, half near the `failing` tests, pool rows among them: their ids
-    appended to `pool`, those of `drop` left out, tandem.envs.coding.separating); site numbers are unique
-    across files."""
+    appended to `pool`, those of `drop` left out, tandem.envs.coding.separating; hard rows' ids appended to `hard`,
+    tandem.envs.coding.hard_rows); site numbers are unique across files."""
     sources, aliases, held, k, fresh = {}, {}, {}, 0, []
     candidates: dict[str, list[Candidate]] = {}
     enums = functools.cache(lambda: enum_table(testbed))
@@ -140,6 +142,8 @@ def split_files(testbed: Path, test_files: list[str], tests: tuple[str, ...] = (
         hidden = hide(path.read_text(errors="surrogateescape"), rel, tests, enums, rng, failing, drop)
         if pool is not None:
             pool += hidden.pool
+        if hard is not None:
+            hard += hidden.hard
         text, rows = add_rows(hidden.source, rel, tests, rng, failing) if rng is not None else (hidden.source, [])
         found = find_sites(text, rel, k)
         if found is None:
@@ -167,9 +171,9 @@ def _held_sites(found: list[Candidate], expected: dict[tuple[int, int, str], dic
 def build_plan(task: SweTask, testbed: Path, run_tests: RunTests, seed: int | None = None) -> GradingPlan:
     """Split the graded files of `task` (from its graded template's testbed) and run the references;
     `seed` draws the fresh rows (a new one, held here only, when None)."""
-    rng, pool = random.Random(seed := secrets.randbits(64) if seed is None else seed), list[str]()  # resplit: seed
+    rng, pool, hard = random.Random(seed := secrets.randbits(64) if seed is None else seed), list[str](), list[str]()  # resplit: seed
     sources, candidates, aliases, held, fresh = split_files(testbed, task.test_files, task.tests, rng,
-                                                          task.fail_to_pass, pool=pool)
+                                                          task.fail_to_pass, pool=pool, hard=hard)
     plain = functools.partial(_without_fresh_rows, testbed, task, aliases, task_own(candidates))
     resplit = functools.partial(split_files, testbed, task.test_files, task.tests, random.Random(seed), task.fail_to_pass)
     task = replace(task, fail_to_pass=tuple(aliases.get(t, t) for t in task.fail_to_pass),
@@ -218,8 +222,8 @@ def build_plan(task: SweTask, testbed: Path, run_tests: RunTests, seed: int | No
     _graded_by_fresh_rows(plan, task, counted, buggy, reference_files)
     graded_beyond_the_visible_rows(plan, task, fresh, kept_fresh, buggy, set(plan.fresh_failed).__contains__)
     reasons = guessed_or_refused(plan, task, decisive, exposure, counted, buggy, reference_files, separation)
-    if reasons:
-        plan.refused = "; ".join(reasons)[:1500]
+    plan.refused = "; ".join(reasons)[:1500]  # empty where graded (every earlier refusal returned)
+    require_hard_rows(plan, task.fail_to_pass, kept_fresh, hard)
     graded = plain(set(kept), references=False)
     if not plan.differential and graded and not any(own_side(s) for s in sites.values()):
         plan.files = graded  # no test requires a fresh row: the graded runs need not pay for them
