@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tandem.envs.coding.grading import get_runtime, reset_runtime
-from tandem.envs.coding.hard_rows import HARD_BAND
+from tandem.envs.coding.hard_rows import HARD_BAND, hard_classes
 from tandem.envs.coding.swe_data import load_bundled
 from tests._derivers import agent_diff_bytes
 from tests._fix_corpus import apply_command
@@ -61,3 +61,36 @@ def test_is_primes_plan_requires_341_and_a_prime_square_and_every_correct_fix_sc
     assert len(fixes) >= 6
     failed = {k: r.reason for k, r in scores.items() if r.reward != 1.0}
     assert not failed, failed
+
+
+@pytest.mark.parametrize("backend", BACKENDS[-1:])
+def test_hard_rows_are_required_whatever_else_grades_the_failing_tests(tmp_path, backend, monkeypatch):
+    """With the fresh-row rule, the weak-test rules and the guesses stubbed out (each failing test graded, as by a
+    strong check of its own, with no fresh row required), the plan still requires the kept hard rows, 341 among
+    them: they are required in every graded plan, not only where the blind count requires every fresh row."""
+    from tandem.envs.coding import grading_plan
+
+    def graded_by_own_checks(plan, task, *args, **kwargs):
+        for t in task.fail_to_pass:
+            plan.host_graded[t] = [0]
+        return []
+
+    monkeypatch.setattr(grading_plan, "_graded_by_fresh_rows", lambda *a, **k: None)
+    monkeypatch.setattr(grading_plan, "graded_beyond_the_visible_rows", lambda *a, **k: None)
+    monkeypatch.setattr(grading_plan, "guessed_or_refused", graded_by_own_checks)
+    task = next(t for t in load_bundled(REPO / "data" / "swe_realistic" / "tasks.jsonl")
+                if "_op_change_const_is_prime__" in t.instance_id)
+    reset_runtime()
+    runtime = get_runtime(make_cfg(tmp_path, sandbox={"backend": backend, "pool_size": 2}))
+    try:
+        testbed = runtime.grader.graded_template(task) / "testbed"
+        plan = grading_plan.build_plan(task, testbed, lambda clean, files, sites, references=False:
+                                       runtime.grader._reference_run(task, clean, files, sites, references), seed=0)
+    finally:
+        reset_runtime()
+    rows = _rows(plan.files["tests/test_bits.py"])
+    hard = {v for values in hard_classes(HARD_BAND * 49).values() for v in values}
+    for t in task.fail_to_pass:
+        required = [rows[f] for f in plan.differential[plan.graded_id(t)]]
+        assert 341 in required and len(required) >= 40, sorted(required)
+        assert set(required) <= hard, sorted(set(required) - hard)  # the hard rows, no other fresh row

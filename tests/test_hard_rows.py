@@ -8,12 +8,15 @@ from __future__ import annotations
 import math
 import random
 import re
+import textwrap
 from types import SimpleNamespace
 
 from tandem.envs.coding.hard_rows import (HARD_BAND, HARD_ROWS, hard_classes, hard_column, hard_rows, hard_values,
                                           require_hard_rows)
 from tandem.envs.coding.params import hide
 from tests._equivalence import band
+from tests._fix_corpus_oracle2 import ORACLE2
+from tests._fix_corpus_real import REALISTIC
 
 PRIME_TABLE = [(0, False), (1, False), (2, True), (3, True), (4, False), (9, False), (25, False), (29, True),
                (49, False)]  # numkit's test_is_prime
@@ -134,56 +137,21 @@ APPROXIMATIONS = {
 }
 
 
-def _miller_rabin(n: int) -> bool:
-    if n < 2:
-        return False
-    for p in (2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37):
-        if n % p == 0:
-            return n == p
-    d, s = n - 1, 0
-    while d % 2 == 0:
-        d, s = d // 2, s + 1
-    for a in (2, 3, 5, 7, 11, 13, 17):
-        x = pow(a, d, n)
-        if x in (1, n - 1):
-            continue
-        for _ in range(s - 1):
-            x = x * x % n
-            if x == n - 1:
-                break
-        else:
-            return False
-    return True
-
-
-def _six_k(n: int) -> bool:
-    if n < 4:
-        return n >= 2
-    if n % 2 == 0 or n % 3 == 0:
-        return False
-    k = 5
-    while k * k <= n:
-        if n % k == 0 or n % (k + 2) == 0:
-            return False
-        k += 6
-    return True
-
-
-def _sieve(n: int) -> bool:
-    if n < 2:
-        return False
-    flags = bytearray([1]) * (n + 1)
-    for p in range(2, math.isqrt(n) + 1):
-        if flags[p]:
-            flags[p * p::p] = bytes(len(range(p * p, n + 1, p)))
-    return bool(flags[n])
-
-
-CORRECT = {"6k+-1": _six_k, "miller-rabin": _miller_rabin, "sieve sized from n": _sieve,
-           "isqrt all": lambda n: n >= 2 and all(n % d for d in range(2, math.isqrt(n) + 1))}
+def _corpus_fixes() -> dict:
+    """The corpus's is_prime fixes that rewrite the function alone (tests/_fix_corpus_real.py, _fix_corpus_oracle2.py),
+    defined here: no sandbox, no module beside them."""
+    out = {}
+    for fx in (*REALISTIC, *ORACLE2):
+        ops = [op for op in fx.ops if op.get("function") == "is_prime"]
+        if fx.task.endswith("is_prime") and len(ops) == len(fx.ops) == 1 and fx.form != "cache":
+            space: dict = {}
+            exec(textwrap.dedent(ops[0]["source"]), space)
+            out[fx.name] = space["is_prime"]
+    return out
 
 
 def test_approximations_fail_a_hard_row_and_correct_fixes_none():
+    assert len(_corpus_fixes()) >= 4  # 6k±1, Miller-Rabin, a sieve sized from n, isqrt with all()
     for seed in range(20):
         values = hard_values(COLUMN, random.Random(seed))
         for name, approx in APPROXIMATIONS.items():
@@ -191,7 +159,7 @@ def test_approximations_fail_a_hard_row_and_correct_fixes_none():
             visible = [n for n in COLUMN if approx(n) != reference(n)]
             assert wrong or visible, (name, seed)
         assert [v for v in values if APPROXIMATIONS["fermat"](v) != reference(v)] == [341]
-        for name, fix in CORRECT.items():
+        for name, fix in _corpus_fixes().items():
             assert all(fix(v) == reference(v) for v in [*values, *COLUMN]), name
 
 

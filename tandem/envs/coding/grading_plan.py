@@ -169,8 +169,7 @@ def _held_sites(found: list[Candidate], expected: dict[tuple[int, int, str], dic
 
 
 def build_plan(task: SweTask, testbed: Path, run_tests: RunTests, seed: int | None = None) -> GradingPlan:
-    """Split the graded files of `task` (from its graded template's testbed) and run the references;
-    `seed` draws the fresh rows (a new one, held here only, when None)."""
+    """Split the graded files of `task` (from its graded template's testbed) and run the references; `seed` draws the fresh rows (a new one, held here only, when None)."""
     rng, pool, hard = random.Random(seed := secrets.randbits(64) if seed is None else seed), list[str](), list[str]()  # resplit: seed
     sources, candidates, aliases, held, fresh = split_files(testbed, task.test_files, task.tests, rng,
                                                           task.fail_to_pass, pool=pool, hard=hard)
@@ -222,7 +221,8 @@ def build_plan(task: SweTask, testbed: Path, run_tests: RunTests, seed: int | No
     _graded_by_fresh_rows(plan, task, counted, buggy, reference_files)
     graded_beyond_the_visible_rows(plan, task, fresh, kept_fresh, buggy, set(plan.fresh_failed).__contains__)
     reasons = guessed_or_refused(plan, task, decisive, exposure, counted, buggy, reference_files, separation)
-    plan.refused = "; ".join(reasons)[:1500]  # empty where graded (every earlier refusal returned)
+    if reasons:
+        plan.refused = "; ".join(reasons)[:1500]
     require_hard_rows(plan, task.fail_to_pass, kept_fresh, hard)
     graded = plain(set(kept), references=False)
     if not plan.differential and graded and not any(own_side(s) for s in sites.values()):
