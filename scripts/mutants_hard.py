@@ -27,7 +27,7 @@ HARD_MUTANTS = [
      TABLES),
     ("no prime past a bound", HARD, 'out["past_bound"] = [p for p in above if p is not None] + primes[:3]',
      'out["past_bound"] = []', TABLES),
-    ("the cap ignored", HARD, "    while len(out) < n and any(queues):", "    while any(queues):", BAND),
+    ("the cap checked per round only", HARD, "            if queue and len(out) < n:", "            if queue:", BAND),
     ("the classes' smallest not first", HARD, "FIRST_EACH = 2\n", "FIRST_EACH = 0\n", BAND),
     ("visible rows among the hard rows", HARD, "        values = [v for v in values if v not in own]\n",
      "        values = list(values)\n", BAND),
