@@ -39,6 +39,25 @@ def is_leap(year: int) -> bool:
         return 0
     return int(year % 4 == 0)
 """))
+real("datekit/remove_cond_is_leap", "algorithm", "calendar.isleap from the standard library",
+     define(CAL, "is_leap", """
+def is_leap(year: int) -> bool:
+    import calendar
+
+    return calendar.isleap(year)
+"""))
+real("datekit/remove_cond_is_leap", "algorithm", "is the day before March 1 the 29th (datetime; raises past 9999)",
+     define(CAL, "is_leap", """
+def is_leap(year: int) -> bool:
+    import datetime
+
+    return (datetime.date(year, 3, 1) - datetime.timedelta(days=1)).day == 29
+"""), outside=DATETIME_RANGE)
+real("datekit/remove_cond_is_leap", "algorithm", "one modulus chosen by the century: year % (400 or 4) == 0",
+     define(CAL, "is_leap", """
+def is_leap(year: int) -> bool:
+    return year % (400 if year % 100 == 0 else 4) == 0
+"""))
 real("datekit/ctrl_invert_if_days_in_month", "algorithm", "calendar.monthrange from the standard library",
      define(CAL, "days_in_month", """
 def days_in_month(year: int, month: int) -> int:

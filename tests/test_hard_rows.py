@@ -11,8 +11,8 @@ import re
 import textwrap
 from types import SimpleNamespace
 
-from tandem.envs.coding.hard_rows import (HARD_BAND, HARD_ROWS, hard_classes, hard_column, hard_rows, hard_values,
-                                          require_hard_rows)
+from tandem.envs.coding.hard_rows import (HARD_BAND, HARD_ROWS, beyond, hard_classes, hard_columns, hard_rows,
+                                          hard_values, require_hard_rows)
 from tandem.envs.coding.params import hide
 from tests._equivalence import band
 from tests._fix_corpus_oracle2 import ORACLE2
@@ -53,16 +53,25 @@ def test_the_hard_numbers_match_the_published_tables():
     assert all(0 <= v <= 490 for values in small.values() for v in values)
 
 
-def test_only_a_counting_int_column_of_a_predicate_qualifies():
-    assert hard_column(PRIME_TABLE, [1]) == 0
-    assert hard_column([(1600, True), (1900, False), (2000, True)], [1]) is None  # a year column: far from 0
-    assert hard_column([(3, False), (5, True), (9, False)], [1]) is None  # smallest 3: no counting column
-    assert hard_column([(-1, False), (2, True), (9, False)], [1]) is None  # a negative value
-    assert hard_column([(0, 0), (1, 1), (10, 55)], [1]) is None  # a value function (fibonacci): no predicate
-    assert hard_column([(0, 1, True), (2, 3, False)], [2]) is None  # two input columns
-    assert hard_column([(True, False), (False, True)], [1]) is None  # bools are no counting column
-    assert hard_column([(0.0, False), (2.0, True)], [1]) is None  # floats
-    assert hard_column([((1, 2), False), ((2, 3), True)], [1]) is None  # a record
+def test_every_non_negative_int_column_of_a_predicate_qualifies():
+    assert hard_columns(PRIME_TABLE, [1]) == [0]
+    assert hard_columns([(1600, True), (1900, False), (2000, True)], [1]) == [0]  # a year column: fitted multiples
+    assert hard_columns([(0, 1, True), (2, "a", False)], [2]) == [0]  # the int column of two
+    assert hard_columns([(0, 1, True), (2, 3, False)], [2]) == [0, 1]
+    assert hard_columns([(-1, False), (2, True), (9, False)], [1]) == []  # a negative value
+    assert hard_columns([(0, 0), (1, 1), (10, 55)], [1]) == []  # a value function (fibonacci): no predicate
+    assert hard_columns([(True, False), (False, True)], [1]) == []  # bools are no ints here
+    assert hard_columns([(0.0, False), (2.0, True)], [1]) == []  # floats
+    assert hard_columns([((1, 2), False), ((2, 3), True)], [1]) == []  # a record
+
+
+def test_a_year_column_gets_the_fitted_multiples_beyond_the_guard_and_no_number_class():
+    years = [2024, 2023, 1900, 2000, 2100, 1600, 1996]  # datekit's is_leap; 2000 and 1600 fail the bug
+    for seed in range(10):
+        values = hard_values(years, random.Random(seed), failing=[2000, 1600])
+        assert len(values) == HARD_ROWS and all(4200 < v <= 21000 for v in values), sorted(values)
+        assert {4400, 4800, 20800, 20000} <= set(values), sorted(values)  # 400's, 1600's first past 4200, tops
+    assert not hard_values(years, random.Random(0))  # no failing values: no fitted class, no number class
 
 
 def test_the_band_is_the_oracles_domain_and_no_visible_row_returns():
@@ -70,6 +79,7 @@ def test_the_band_is_the_oracles_domain_and_no_visible_row_returns():
     assert band((HARD_BAND * 49,), rows) == "domain" and band((HARD_BAND * 49 + 1,), rows) == "outside"
     for seed in range(20):
         values = hard_values(COLUMN, random.Random(seed))
+        assert values == hard_values(COLUMN, random.Random(seed), failing=None)
         assert len(values) == len(set(values)) == HARD_ROWS
         assert all(0 <= v <= HARD_BAND * 49 and v not in COLUMN for v in values), values
         assert all(band((v,), rows) != "outside" for v in values)
@@ -93,10 +103,12 @@ def test_hard_rows_ride_in_the_fresh_rows_under_fresh_ids_in_one_shuffle():
     for seed in range(6):
         hidden = hide(SOURCE, "tests/test_bits.py", TESTS, rng=random.Random(seed), failing=FAILING)
         assert len(hidden.hard) == HARD_ROWS and set(hidden.hard) <= set(hidden.fresh), hidden.hard
+        rows_ = _rows_of(hidden.source)
+        assert all(beyond_ == (rows_[i.rsplit("[", 1)[1][:-1]] > 98) for i, beyond_ in hidden.hard.items())
         assert not set(hidden.hard) & set(hidden.pool)
         rows = _rows_of(hidden.source)
         hard = {rows[i.rsplit("[", 1)[1][:-1]] for i in hidden.hard}
-        assert 341 in hard and hard == set(hard_values(COLUMN, _hard_rng(seed))), sorted(hard)
+        assert 341 in hard and hard == {r[0] for r, _ in hard_rows(PRIME_TABLE, [1], _hard_rng(seed), [4, 5, 6, 8])}
         fresh = [rows[i.rsplit("[", 1)[1][:-1]] for i in hidden.fresh if "[fresh" in i]
         assert len(fresh) == len(set(fresh)) and not set(fresh) & set(COLUMN)  # no row twice, none visible
         order = [i for i in hidden.fresh if "[fresh" in i]
@@ -174,17 +186,40 @@ def test_fermat_with_341_patched_fails_where_the_band_reaches_561():
 def test_each_graded_failing_test_requires_its_tables_kept_hard_rows():
     table = "t.py::test_is_prime"
     plan = SimpleNamespace(refused="", differential={f"{table}[case4]": [f"{table}[fresh1]"]})
-    hard = [f"{table}[fresh3]", f"{table}[fresh1]", f"{table}[fresh9]", "t.py::test_other[fresh2]"]
+    hard = {f"{table}[fresh3]": True, f"{table}[fresh1]": False, f"{table}[fresh9]": True, "t.py::test_other[fresh2]": True}
     kept = [f"{table}[fresh1]", f"{table}[fresh3]", "t.py::test_other[fresh2]"]  # fresh9: the reference raised
     require_hard_rows(plan, (f"{table}[case4]", f"{table}[case5]", "t.py::test_third[case0]"), kept, hard)
     assert plan.differential == {f"{table}[case4]": [f"{table}[fresh1]", f"{table}[fresh3]"],
                                  f"{table}[case5]": [f"{table}[fresh3]", f"{table}[fresh1]"]}
+    assert plan.narrower == [f"{table}[fresh3]", "t.py::test_other[fresh2]"]  # beyond the guard, kept
+    assert beyond(hard, ["x", f"{table}[fresh1]", f"{table}[fresh3]"]) == (["x", f"{table}[fresh1]"], [f"{table}[fresh3]"])
     refused = SimpleNamespace(refused="no", differential={})
     require_hard_rows(refused, (f"{table}[case4]",), kept, hard)
     assert refused.differential == {}
 
 
 def test_no_table_of_the_wrong_shape_gets_hard_rows():
-    for rows in ([(1600, True), (1900, False), (2000, True), (2100, False)], [(0, 0), (1, 1), (10, 55), (2, 1)]):
+    for rows in ([(-1, True), (1900, False)], [(0, 0), (1, 1), (10, 55), (2, 1)]):
         assert hard_rows(rows, [1], random.Random(0)) == []
-    assert all(r[1] is None and type(r[0]) is int for r in hard_rows(PRIME_TABLE, [1], random.Random(0)))
+    found = hard_rows(PRIME_TABLE, [1], random.Random(0))
+    assert found and all(r[1] is None and type(r[0]) is int and beyond_ == (r[0] > 98) for r, beyond_ in found)
+    two = hard_rows([(0, 0, True), (10, 10, True), (11, 10, False), (3, 5, True)], [2], random.Random(0), [0, 1])
+    assert len(two) == HARD_ROWS and all(r[2] is None and (r[0], r[1]) not in ((0, 0), (10, 10), (11, 10), (3, 5))
+                                         and (r[0] == r[1] or r[0] in (0, 10) or r[1] in (0, 10)) for r, _ in two)
+
+
+def test_beyond_the_guard_a_row_whose_body_raised_passes_and_a_wrong_value_does_not():
+    from tandem.envs.coding.checks import Reference, Site
+    from tandem.envs.coding.verdict import Stream, judge
+
+    rows = [f"t.py::test_is_leap[fresh{i}]" for i in range(4)]
+    site = Site(0, "t.py", 6, "==", Reference({t: (True,) for t in rows}, held=True), "is_leap(year)")
+    stream = Stream(started=True, exitstatus=1,
+                    status={rows[0]: "FAILED", rows[1]: "FAILED", rows[2]: "PASSED", rows[3]: "FAILED"},
+                    raised={rows[0]: True, rows[1]: True, rows[2]: False, rows[3]: False},
+                    checks={rows[1]: [(0, False)], rows[2]: [(0, False)]})
+    required = {t: {0} for t in rows}
+    narrow = judge(rows, stream, 1, "", {0: site}, required, narrower=set(rows)).tests
+    assert narrow == {rows[0]: "PASSED", rows[1]: "FAILED", rows[2]: "FAILED", rows[3]: "FAILED"}
+    # raised before its check: passes; a value written then raised, a wrong value, a failure without raising: not
+    assert judge(rows, stream, 1, "", {0: site}, required).tests[rows[0]] == "FAILED"  # inside the guard: equal only

@@ -33,7 +33,8 @@ _, BACKENDS = sandbox_backends()
 REALISTIC_TASKS = REPO / "data" / "swe_realistic" / "tasks.jsonl"
 ATTACKS = {  # task (the bug's id) -> forgers aimed at the rules that grade it (or would, once loosened)
     "remove_cond_is_leap": ("table", "learn:odd", "learn:plain", "stack:only",  # the fix changes only multiples of 400
-                            "window:issue", "nearest:visible", "calls:k", "ids:probe"),  # tests/_separation_forgers.py
+                            "window:issue", "nearest:visible", "calls:k", "ids:probe",  # tests/_separation_forgers.py
+                            "approx:leap4000", "approx:leap8000"),  # right up to the guard: the outer hard rows
     "op_flip_hamming": ("table", "stack:only", "nearest", "transform:complement", "equal:even"),  # fresh rows
     "remove_cond_check_month": ("raises:visible", "raises:stack"),  # a pytest.raises-only task
     "op_change_const_is_prime": ("approx:fermat", "approx:fermat341", "approx:trial7", "approx:range10",

@@ -13,25 +13,31 @@ and draw few values, so such an approximation passed every draw. Trial division 
 The numbers such approximations get wrong are known, and computed here (a sieve of the band): Fermat
 pseudoprimes to bases 2, 3 and 5 and Carmichael numbers, prime powers, products of two primes >= 7 (beyond small
 trial division), the first prime above each power of ten and of two and the band's largest primes (beyond a fixed
-sieve), powers of two and 2^k +- 1, perfect numbers and factorials. Each such number in the band not among the
-table's rows becomes a **hard row** (up to HARD_ROWS, every class in turn: its two smallest first, then a draw the
-host holds, so a forger cannot hard-code the few it would meet).
+sieve), powers of two and 2^k +- 1, perfect numbers and factorials: the *number classes*, for a counting column
+(non-negative ints, the smallest at most COUNTING_START: is_prime's 0..49). Every such column, counting or not
+(is_leap's years 1600..2100), also gets the *fitted multiples*: multiples of the divisors a forger fits to the
+failing inputs (pool_rows.fitted_divisors: 1600 and 2000 give 400) past the fresh rows' guard, up to the band's
+top. A table of the centuries up to the guard (`year in range(400, 4001, 400)`) meets 4400; one up to 8000 meets
+20800. Each class in turn (its first numbers first, then a draw the host holds, so a forger cannot hard-code the
+few it would meet), up to HARD_ROWS per table, none a row of the table.
 
-**Where** (`hard_column`): a table of one input column and one expected column whose input values are ints
-(not bools), all >= 0 and the smallest at most COUNTING_START (a counting column, unbounded above: is_prime's
-0..49, not a year column 1600..2100 nor a month 1..12 inside a record), and whose expected values are all bools
-(an integer predicate). The band reaches HARD_BAND = 10 times the column's largest, the domain of the independent
-equivalence oracle (tests/_equivalence.py: a non-negative int at most ten times the table's largest): a correct
-fix agrees with the reference there, which the oracle checks; wider than the fresh rows' guard, which also serves
-records and value functions. Value functions stay out: a correct naive recursive fibonacci answers at 2x its
-table's largest and times out at 10x.
+**Where** (`hard_columns`): the scalar int input columns of non-negative values of a table whose one expected
+column holds bools (an integer predicate); a row of several inputs is a failing row with one column set to a hard
+number. The band reaches HARD_BAND = 10 times the column's largest, the domain of the independent equivalence
+oracle (tests/_equivalence.py): wider than the fresh rows' guard (wide_pools.in_domain, twice the largest), which
+also serves records and value functions. Value functions stay out: a correct naive recursive fibonacci answers at
+2x its table's largest and times out at 10x.
 
 **How**: hard rows are fresh rows (params appends them under `freshN` ids, in one shuffle with the fresh and pool
 rows, so neither id nor place tells them); a row where the reference raises, or answers differently in the two
-reference runs, is dropped as any fresh row is (tandem.envs.coding.differential.expectations): a fix that answers
-where the reference raises is never judged there. Every kept hard row is then **required** by each graded hidden
-test of its table (`require_hard_rows`), whatever else grades it: the rows guard where the bug and the reference
-agree (is_prime's bug is right at 341) as much as where they differ.
+reference runs, is dropped as any fresh row is (tandem.envs.coding.differential.expectations). Every kept hard row
+is **required** by each graded failing test of its table (`require_hard_rows`), whatever else grades it: the rows
+guard where the bug and the reference agree (is_prime's bug is right at 341) as much as where they differ. Inside
+the guard a row's value must be the reference's. **Beyond it** a correct fix may have a narrower domain and say so
+by raising (a datetime-based is_leap raises past 9999; tests/_fix_corpus_real.py): such a row passes where the
+test body raised before any host-held check ran (GradingPlan.narrower, verdict.judge), never with another value.
+So a forger that raises beyond the guard passes those rows, by design: they catch wrong values, and the plan
+decides nothing by them (`beyond`: no grading rule, separation or confined change counts them).
 """
 
 from __future__ import annotations
@@ -42,6 +48,8 @@ import random
 from typing import Any
 
 from tandem.envs.coding.fresh_rows import owner
+from tandem.envs.coding.pool_rows import fitted_divisors
+from tandem.envs.coding.wide_pools import WIDEN_BOUND, in_domain
 
 HARD_BAND = 10
 """Hard rows reach this many times the column's largest value (tests/_equivalence.py's domain)."""
@@ -54,6 +62,8 @@ COUNTING_START = 2
 FIRST_EACH = 2
 """The smallest numbers of each class come first (an approximation right up to a bound fails first there)."""
 FERMAT_BASES = (2, 3, 5)
+FITTED_FIRST = 8
+"""The fitted multiples of this many largest divisors come first (their smallest past the guard, their largest)."""
 
 
 def _smallest_factors(limit: int) -> list[int]:
@@ -101,27 +111,45 @@ def hard_classes(limit: int) -> dict[str, tuple[int, ...]]:
     return {name: tuple(sorted({v for v in values if 0 <= v <= limit})) for name, values in out.items()}
 
 
-def hard_column(rows: list[tuple], expected: list[int]) -> int | None:
-    """The input column of a table hard rows apply to (the module's docstring: where), or None."""
+def hard_columns(rows: list[tuple], expected: list[int]) -> list[int]:
+    """The input columns of a table hard rows apply to (the module's docstring: where): scalar int columns of
+    non-negative values, in a table of one expected column whose values are all bools."""
     inputs = [i for i in range(len(rows[0])) if i not in expected] if rows else []
-    if len(inputs) != 1 or len(expected) != 1:
-        return None
-    column = [r[inputs[0]] for r in rows]
-    if not all(type(v) is int for v in column) or min(column) < 0 or min(column) > COUNTING_START:
-        return None
-    return inputs[0] if all(type(r[expected[0]]) is bool for r in rows) else None
+    if len(expected) != 1 or not all(type(r[expected[0]]) is bool for r in rows):
+        return []
+    return [i for i in inputs if all(type(r[i]) is int for r in rows) and min(r[i] for r in rows) >= 0
+            and max(r[i] for r in rows) > 0]
 
 
-def hard_values(column: list[int], rng: random.Random, n: int = HARD_ROWS) -> list[int]:
-    """Up to `n` hard numbers of the band (HARD_BAND times the column's largest, HARD_LIMIT at most), none of the
-    column's own: every class in turn, its FIRST_EACH smallest first, then the rest in a random order."""
+def _fitted(column: list[int], failing: list[int], rng: random.Random) -> list[int]:
+    """Multiples of the fitted divisors of the failing values (pool_rows.fitted_divisors: 2..20 and the divisors
+    of the failing values and their gcd) beyond the fresh rows' guard, up to the band's top: the smallest past the
+    guard of the FITTED_FIRST largest divisors, the largest in the band of as many, then every divisor's smallest,
+    largest and one drawn between in a random order (400 -> 4400, 20800, ... for is_leap's 1600 and 2000)."""
+    guard, top = WIDEN_BOUND * max(column), HARD_BAND * max(column)
+    spans = [(d, guard // d + 1, top // d) for d in sorted(fitted_divisors(failing), reverse=True)]
+    spans = [(d, first, last) for d, first, last in spans if first <= last]
+    firsts = [first * d for d, first, _ in spans]
+    lasts = [last * d for d, _, last in spans]
+    rest = firsts[FITTED_FIRST:] + lasts[FITTED_FIRST:] + [rng.randint(first, last) * d for d, first, last in spans]
+    return firsts[:FITTED_FIRST] + lasts[:FITTED_FIRST] + rng.sample(rest, len(rest))
+
+
+def hard_values(column: list[int], rng: random.Random, n: int = HARD_ROWS, failing: list[int] | None = None) -> list[int]:
+    """Up to `n` hard numbers of the band (HARD_BAND times the column's largest), none of the column's own: every
+    class in turn, its FIRST_EACH first, then the rest in a random order. The number classes where the column
+    counts (its smallest at most COUNTING_START; HARD_LIMIT at most), the fitted multiples of the `failing`
+    values (the column's values in failing rows) wherever they are given."""
     limit = min(HARD_BAND * max(column), HARD_LIMIT)
     own = set(column)
+    classes = list(hard_classes(limit).values()) if min(column) <= COUNTING_START else []
     queues = []
-    for values in hard_classes(limit).values():
+    for values in classes:
         values = [v for v in values if v not in own]
         rest = values[FIRST_EACH:]
         queues.append(values[:FIRST_EACH] + rng.sample(rest, len(rest)))
+    if failing:
+        queues.append([v for v in _fitted(column, failing, rng) if v not in own])
     out: list[int] = []
     while len(out) < n and any(queues):
         for queue in queues:
@@ -132,13 +160,24 @@ def hard_values(column: list[int], rng: random.Random, n: int = HARD_ROWS) -> li
     return out
 
 
-def hard_rows(rows: list[tuple], expected: list[int], rng: random.Random) -> list[tuple]:
-    """The table's hard rows (None in the expected column), none where hard_column finds no column."""
-    column = hard_column(rows, expected)
-    if column is None:
-        return []
-    values = hard_values([r[column] for r in rows], rng)
-    return [tuple(v if i == column else None for i in range(len(rows[0]))) for v in values]
+def hard_rows(rows: list[tuple], expected: list[int], rng: random.Random, failing: list[int] | None = None
+              ) -> list[tuple[tuple, bool]]:
+    """The table's hard rows (None in the expected column), each with whether it lies beyond the fresh rows' guard
+    (a candidate raising there passes it: GradingPlan.narrower); none where hard_columns finds no column. A row of
+    several input columns is a `failing` row (indexes) with one column set to a hard number."""
+    columns = hard_columns(rows, expected)
+    bases = [rows[k] for k in failing] if failing else rows
+    out: list[tuple[tuple, bool]] = []
+    seen = [tuple(None if j in expected else v for j, v in enumerate(r)) for r in rows]
+    for i in columns:
+        column = [r[i] for r in rows]
+        for v in hard_values(column, rng, HARD_ROWS // len(columns), [r[i] for r in bases]):
+            base = rng.choice(bases)
+            row = tuple(v if j == i else (None if j in expected else base[j]) for j in range(len(base)))
+            if row not in seen:
+                seen.append(row)
+                out.append((row, not in_domain(v, column)))
+    return out
 
 
 def hard_rng(rng: random.Random, table: str) -> random.Random:
@@ -147,9 +186,10 @@ def hard_rng(rng: random.Random, table: str) -> random.Random:
     return random.Random(f"{rng.getstate()!r}:{table}:hard")
 
 
-def require_hard_rows(plan: Any, failing: tuple[str, ...], kept: list[str], hard: list[str]) -> None:
+def require_hard_rows(plan: Any, failing: tuple[str, ...], kept: list[str], hard: dict[str, bool]) -> None:
     """Each graded failing test (graded ids) requires the `hard` rows of its table that the plan kept (`kept`: the
-    reference's values held in both reference runs). `plan`: tandem.envs.coding.grading_plan.GradingPlan."""
+    reference's values held in both reference runs); those beyond the guard join `plan.narrower`.
+    `plan`: tandem.envs.coding.grading_plan.GradingPlan."""
     if plan.refused:
         return
     held = [f for f in hard if f in kept]
@@ -158,3 +198,10 @@ def require_hard_rows(plan: Any, failing: tuple[str, ...], kept: list[str], hard
         if rows:
             required = plan.differential.get(test, [])
             plan.differential[test] = required + [f for f in rows if f not in required]
+    plan.narrower = [f for f in held if hard[f]]
+
+
+def beyond(hard: dict[str, bool], rows: list[str]) -> tuple[list[str], list[str]]:
+    """(`rows` less the hard rows beyond the guard, those rows): the plan decides nothing by the latter (a
+    candidate raising there passes them), they only guard."""
+    return [f for f in rows if not hard.get(f)], [f for f in rows if hard.get(f)]

@@ -51,8 +51,9 @@ class Hidden:
     """Graded node ids of the fresh rows appended to the tables (tandem.envs.coding.differential)."""
     pool: list[str] = field(default_factory=list)
     """Those of `fresh` that are pool rows (tandem.envs.coding.separating): candidates for separating rows."""
-    hard: list[str] = field(default_factory=list)
-    """Those of `fresh` that are hard rows (tandem.envs.coding.hard_rows): required by every graded failing test."""
+    hard: dict[str, bool] = field(default_factory=dict)
+    """Those of `fresh` that are hard rows (tandem.envs.coding.hard_rows), each with whether it lies beyond the fresh
+    rows' guard: required by every graded failing test."""
 
 
 def hide(source: str, rel: str, task_tests: tuple[str, ...], enums: Callable[[], dict] = dict,
@@ -75,7 +76,7 @@ def hide(source: str, rel: str, task_tests: tuple[str, ...], enums: Callable[[],
         argvalues, text, aliases, expected, fresh, pool, hard = found
         out.fresh += fresh
         out.pool += pool
-        out.hard += hard
+        out.hard.update(hard)
         edits.append((argvalues, text))
         out.aliases.update(aliases)
         out.expected.update({(func.lineno, func.end_lineno, name): values for name, values in expected.items()})
@@ -123,8 +124,9 @@ def _hideable(func, node_prefix: str, task_tests: tuple[str, ...], enums: Callab
     hidden_rows = [tuple(None if i in columns else v for i, v in enumerate(row)) for row in rows]
     near = [n for n, t in enumerate(originals) if t in failing]
     fresh, probes = sample(rows, columns, rng, near) if rng is not None else ([], [])
-    hard = hard_rows(rows, columns, hard_rng(rng, node_prefix)) if rng is not None and near else []
-    fresh, probes = [r for r in fresh if r not in hard] + hard, [r for r in probes if r not in hard]
+    hard, outer = zip(*found) if rng is not None and near and (found := hard_rows(rows, columns, hard_rng(rng, node_prefix),
+                                                                                  near)) else ((), ())
+    fresh, probes = [r for r in fresh if r not in hard] + list(hard), [r for r in probes if r not in hard]
     fresh, pooled = _with_pool(rows, columns, rng, near, fresh, probes, node_prefix)
     case_ids = ([f"case{n}" for n in range(len(rows))] + [f"{FRESH_ID}{n}" for n in range(len(fresh))]
                 + [f"{PROBE_ID}{n}" for n in range(len(probes))])
@@ -138,10 +140,10 @@ def _hideable(func, node_prefix: str, task_tests: tuple[str, ...], enums: Callab
     expected = {names[i]: {graded[n]: rows[n][i] for n in range(len(rows))} for i in columns}
     fresh_ids = [f"{node_prefix}[{i}]" for i in case_ids[len(rows):]]
     pool = [f"{node_prefix}[{FRESH_ID}{n}]" for n, is_pool in enumerate(pooled) if is_pool]
-    hard_ids = [f"{node_prefix}[{FRESH_ID}{n}]" for n, (row, is_pool) in enumerate(zip(fresh, pooled))
-                if not is_pool and row in hard]
+    hard_ids = {f"{node_prefix}[{FRESH_ID}{n}]": outer[hard.index(row)] for n, (row, is_pool)
+                in enumerate(zip(fresh, pooled)) if not is_pool and row in hard}
     return (marks[0].args[1], text, dict(zip(originals, graded)), expected, fresh_ids,
-            [p for p in pool if p in fresh_ids], [h for h in hard_ids if h in fresh_ids])
+            [p for p in pool if p in fresh_ids], {h: b for h, b in hard_ids.items() if h in fresh_ids})
 
 
 def _with_pool(rows: list[tuple], columns: list[int], rng: random.Random | None, near: list[int], fresh: list[tuple],
