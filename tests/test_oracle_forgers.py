@@ -65,8 +65,10 @@ def test_the_oracle_tells_the_bug_and_a_visible_row_table_from_fixes(tmp_path):
         assert fn[1] in ("is_leap", "days_in_month", "day_of_year") and band in ("span", "domain") and mine != ref
         again = oracle.judge(oracle.root / "reference")  # the reference against itself, in a second process
         assert again.verdict == "fix" and not any(sum(c.values()) for c in again.differ.values()), again.summary()
-        fixes = [f for f in REALISTIC if f.task == "datekit/remove_cond_is_leap"]
-        assert len(fixes) >= 2
+        # a fix marked outside differs beyond what the tests show: the datetime-based one raises past 9999, a narrower
+        # domain the grader accepts beyond its guard (tandem.envs.coding.hard_rows) and this oracle still counts
+        fixes = [f for f in REALISTIC if f.task == "datekit/remove_cond_is_leap" and not f.outside]
+        assert len(fixes) >= 4
         for i, fx in enumerate(fixes):
             verdict = oracle.judge(oracle.candidate_tree(f"fix{i}", command="cd /testbed && " + apply_command(fx)))
             assert verdict.verdict == "fix", (fx.form, verdict.summary())
