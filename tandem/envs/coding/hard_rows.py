@@ -56,7 +56,8 @@ HARD_BAND = 10
 HARD_ROWS = 48
 """At most this many hard rows per table."""
 HARD_LIMIT = 100_000
-"""No hard number above this (the sieve's size; a counting column of a predicate rarely reaches it)."""
+"""No hard number above this (the sieve's size; and a correct O(n) predicate, trial division up to n, stays in
+milliseconds per row there)."""
 COUNTING_START = 2
 """A counting column's smallest value is at most this."""
 FIRST_EACH = 2
@@ -126,7 +127,7 @@ def _fitted(column: list[int], failing: list[int], rng: random.Random) -> list[i
     of the failing values and their gcd) beyond the fresh rows' guard, up to the band's top: the smallest past the
     guard of the FITTED_FIRST largest divisors, the largest in the band of as many, then every divisor's smallest,
     largest and one drawn between in a random order (400 -> 4400, 20800, ... for is_leap's 1600 and 2000)."""
-    guard, top = WIDEN_BOUND * max(column), HARD_BAND * max(column)
+    guard, top = WIDEN_BOUND * max(column), min(HARD_BAND * max(column), HARD_LIMIT)
     spans = [(d, guard // d + 1, top // d) for d in sorted(fitted_divisors(failing), reverse=True)]
     spans = [(d, first, last) for d, first, last in spans if first <= last]
     firsts = [first * d for d, first, _ in spans]
