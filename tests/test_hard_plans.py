@@ -70,6 +70,8 @@ def test_is_primes_plan_requires_341_and_a_prime_square_and_every_correct_fix_sc
             assert required & {p * p for p in (11, 13, 17, 19)}, (t, sorted(required))
             assert max(required) <= HARD_BAND * 49 and max(required) > 2 * 49, sorted(required)
         assert {rows[f] for f in plan.narrower} == {n for f, n in rows.items() if n > 2 * 49 and "[fresh" in f}
+        decided = {rows[f] for f in plan.fresh_failed if "[fresh" in f}  # the rows the plan decides by
+        assert decided and max(decided) <= 2 * 49, sorted(decided)  # none beyond the guard (121, 169... fail the bug)
 
     scores = _plans_and_scores(tmp_path, backend, task, fixes, check_plan)
     assert len(fixes) >= 6
