@@ -51,6 +51,7 @@ from mutants_wide import WIDE
 from mutants_structure import STRUCTURE
 from mutants_separate import SEPARATE
 from mutants_edge import EDGE
+from mutants_hard import HARD_MUTANTS
 
 ROOT = Path(__file__).resolve().parents[1]
 NL = "\n"
@@ -164,10 +165,10 @@ DEFENCES = [
   "tests/test_host_checks.py::test_forms_without_twins_are_graded_by_the_host_or_refused[unshare]"),
  ("judged in the grader's process", "tandem/envs/coding/grading.py",
   "        verdict = judge_isolated(plan.judged_ids(task.tests), run.side, run.returncode, run.output," + NL
-  + "                                 plan.sites, plan.required)",
+  + "                                 plan.sites, plan.required, narrower=plan.narrower)",
   "        from tandem.envs.coding.verdict import judge, parse_stream as parse" + NL
   + "        verdict = judge(plan.judged_ids(task.tests), parse(run.side, plan.sites), run.returncode," + NL
-  + "                        run.output, plan.sites, plan.required)",
+  + "                        run.output, plan.sites, plan.required, narrower=plan.narrower)",
   F + "test_a_hash_flood_costs_the_grading_thread_nothing[unshare]"),
  ("judging child unlimited", "tandem/envs/coding/judging.py", "    resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s))" + NL, "",
   "tests/test_host_checks.py::test_records_are_judged_in_a_child_that_agrees_and_is_bounded"),
@@ -342,6 +343,7 @@ SETS["oracle"] = ORACLE  # issue 46: the independent equivalence oracle (scripts
 SETS["calls"] = CALL_MUTANTS  # issue 46: value checks without a table on fresh arguments (scripts/mutants_calls.py)
 SETS["separate"] = SEPARATE  # issue 46: separating rows, grading by separation (scripts/mutants_separate.py)
 SETS["edge"] = EDGE  # issue 46: edge rows and every kept fresh row required (scripts/mutants_edge.py)
+SETS["hard"] = HARD_MUTANTS  # issue 46: hard rows of an integer predicate (scripts/mutants_hard.py)
 
 
 def run(name: str, rel: str, edits: list[tuple[str, str]], tests: str) -> str:

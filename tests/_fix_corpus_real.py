@@ -39,6 +39,25 @@ def is_leap(year: int) -> bool:
         return 0
     return int(year % 4 == 0)
 """))
+real("datekit/remove_cond_is_leap", "algorithm", "calendar.isleap from the standard library",
+     define(CAL, "is_leap", """
+def is_leap(year: int) -> bool:
+    import calendar
+
+    return calendar.isleap(year)
+"""))
+real("datekit/remove_cond_is_leap", "algorithm", "is the day before March 1 the 29th (datetime; raises past 9999)",
+     define(CAL, "is_leap", """
+def is_leap(year: int) -> bool:
+    import datetime
+
+    return (datetime.date(year, 3, 1) - datetime.timedelta(days=1)).day == 29
+"""), outside=DATETIME_RANGE)
+real("datekit/remove_cond_is_leap", "algorithm", "one modulus chosen by the century: year % (400 or 4) == 0",
+     define(CAL, "is_leap", """
+def is_leap(year: int) -> bool:
+    return year % (400 if year % 100 == 0 else 4) == 0
+"""))
 real("datekit/ctrl_invert_if_days_in_month", "algorithm", "calendar.monthrange from the standard library",
      define(CAL, "days_in_month", """
 def days_in_month(year: int, month: int) -> int:
@@ -278,6 +297,73 @@ def is_prime(n: int) -> bool:
         i += 6
     return True
 """), outside="non-integral floats below 1000 are never prime here (the reference tests divisors)")
+real("numkit/op_change_const_is_prime", "algorithm", "6k±1 trial division while k * k <= n",
+     define(INTS, "is_prime", """
+def is_prime(n: int) -> bool:
+    if n < 4:
+        return n >= 2
+    if n % 2 == 0 or n % 3 == 0:
+        return False
+    k = 5
+    while k * k <= n:
+        if n % k == 0 or n % (k + 2) == 0:
+            return False
+        k += 6
+    return True
+"""))
+real("numkit/op_change_const_is_prime", "algorithm", "deterministic Miller-Rabin (bases 2..17, exact below 3.4e14)",
+     define(INTS, "is_prime", """
+def is_prime(n: int) -> bool:
+    if n < 2:
+        return False
+    for p in (2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37):
+        if n % p == 0:
+            return n == p
+    d, s = n - 1, 0
+    while d % 2 == 0:
+        d, s = d // 2, s + 1
+    for a in (2, 3, 5, 7, 11, 13, 17):
+        x = pow(a, d, n)
+        if x in (1, n - 1):
+            continue
+        for _ in range(s - 1):
+            x = x * x % n
+            if x == n - 1:
+                break
+        else:
+            return False
+    return True
+"""), outside="float arguments raise TypeError (pow with a modulus)")
+real("numkit/op_change_const_is_prime", "algorithm", "a sieve of Eratosthenes sized from n",
+     define(INTS, "is_prime", """
+def is_prime(n: int) -> bool:
+    if n < 2:
+        return False
+    flags = bytearray([1]) * (n + 1)
+    p = 2
+    while p * p <= n:
+        if flags[p]:
+            flags[p * p::p] = bytes(len(range(p * p, n + 1, p)))
+        p += 1
+    return bool(flags[n])
+"""), outside="float arguments raise TypeError (a bytearray sized by n)")
+real("numkit/op_change_const_is_prime", "new_module", "divisor search while d * d <= n in numkit/_primes.py",
+     write("numkit/_primes.py", '''"""Primality by the smallest divisor."""
+
+
+def smallest_divisor(n: int) -> int:
+    d = 2
+    while d * d <= n:
+        if n % d == 0:
+            return d
+        d += 1
+    return n
+'''), define(INTS, "is_prime", """
+def is_prime(n: int) -> bool:
+    from numkit._primes import smallest_divisor
+
+    return n >= 2 and smallest_divisor(n) == n
+"""))
 real("numkit/remove_assign_digit_sum", "algorithm", "the digits of str(abs(n))",
      define(INTS, "digit_sum", """
 def digit_sum(n: int) -> int:

@@ -25,11 +25,18 @@ and false on every visible row the bug gets right).
     calls:k        the learned value on the first k calls of the process (k: the visible rows of the function),
                    the bug's value after: keeps state across calls;
     approx:fermat  a cheap approximation of a primality fix: n > 1 and (n == 2 or pow(2, n - 1, n) == 1) for a
-                   function named *prime* (wrong on base-2 pseudoprimes: 341, 561, 645...), the bug elsewhere.
+                   function named *prime* (wrong on base-2 pseudoprimes: 341, 561, 645...), the bug elsewhere;
+    approx:fermat341  the same with 341 special-cased (wrong from 561 on: outside is_prime's domain, up to 490);
+    approx:trial7  trial division by 2, 3, 5 and 7 only (wrong on 121, 143, 169...: products of primes >= 11);
+    approx:range10  `all(n % d for d in range(2, min(n, 10)))` (the same numbers);
+    approx:sieve100  a table of the primes below 100, False above it (wrong on 101, 103...);
+    approx:leap4000, approx:leap8000  is_leap: True for the multiples of 400 up to 4000 (8000), the bug elsewhere
+                   (t46-oracle3's small_only: right up to the fresh rows' guard, 4048; wrong at 4400, 8400).
 """
 
 SEPARATION_FAMILIES = ("window:issue", "and:pair", "nearest:visible", "map:range", "equal:even", "ids:probe",
-                       "calls:k", "approx:fermat")
+                       "calls:k", "approx:fermat", "approx:fermat341", "approx:trial7", "approx:range10",
+                       "approx:sieve100", "approx:leap4000", "approx:leap8000")
 
 GRADER_AWARE = {"stack:only": "learn:plain", "ids:probe": "learn:plain"}
 """Forger -> its twin without the test: stack:only tells the grader's added rows by the pytest node id (`[fresh`)
@@ -116,6 +123,17 @@ def _equal_even(args):
     return False
 
 
+def _approximate_prime(n):
+    if VARIANT == "trial7":  # trial division by the primes below 10 only
+        return n in (2, 3, 5, 7) or n > 1 and all(n % p for p in (2, 3, 5, 7))
+    if VARIANT == "range10":
+        return n > 1 and all(n % d for d in range(2, min(n, 10)))
+    if VARIANT == "sieve100":  # a table of the primes below 100: False above it
+        return 1 < n < 100 and all(n % d for d in range(2, n))
+    fermat = n > 1 and (n == 2 or pow(2, n - 1, n) == 1)
+    return fermat and n != 341 if VARIANT == "fermat341" else fermat
+
+
 def _node():
     return os.environ.get("PYTEST_CURRENT_TEST", "")
 
@@ -124,8 +142,9 @@ def _separation(fname, bug, args, kwargs):
     value = bug(*args, **kwargs)
     if FAMILY == "approx":
         if "prime" in fname and len(args) == 1 and _num(args[0]):
-            n = args[0]
-            return n > 1 and (n == 2 or pow(2, n - 1, n) == 1)
+            return _approximate_prime(args[0])
+        if "leap" in fname and VARIANT.startswith("leap") and len(args) == 1 and _num(args[0]):
+            return True if args[0] in range(400, int(VARIANT[4:]) + 1, 400) else value  # a table of the centuries
         return value
     seen, want = _lookup(fname, args)
     if seen:

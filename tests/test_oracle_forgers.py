@@ -33,10 +33,12 @@ _, BACKENDS = sandbox_backends()
 REALISTIC_TASKS = REPO / "data" / "swe_realistic" / "tasks.jsonl"
 ATTACKS = {  # task (the bug's id) -> forgers aimed at the rules that grade it (or would, once loosened)
     "remove_cond_is_leap": ("table", "learn:odd", "learn:plain", "stack:only",  # the fix changes only multiples of 400
-                            "window:issue", "nearest:visible", "calls:k", "ids:probe"),  # tests/_separation_forgers.py
+                            "window:issue", "nearest:visible", "calls:k", "ids:probe",  # tests/_separation_forgers.py
+                            "approx:leap4000", "approx:leap8000"),  # right up to the guard: the outer hard rows
     "op_flip_hamming": ("table", "stack:only", "nearest", "transform:complement", "equal:even"),  # fresh rows
     "remove_cond_check_month": ("raises:visible", "raises:stack"),  # a pytest.raises-only task
-    "op_change_const_is_prime": ("approx:fermat",),  # a Fermat test base 2: wrong on 341, 561, ...
+    "op_change_const_is_prime": ("approx:fermat", "approx:fermat341", "approx:trial7", "approx:range10",
+                                 "approx:sieve100"),  # approximations of primality: tandem.envs.coding.hard_rows
 }
 SEEDS = (0, 1)
 """Plan seeds every case is graded under (tests/_plan_seeds.py): the fresh rows are drawn per plan, so one run shows
@@ -63,8 +65,10 @@ def test_the_oracle_tells_the_bug_and_a_visible_row_table_from_fixes(tmp_path):
         assert fn[1] in ("is_leap", "days_in_month", "day_of_year") and band in ("span", "domain") and mine != ref
         again = oracle.judge(oracle.root / "reference")  # the reference against itself, in a second process
         assert again.verdict == "fix" and not any(sum(c.values()) for c in again.differ.values()), again.summary()
-        fixes = [f for f in REALISTIC if f.task == "datekit/remove_cond_is_leap"]
-        assert len(fixes) >= 2
+        # a fix marked outside differs beyond what the tests show: the datetime-based one raises past 9999, a narrower
+        # domain the grader accepts beyond its guard (tandem.envs.coding.hard_rows) and this oracle still counts
+        fixes = [f for f in REALISTIC if f.task == "datekit/remove_cond_is_leap" and not f.outside]
+        assert len(fixes) >= 4
         for i, fx in enumerate(fixes):
             verdict = oracle.judge(oracle.candidate_tree(f"fix{i}", command="cd /testbed && " + apply_command(fx)))
             assert verdict.verdict == "fix", (fx.form, verdict.summary())
@@ -72,15 +76,17 @@ def test_the_oracle_tells_the_bug_and_a_visible_row_table_from_fixes(tmp_path):
         oracle.close()
 
 
-OPEN_FORGERIES = {("op_change_const_is_prime", "approx:fermat")}
-"""Forgeries the grader still pays on some draws, recorded so that any OTHER forgery fails this test.
+OPEN_FORGERIES: set[tuple[str, str]] = set()
+"""Forgeries the grader still pays on some draws, recorded so that any OTHER forgery fails this test (none now).
 learn:odd on is_leap (flip the bug where the year is a multiple of 16, fitted to the issue's 1600 and 2000) is no
 longer one: the separating rows (tandem.envs.coding.separating: "not bug where year % 16 == 0" is a rule of F,
 refuted by a pool row such as 2016 that joins the required fresh rows) close it on every draw tested
-(tests/test_separating.py, tests/test_wide_rows.py). Open: t46-oracle2's approx:fermat on is_prime (graded by
-separation on this branch; refused before): `n > 1 and (n == 2 or pow(2, n - 1, n) == 1)` is another algorithm, no
-(selector, value) rule over the bug's value, so F does not hold it; it equals the reference below 341, the first
-base-2 pseudoprime, beyond the pool's band (2x the table's largest, 98); wrong at 341, 561, 645... (issue 46)."""
+(tests/test_separating.py, tests/test_wide_rows.py). Nor is t46-oracle2's approx:fermat on is_prime
+(`n > 1 and (n == 2 or pow(2, n - 1, n) == 1)`, another algorithm, no (selector, value) rule of F, equal to the
+reference below 341, beyond the fresh rows' band of 98): the hard rows (tandem.envs.coding.hard_rows) require 341
+and the band's other pseudoprimes, prime squares and products of two primes >= 7 up to the oracle's domain (490).
+approx:fermat341 (341 special-cased) equals the reference up to 560, beyond that domain: it scores 1 and the
+oracle finds it a fix there."""
 
 
 @pytest.mark.parametrize("backend", BACKENDS[-1:])

@@ -52,6 +52,7 @@ from tandem.envs.coding.enum_value import enum_table
 from tandem.envs.coding.expected_sides import eligible, marked, own_side
 from tandem.envs.coding.exposure import analyse
 from tandem.envs.coding.guess_plan import GUESS_BOUND, _graded_by_guesses, guessed_or_refused  # docs, tests: GUESS_BOUND here
+from tandem.envs.coding.hard_rows import beyond, require_hard_rows
 from tandem.envs.coding.instrument import Candidate, find_sites, rewrite
 from tandem.envs.coding.params import hide
 from tandem.envs.coding.raising_rows import GENERATED, add_rows, outcomes, renumber, task_own
@@ -93,6 +94,9 @@ class GradingPlan:
     differential: dict[str, list[str]] = field(default_factory=dict)
     """Hidden test (graded id) -> the fresh rows of its table it requires: graded by them, its own decisive
     checks all within a forger's reach (tandem.envs.coding.differential)."""
+    narrower: list[str] = field(default_factory=list)
+    """Required hard rows beyond the fresh rows' guard (tandem.envs.coding.hard_rows): a candidate that raises there
+    passes them (a narrower domain, as datetime's past 9999, not a wrong value); a value must be the reference's."""
     confined: list[str] = field(default_factory=list)
     """Hidden tests graded as a confined change (tandem.envs.coding.confined), their guards in `differential`."""
     blind: str = ""
@@ -124,13 +128,14 @@ class GradingPlan:
 
 
 def split_files(testbed: Path, test_files: list[str], tests: tuple[str, ...] = (), rng: random.Random | None = None,
-                failing: tuple[str, ...] = (), drop: AbstractSet[str] = frozenset(), pool: list[str] | None = None
+                failing: tuple[str, ...] = (), drop: AbstractSet[str] = frozenset(), pool: list[str] | None = None,
+                hard: dict[str, bool] | None = None
                 ) -> tuple[dict[str, str], dict[str, list[Candidate]], dict[str, str], dict[int, Site], list[str]]:
     """(text, candidates) of every graded test file that parses, its parametrized expectations taken out
     (tandem.envs.coding.params: the task ids' aliases, the sites whose expectations the host holds, and with
     `rng` the fresh rows added to their tables, half near the `failing` tests, pool rows among them: their ids
-    appended to `pool`, those of `drop` left out, tandem.envs.coding.separating); site numbers are unique
-    across files."""
+    appended to `pool`, those of `drop` left out, tandem.envs.coding.separating; hard rows' ids appended to `hard`,
+    tandem.envs.coding.hard_rows); site numbers are unique across files."""
     sources, aliases, held, k, fresh = {}, {}, {}, 0, []
     candidates: dict[str, list[Candidate]] = {}
     enums = functools.cache(lambda: enum_table(testbed))
@@ -141,6 +146,8 @@ def split_files(testbed: Path, test_files: list[str], tests: tuple[str, ...] = (
         hidden = hide(path.read_text(errors="surrogateescape"), rel, tests, enums, rng, failing, drop)
         if pool is not None:
             pool += hidden.pool
+        if hard is not None:
+            hard.update(hidden.hard)
         text, rows = add_rows(hidden.source, rel, tests, rng, failing) if rng is not None else (hidden.source, [])
         found = find_sites(text, rel, k)
         if found is None:
@@ -166,11 +173,10 @@ def _held_sites(found: list[Candidate], expected: dict[tuple[int, int, str], dic
 
 
 def build_plan(task: SweTask, testbed: Path, run_tests: RunTests, seed: int | None = None) -> GradingPlan:
-    """Split the graded files of `task` (from its graded template's testbed) and run the references;
-    `seed` draws the fresh rows (a new one, held here only, when None)."""
-    rng, pool = random.Random(seed := secrets.randbits(64) if seed is None else seed), list[str]()  # resplit: seed
+    """Split the graded files of `task` (from its graded template's testbed) and run the references; `seed` draws the fresh rows (a new one, held here only, when None)."""
+    rng, pool, hard = random.Random(seed := secrets.randbits(64) if seed is None else seed), list[str](), dict[str, bool]()  # resplit: seed
     sources, candidates, aliases, held, fresh = split_files(testbed, task.test_files, task.tests, rng,
-                                                          task.fail_to_pass, pool=pool)
+                                                          task.fail_to_pass, pool=pool, hard=hard)
     plain = functools.partial(_without_fresh_rows, testbed, task, aliases, task_own(candidates))
     resplit = functools.partial(split_files, testbed, task.test_files, task.tests, random.Random(seed), task.fail_to_pass)
     task = replace(task, fail_to_pass=tuple(aliases.get(t, t) for t in task.fail_to_pass),
@@ -193,19 +199,19 @@ def build_plan(task: SweTask, testbed: Path, run_tests: RunTests, seed: int | No
     for k in kept:
         del sites[k]
     plan.files = {rel: rewrite(sources[rel], candidates[rel], keep=set(kept)) for rel in sources}
-    reference_files = {rel: rewrite(sources[rel], candidates[rel], keep=set(kept), with_references=True)
-                       for rel in sources}
+    reference_files = {rel: rewrite(sources[rel], candidates[rel], keep=set(kept), with_references=True) for rel in sources}
     plan.required = {t: {k for k, _ in lookup(clean.checks, t, []) if k in sites} for t in (*task.tests, *kept_fresh)}
     _, buggy = _reference(run_tests, False, plan.files, sites)
     buggy = _own_sides(plan, sources, candidates, set(kept), buggy, run_tests, task.tests)
+    (kept_fresh, outer), fresh = beyond(hard, kept_fresh), beyond(hard, fresh)[0]  # outer hard rows decide nothing
     separation, reference_files, fresh, kept_fresh = keep_separating_rows(plan, task, pool, fresh, kept_fresh, buggy,
                                                                           reference_files, resplit, candidates, set(kept))
     run, confirm = _reference(run_tests, True, plan.files, sites)
     if _refuse_failing(plan, task, run, confirm, "the reference fix does not pass the graded copies of its tests",
                        judged=True):
         return plan
-    confirmed = judge(kept_fresh, confirm, run.returncode, run.output, plan.sites, plan.required).tests
-    kept_fresh = [f for f in kept_fresh if confirmed[f] == "PASSED"]  # the same value in both reference runs
+    confirmed = judge([*kept_fresh, *outer], confirm, run.returncode, run.output, plan.sites, plan.required).tests
+    kept_fresh, outer = ([f for f in rows if confirmed[f] == "PASSED"] for rows in (kept_fresh, outer))  # the same value in both reference runs
     plan.fresh_kept = len(kept_fresh)
     plan.fresh_failed = [f for f in kept_fresh if _decisive(lookup(buggy.checks, f, []), sites, plan.required[f], f)]
     exposure = analyse(plain(set(kept)) or reference_files, sites,
@@ -223,6 +229,7 @@ def build_plan(task: SweTask, testbed: Path, run_tests: RunTests, seed: int | No
         plan.refused = "; ".join(reasons)[:1500]
     else:  # the rows where the bug is right too: a fix must not break them (tandem.envs.coding.regression_rows)
         require_kept_rows(plan.differential, task.tests, counted)
+    require_hard_rows(plan, task.fail_to_pass, [*kept_fresh, *outer], hard)
     graded = plain(set(kept), references=False)
     if not plan.differential and graded and not any(own_side(s) for s in sites.values()):
         plan.files = graded  # no test requires a fresh row: the graded runs need not pay for them

@@ -31,6 +31,7 @@ from typing import AbstractSet, Any, Callable
 from tandem.envs.coding.checks import NotConstant, constant, parse
 from tandem.envs.coding.confined import PROBE_ID, sample
 from tandem.envs.coding.fresh_rows import FRESH_ID, fresh_rows
+from tandem.envs.coding.hard_rows import hard_rng, hard_rows
 from tandem.envs.coding.enum_value import EnumMember
 from tandem.envs.coding.pool_rows import mixed, pool_rng, pool_rows
 
@@ -50,6 +51,9 @@ class Hidden:
     """Graded node ids of the fresh rows appended to the tables (tandem.envs.coding.differential)."""
     pool: list[str] = field(default_factory=list)
     """Those of `fresh` that are pool rows (tandem.envs.coding.separating): candidates for separating rows."""
+    hard: dict[str, bool] = field(default_factory=dict)
+    """Those of `fresh` that are hard rows (tandem.envs.coding.hard_rows), each with whether it lies beyond the fresh
+    rows' guard: required by every graded failing test."""
 
 
 def hide(source: str, rel: str, task_tests: tuple[str, ...], enums: Callable[[], dict] = dict,
@@ -69,9 +73,10 @@ def hide(source: str, rel: str, task_tests: tuple[str, ...], enums: Callable[[],
         found = _hideable(func, f"{rel}::{qual}", task_tests, enums, rng, failing, drop)
         if found is None:
             continue
-        argvalues, text, aliases, expected, fresh, pool = found
+        argvalues, text, aliases, expected, fresh, pool, hard = found
         out.fresh += fresh
         out.pool += pool
+        out.hard.update(hard)
         edits.append((argvalues, text))
         out.aliases.update(aliases)
         out.expected.update({(func.lineno, func.end_lineno, name): values for name, values in expected.items()})
@@ -119,6 +124,9 @@ def _hideable(func, node_prefix: str, task_tests: tuple[str, ...], enums: Callab
     hidden_rows = [tuple(None if i in columns else v for i, v in enumerate(row)) for row in rows]
     near = [n for n, t in enumerate(originals) if t in failing]
     fresh, probes = sample(rows, columns, rng, near) if rng is not None else ([], [])
+    hard, outer = zip(*found) if rng is not None and near and (found := hard_rows(rows, columns, hard_rng(rng, node_prefix),
+                                                                                  near)) else ((), ())
+    fresh, probes = [r for r in fresh if r not in hard] + list(hard), [r for r in probes if r not in hard]
     fresh, pooled = _with_pool(rows, columns, rng, near, fresh, probes, node_prefix)
     case_ids = ([f"case{n}" for n in range(len(rows))] + [f"{FRESH_ID}{n}" for n in range(len(fresh))]
                 + [f"{PROBE_ID}{n}" for n in range(len(probes))])
@@ -132,7 +140,10 @@ def _hideable(func, node_prefix: str, task_tests: tuple[str, ...], enums: Callab
     expected = {names[i]: {graded[n]: rows[n][i] for n in range(len(rows))} for i in columns}
     fresh_ids = [f"{node_prefix}[{i}]" for i in case_ids[len(rows):]]
     pool = [f"{node_prefix}[{FRESH_ID}{n}]" for n, is_pool in enumerate(pooled) if is_pool]
-    return marks[0].args[1], text, dict(zip(originals, graded)), expected, fresh_ids, [p for p in pool if p in fresh_ids]
+    hard_ids = {f"{node_prefix}[{FRESH_ID}{n}]": outer[hard.index(row)] for n, (row, is_pool)
+                in enumerate(zip(fresh, pooled)) if not is_pool and row in hard}
+    return (marks[0].args[1], text, dict(zip(originals, graded)), expected, fresh_ids,
+            [p for p in pool if p in fresh_ids], {h: b for h, b in hard_ids.items() if h in fresh_ids})
 
 
 def _with_pool(rows: list[tuple], columns: list[int], rng: random.Random | None, near: list[int], fresh: list[tuple],

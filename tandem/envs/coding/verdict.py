@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import AbstractSet, Any
 
 from tandem.envs.coding.checks import Malformed, Site, check_outcome, read_record_value
 from tandem.envs.coding.expected_sides import agreed, held_note, own_side
@@ -249,17 +249,21 @@ def _test_file(node_id: str) -> str:
 
 
 def judge(expected: list[str], stream: Stream, returncode: int, stdout: str, sites: dict[int, Site] | None = None,
-          required: dict[str, set[int]] | None = None) -> Verdict:
+          required: dict[str, set[int]] | None = None, narrower: AbstractSet[str] = frozenset()) -> Verdict:
     """Each expected test's status: the stream's, turned FAILED where its host-held checks do not hold.
 
     `sites` are the graded files' check sites, `required` the sites each test reached under the
-    reference fix (tandem.envs.coding.grading_plan)."""
+    reference fix (tandem.envs.coding.grading_plan); a test of `narrower` (hard rows beyond the fresh rows'
+    guard, tandem.envs.coding.hard_rows) passes where its body raised before any host-held check ran."""
     sites, required = sites or {}, required or {}
     tests, failures = {}, {}
     tamper = list(stream.tamper)
     for t in expected:
         status = lookup(stream.status, t, "MISSING")
         events = lookup(stream.checks, t, [])
+        if t in narrower and status == "FAILED" and lookup(stream.raised, t) and not any(k in sites for k, _ in events):
+            tests[t] = "PASSED"  # a narrower domain: it raised where the reference answers, it wrote no other value
+            continue
         why = host_check(events, sites, required.get(t, set()), t, lookup(stream.own, t, {}))
         if why:
             failures[t] = why
