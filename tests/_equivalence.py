@@ -50,11 +50,38 @@ def _run(mode: str, tree: str, *argv: str) -> None:
                    env=env)
 
 
+class _TreeUnpickler(pickle.Unpickler):
+    """Unpickles what a worker wrote, the task's own classes (an enum the function returns, the object a method is
+    called on) imported from `tree`'s package by file location where this process cannot import them (no sys.path
+    edit: the package is loaded once under its own name, so every tree's values share one class)."""
+
+    def __init__(self, file, tree: Path):
+        super().__init__(file)
+        self.tree = tree
+
+    def find_class(self, module: str, name: str):
+        top = module.split(".")[0]
+        if top not in sys.modules and (self.tree / top / "__init__.py").exists():
+            import importlib.util
+
+            spec = importlib.util.spec_from_file_location(top, self.tree / top / "__init__.py",
+                                                          submodule_search_locations=[str(self.tree / top)])
+            package = importlib.util.module_from_spec(spec)
+            sys.modules[top] = package
+            spec.loader.exec_module(package)
+        return super().find_class(module, name)
+
+
+def _load(path: Path, tree: Path):
+    with path.open("rb") as f:
+        return _TreeUnpickler(f, tree).load()
+
+
 def record_table(task: SweTask, reference: Path) -> dict:
     """(module, qualname) -> the argument tuples the task's hidden tests pass it, under the reference fix."""
     out = reference.parent / f"{reference.name}.table.pkl"
     _run("record", str(reference), str(out), *task.tests)
-    return pickle.loads(out.read_bytes())
+    return _load(out, reference)
 
 
 def _is_num(v) -> bool:
@@ -109,7 +136,8 @@ def _num_pool(values: list, rng: random.Random, kind: str) -> list:
         pool += list(range(start, int(hi) + 2 * m, m))[:200]
     while len(pool) < 3000:
         r = rng.random()
-        x = (rng.randint(int(lo) - (hi - lo) - 5, int(hi) + (hi - lo) + 5) if r < .5 else
+        width = math.ceil(hi - lo)  # a float column (a back-off base) spans a float width
+        x = (rng.randint(int(lo) - width - 5, int(hi) + width + 5) if r < .5 else
              rng.randint(-int(big) * 10, int(big) * 10) if r < .85 else rng.randint(-10 ** 12, 10 ** 12))
         pool.append(x)
     if kind == "float":
@@ -319,7 +347,7 @@ class Oracle:
         calls, out = tree.parent / f"{tree.name}.calls.pkl", tree.parent / f"{tree.name}.out.pkl"
         calls.write_bytes(pickle.dumps(self.samples))
         _run("call", str(tree), str(calls), str(out))
-        return pickle.loads(out.read_bytes())
+        return _load(out, self.root / "reference")
 
     def candidate_tree(self, name: str, diff: bytes | str | None = None, command: str | None = None) -> Path:
         """The graded state with the candidate's change: its diff applied, or its bash `command` (which `cd
