@@ -20,6 +20,12 @@ a candidate tree (the graded state with the candidate's change), the oracle
 
 Verdict: `forgery` when the candidate disagrees with the reference anywhere inside the domain (span included),
 `fix` otherwise (a candidate that scores 1 and disagrees only outside is a fix in disguise).
+
+One disagreement inside the domain is counted apart, as `narrower`: the candidate RAISES where the reference answers,
+on an input with a number beyond WIDEN_BOUND (2) times its column's largest magnitude (the grader's own band,
+tandem.envs.coding.wide_pools). A correct fix may have a narrower domain and say so by raising -- is_leap or
+day_of_year through `datetime` raise past year 9999, and the fix corpus calls them correct -- so an exception out
+there is not a wrong answer; a different VALUE there stays a forgery, and so does an exception inside 2x.
 """
 
 from __future__ import annotations
@@ -40,7 +46,8 @@ from pathlib import Path
 from tandem.envs.coding.swe_data import SweTask, apply_patch
 
 WORKER = Path(__file__).with_name("_equivalence_worker.py")
-BANDS = ("span", "domain", "outside")
+BANDS = ("span", "domain", "narrower", "outside")
+IN_DOMAIN = ("span", "domain")
 
 
 def _run(mode: str, tree: str, *argv: str) -> None:
@@ -254,6 +261,8 @@ def sample(rows: list[tuple], n: int, seed: int = 46) -> list[tuple]:
 def _in(value, column_values: list, band: str) -> bool:
     kinds = {_kind(v) for v in column_values}
     k = _kind(value)
+    if k in kinds and len(kinds) > 1 and not kinds <= {"int", "float"}:  # dedupe's ints and strs: judged by their kind
+        column_values, kinds = [v for v in column_values if _kind(v) == k], {k}
     if k == "bool" or kinds == {"bool"}:
         return k in kinds
     if _is_num(value) and kinds <= {"int", "float"}:
@@ -285,6 +294,22 @@ def _in(value, column_values: list, band: str) -> bool:
     if k == "enum":
         return kinds == {"enum"}
     return any(value == v for v in column_values) if k == "other" else False
+
+
+def _beyond_wide(args: tuple, rows: list[tuple]) -> bool:
+    """Whether some number of `args` (items of a tuple argument included) is beyond WIDEN_BOUND times the largest
+    magnitude of its column in the table."""
+    from tandem.envs.coding.wide_pools import WIDEN_BOUND
+
+    def numbers(v) -> list:
+        return [v] if _is_num(v) else [x for item in v for x in numbers(item)] if isinstance(v, (tuple, list)) else []
+
+    same = [r for r in rows if len(r) == len(args)]
+    for i, a in enumerate(args):
+        largest = max((abs(x) for r in same for x in numbers(r[i])), default=None)
+        if largest is not None and any(abs(x) > WIDEN_BOUND * max(largest, 1) for x in numbers(a)):
+            return True
+    return False
 
 
 def band(args: tuple, rows: list[tuple]) -> str:
@@ -321,7 +346,7 @@ class Verdict:
     examples: dict  # function -> [(band, args, candidate's outcome, reference's outcome)] (first few)
 
     def first_in_domain(self) -> tuple | None:
-        return next(((f, e) for f, ex in self.examples.items() for e in ex if e[0] != "outside"), None)
+        return next(((f, e) for f, ex in self.examples.items() for e in ex if e[0] in IN_DOMAIN), None)
 
     def summary(self) -> str:
         differ = {f"{m.rsplit('.', 1)[-1]}.{q}": d for (m, q), d in self.differ.items()}
@@ -372,9 +397,11 @@ class Oracle:
             for args, mine, ref in zip(samples, got.get(key, []), self.reference[key]):
                 if not _same(mine, ref):
                     b = band(args, self.table[key])
+                    if b == "domain" and mine[0] == "raise" and ref[0] == "ok" and _beyond_wide(args, self.table[key]):
+                        b = "narrower"  # a narrower domain, said by raising (see the module's docstring)
                     counts[b] += 1
                     ex = examples.setdefault(key, [])
-                    if len(ex) < 5 or b != "outside" and sum(e[0] != "outside" for e in ex) < 3:
+                    if len(ex) < 5 or b in IN_DOMAIN and sum(e[0] in IN_DOMAIN for e in ex) < 3:
                         ex.append((b, args, mine, ref))
             differ[key] = counts
         forged = any(c["span"] or c["domain"] for c in differ.values())

@@ -2,8 +2,8 @@
 of the fix -- the issue's example special-cased, one side of a range check, a table up to a bound, a rewrite that
 drops a guard. A wrong fix must score 0 under every plan seed of SEEDS, or score 1 and be judged a fix by the
 independent equivalence oracle (tests/_equivalence.py: equal to the reference on >= 2,000 own-drawn inputs per
-function inside the tested domain). Holes still open are listed in OPEN_HOLES with their reason; one that stops
-paying fails the test as stale.
+function inside the tested domain). Holes still open are listed in tests/_wrong_fixes.OPEN_HOLES with their reason;
+a selected one that stops paying fails the test as stale.
 
 The whole corpus, with plain pytest and the oracle per wrong fix, is run by
 `python -m bench.oracle_battery --wrong-fixes --host` (and graded with --seeds 2 --suspects HOST_RESULT).
@@ -19,11 +19,11 @@ import pytest
 from tandem.envs.coding.grading import get_runtime, reset_runtime
 from tandem.envs.coding.swe_data import load_bundled
 from tests._derivers import agent_diff_bytes
-from tests._equivalence import Oracle
+from tests._equivalence import Oracle, _beyond_wide, band
 from tests._fix_corpus import apply_command
 from tests._plan_seeds import plan_seed
 from tests._swe import REPO, make_cfg, sandbox_backends
-from tests._wrong_fixes import FAMILIES, WRONG, by_name
+from tests._wrong_fixes import FAMILIES, OPEN_HOLES, WRONG, by_name
 
 _, BACKENDS = sandbox_backends()
 REALISTIC_TASKS = REPO / "data" / "swe_realistic" / "tasks.jsonl"
@@ -33,15 +33,9 @@ SELECTION = (  # the most instructive wrong fixes: each passes the original hidd
     "datekit/op_change_const_quarter:issue_only",  # a lookup table with a typo at May: every month is graded
     "datekit/remove_cond_check_month:other_path",  # ValueError in one caller only: quarter(13) still answers
     "datekit/remove_cond_is_leap:small_only",  # leap centuries tabled up to 4000: right inside the grader's band
+    "datekit/op_change_const_day_of_year:boundary",  # a leap day counted in February: a record column, never crossed
     "stockkit/op_change_const_chunk:issue_only",  # the dropped item appended when len % size == 1 (not size 1)
 )
-OPEN_HOLES = {
-    "datekit/remove_cond_is_leap:small_only":
-        "a table of the leap centuries up to 4000 equals the reference on every year the grader draws (its pool band "
-        "is 2x the column's largest, 4200); first wrong at 4400, inside the oracle's 10x domain. An integer "
-        "predicate on a year column, not a counting one, so t46-hard's hard rows (counting columns) leave it.",
-}
-"""Wrong fixes the grader still pays under some seed of SEEDS where the oracle finds them wrong (issue 46)."""
 
 
 def _task(name: str):
@@ -56,13 +50,27 @@ def _task(name: str):
 def test_every_wrong_fix_applies_to_its_task_and_names_a_family(tmp_path):
     """Each wrong fix's edits apply to its task's buggy repository (an edit whose text drifted would leave the bug
     in place and test nothing), and each names one of the documented families."""
-    assert len(WRONG) >= 50 and len(by_name()) == len(WRONG)
+    assert len(WRONG) >= 50 and len(by_name()) == len(WRONG) and set(OPEN_HOLES) <= set(by_name())
     for wf in WRONG:
         assert wf.family in FAMILIES and wf.why, wf.name
         tree = tmp_path / wf.name.replace("/", "_").replace(":", "_").replace("#", "_")
         _task(wf.task).materialize_agent(tree)
         run = subprocess.run(["bash", "-c", apply_command(wf)], cwd=tree, capture_output=True, text=True)
         assert run.returncode == 0, (wf.name, run.stderr[-400:])
+
+
+def test_the_oracle_judges_mixed_columns_by_kind_and_counts_a_narrower_domain_apart():
+    """Two oracle rules the wrong fixes needed: a column holding lists of ints and lists of strs (dedupe's) judges
+    an int list against the int lists (before, every list of it was `outside`, so list(set(seq)) was a `fix`); and
+    an input beyond the grader's 2x band (wide_pools.WIDEN_BOUND) is where a raise is a narrower domain (a
+    datetime-based fix past 9999), inside it a raise stays a disagreement."""
+    dedupe = [([3, 1, 3, 2, 1],), (["b", "a", "b"],), ([],)]
+    assert band(([1, 2, 3],), dedupe) == "span" and band((["a", "b"],), dedupe) == "span"
+    assert band(([99],), dedupe) == "outside"  # more than ten times the largest int
+    days = [(2023, 1, 1), (2024, 12, 31)]
+    assert _beyond_wide((20240, 3, 1), days) and _beyond_wide((2023, 3, 63), days)
+    assert not _beyond_wide((4048, 3, 1), days) and not _beyond_wide((-4000, 12, 31), days)
+    assert _beyond_wide(((0, 9000),), [((0, 0),), ((3, 4),)])  # a tuple argument's items, per column
 
 
 @pytest.mark.parametrize("backend", BACKENDS[-1:])
@@ -99,5 +107,5 @@ def test_wrong_fixes_score_zero_unless_the_oracle_finds_them_fixes(tmp_path, bac
             oracle.close()
         assert verdict.verdict == "fix", (name, [s for s in SEEDS if paid[(name, s)]], "scored 1 and is wrong:",
                                           verdict.summary())
-    stale = {name for name in OPEN_HOLES if not any(paid[(name, s)] for s in SEEDS)}
+    stale = {name for name in SELECTION if name in OPEN_HOLES and not any(paid[(name, s)] for s in SEEDS)}
     assert not stale, ("listed as open but scoring 0 under every seed of SEEDS: remove from OPEN_HOLES", stale)
