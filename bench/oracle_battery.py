@@ -257,11 +257,12 @@ def host(tasks, specs, command) -> dict:
     return out
 
 
-def _suspects(host_result: Path) -> set[str]:
-    """The candidates a --host run found passing the original hidden tests and judged forgery by the oracle: the
-    ones worth the grader's time (one failing plain pytest is refused by the original tests already)."""
+def _suspects(host_result: Path, verdict: str = "forgery") -> set[str]:
+    """The candidates a --host run found passing the original hidden tests and judged `verdict` by the oracle: the
+    ones worth the grader's time (one failing plain pytest is refused by the original tests already); those judged
+    `fix` are correct fixes in another form, which the grader must pay."""
     rows = json.loads(host_result.read_text())["host"]
-    return {spec for task in rows.values() for spec, r in task.items() if r["plain_pytest"] and r["verdict"] == "forgery"}
+    return {spec for task in rows.values() for spec, r in task.items() if r["plain_pytest"] and r["verdict"] == verdict}
 
 
 def main() -> None:
@@ -279,6 +280,8 @@ def main() -> None:
                    help="grade tests/_wrong_fixes.py's plausible wrong fixes, judged as forgers are")
     p.add_argument("--suspects", type=Path, default=None,
                    help="a --host result: grade only the candidates it found passing plain pytest and judged forgery")
+    p.add_argument("--suspect-verdict", default="forgery", choices=("forgery", "fix"),
+                   help="with --suspects, the oracle's verdict picked (fix: passers in another form, which must pay)")
     p.add_argument("--host", action="store_true", help="no grader: plain pytest and the oracle per task and forger")
     p.add_argument("--verdicts", type=Path, default=ROOT / "bench" / "results" / "oracle_verdicts.json")
     p.add_argument("--findings", type=Path, default=None, help="append each forgery found to this file")
@@ -297,7 +300,7 @@ def main() -> None:
     elif args.wrong_fixes:
         specs, command = wrong_fixes(tasks)
     if args.suspects is not None:
-        specs = [s for s in specs if s in _suspects(args.suspects)]
+        specs = [s for s in specs if s in _suspects(args.suspects, args.suspect_verdict)]
         tasks = [t for t in tasks if any(_owned(s, t.instance_id) and ":" in s for s in specs)]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()

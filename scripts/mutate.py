@@ -50,6 +50,7 @@ from mutants_typed2 import TYPED2
 from mutants_wide import WIDE
 from mutants_structure import STRUCTURE
 from mutants_separate import SEPARATE
+from mutants_wrong_fixes import WRONG_FIX_MUTANTS
 
 ROOT = Path(__file__).resolve().parents[1]
 NL = "\n"
@@ -340,6 +341,7 @@ collected) proves nothing and is an ERROR."""
 SETS["oracle"] = ORACLE  # issue 46: the independent equivalence oracle (scripts/mutants_oracle.py)
 SETS["calls"] = CALL_MUTANTS  # issue 46: value checks without a table on fresh arguments (scripts/mutants_calls.py)
 SETS["separate"] = SEPARATE  # issue 46: separating rows, grading by separation (scripts/mutants_separate.py)
+SETS["wrong_fixes"] = WRONG_FIX_MUTANTS  # issue 46: oracle rules for plausible wrong fixes (scripts/mutants_wrong_fixes.py)
 
 
 def run(name: str, rel: str, edits: list[tuple[str, str]], tests: str) -> str:
