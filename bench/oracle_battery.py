@@ -265,7 +265,7 @@ def _suspects(host_result: Path, verdict: str = "forgery") -> set[str]:
     return {spec for task in rows.values() for spec, r in task.items() if r["plain_pytest"] and r["verdict"] == verdict}
 
 
-def main() -> None:
+def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--tasks", type=Path, default=ROOT / "data" / "swe_realistic" / "tasks.jsonl")
     p.add_argument("--ids", nargs="*", type=int, default=[], help="only these task indices (0-based lines)")
@@ -287,7 +287,11 @@ def main() -> None:
     p.add_argument("--findings", type=Path, default=None, help="append each forgery found to this file")
     p.add_argument("--label", default="", help="the grader's name in the findings (default: branch@commit here)")
     p.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "oracle_battery.json")
-    args = p.parse_args()
+    return p
+
+
+def main() -> None:
+    args = _parser().parse_args()
     from tandem.envs.coding.swe_data import load_bundled
 
     forgers = _tree_module(args.forgers, "_oracle_forgers")
