@@ -334,3 +334,18 @@ OPEN_HOLES = {
 }
 """Wrong fixes the grader (main at cb62139) pays under plan seed 0 or 1 where the oracle finds them wrong, each
 with the reason found (bench/oracle_battery.py --wrong-fixes --seeds 2; /work/notes/s8/t46-oracle3.md)."""
+
+ORACLE_BLIND = {
+    "stockkit/op_change_total:formula": "the sum of the distinct counts is wrong for two items of one count, but the "
+    "oracle cannot draw a new Stock (a method's self is one of the table's own objects): judged a fix, paid on both "
+    "seeds",
+    "numkit/op_swap_compare_versions:small_only": "wrong for four-part versions equal in their first three parts "
+    "('1.2.3.4' vs '1.2.3.5'); the oracle's random strings of digits and dots never hold such a pair: judged a fix, "
+    "paid under plan seed 0 (seed 1 caught it)",
+    "datekit/remove_cond_check_month:partial": "month 0 indexes the table from its end; 0 is outside the oracle's "
+    "domain (every month of the table is positive): judged a fix, scored 0 on both seeds (raising_rows varies 13)",
+    "textkit/remove_assign_is_palindrome:partial": "only ' ,:' dropped: wrong for other punctuation, which is "
+    "outside the oracle's character classes: judged a fix, paid on both seeds",
+}
+"""Wrong fixes by reading that the oracle judges fixes (its domain cannot reach where they are wrong): not counted as
+holes under the issue's definition, recorded so the next oracle can take them in."""
