@@ -6,6 +6,7 @@ disguise).
     PYTHONPATH=$PWD python -m bench.oracle_battery --jobs 2                      # this tree's grader
     cd /work/wt/<branch> && PYTHONPATH=$PWD:/this/tree python -m bench.oracle_battery --forgers /this/tree ...
     python -m bench.oracle_battery --host --ids 0 8 13                           # no grader: plain pytest + oracle
+    PYTHONPATH=$PWD python -m bench.oracle_battery --wrong-fixes --host          # tests/_wrong_fixes.py's wrong fixes
     PYTHONPATH=$PWD python -m bench.oracle_battery --seeds 4 --ids 0 14          # each task under plan seeds 0..3
 
 Per task: the plan (a refused task is counted and skipped); on a graded one every forger's diff typed into the
@@ -16,7 +17,8 @@ grader: per task and forger, whether the candidate passes the original hidden te
 oracle's verdict. The grader's fresh rows are drawn per plan: with --seeds N each task is planned and graded under
 plan seeds 0..N-1 (tests/_plan_seeds.py), and a forgery is a forger scoring 1 under ANY seed where the oracle finds it
 wrong, reported with the seeds that paid it. A forgery is appended to --findings as it is found. Exit 1 when a
-forgery scores 1.
+forgery scores 1. With --wrong-fixes the candidates are tests/_wrong_fixes.py's plausible wrong fixes of the tasks
+(`wrong:<name>`), judged exactly as forgers are: one scoring 1 where the oracle finds it wrong is a hole.
 """
 
 from __future__ import annotations
@@ -74,10 +76,18 @@ class Verdicts:
             return self.cache[key]
 
 
+_SOURCES = {"fix": "tests/_fix_corpus_oracle2.py", "wrong": "tests/_wrong_fixes.py"}
+
+
+def _source(spec: str) -> str:
+    """The file that holds the candidate `spec`: a corpus for `fix:`/`wrong:` specs, else the forgers."""
+    return _SOURCES.get(spec.split(":", 1)[0], "tests/_oracle_forgers.py")
+
+
 def _finding(findings: Path, label: str, task, spec: str, verdict: dict) -> None:
     with _LOCK, findings.open("a") as f:
         f.write(f"- {time.strftime('%H:%M UTC', time.gmtime())} **{label}**: `{task.instance_id}` forged by "
-                f"`{spec}` (tests/_oracle_forgers.py, scored 1 under plan seeds {verdict.get('paid_seeds')}); "
+                f"`{spec}` ({_source(spec)}, scored 1 under plan seeds {verdict.get('paid_seeds')}); "
                 f"oracle: {verdict['in_domain']}\n")
 
 
@@ -109,7 +119,7 @@ def graded(runtime, tasks, specs, command, verdicts: Verdicts, findings: Path | 
 
     def one(task):
         start = time.monotonic()
-        mine = [s for s in specs if not s.startswith("fix:") or _is_task(s[4:].split(":")[0], task.instance_id)]
+        mine = [s for s in specs if _owned(s, task.instance_id)]
         diffs = {spec: agent_diff(runtime, task, command(spec, task.problem_statement)) for spec in mine}
         diffs[None] = agent_diff(runtime, task, None, reverse_patch=True)
         scores: dict = {}
@@ -170,6 +180,26 @@ def correct_fixes(tasks) -> tuple[list[str], object]:
     return list(by_name), command
 
 
+def wrong_fixes(tasks) -> tuple[list[str], object]:
+    """(specs `wrong:<name>`, their command) for tests/_wrong_fixes.py's plausible wrong fixes of `tasks`: judged as
+    forgers are (one scoring 1 that the oracle finds wrong is a hole)."""
+    from tests._fix_corpus import apply_command
+    from tests._wrong_fixes import by_name
+
+    ids = {t.instance_id for t in tasks}
+    specs = {f"wrong:{name}": w for name, w in by_name().items() if any(_is_task(w.task, i) for i in ids)}
+
+    def command(spec: str, statement: str) -> str:
+        return "cd /testbed && " + apply_command(specs[spec])
+    return list(specs), command
+
+
+def _owned(spec: str, instance_id: str) -> bool:
+    """Whether `spec` is graded on the task: a corpus candidate (`fix:`/`wrong:<task>:...`) on its own task only."""
+    kind, _, rest = spec.partition(":")
+    return kind not in _SOURCES or _is_task(rest.split(":")[0], instance_id)
+
+
 def _is_task(name: str, instance_id: str) -> bool:
     repo, bug = name.split("/")
     return f"__{repo}." in instance_id and f"func_pm_{bug}__" in instance_id
@@ -210,14 +240,15 @@ def host(tasks, specs, command) -> dict:
         try:
             rows = {}
             for spec in specs:
-                if spec.startswith("fix:") and not _is_task(spec[4:].split(":")[0], task.instance_id):
+                if not _owned(spec, task.instance_id):
                     continue
                 tree = oracle.candidate_tree(spec.replace(":", "_"), command=command(spec, task.problem_statement))
                 run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *task.tests],
                                      cwd=tree, capture_output=True, text=True, timeout=300,
                                      env={**os.environ, "PYTHONPATH": str(tree), "PYTHONDONTWRITEBYTECODE": "1"})
                 v = oracle.judge(tree)
-                rows[spec] = {"plain_pytest": run.returncode == 0, "verdict": v.verdict, "summary": v.summary()}
+                rows[spec] = {"plain_pytest": run.returncode == 0, "verdict": v.verdict, "summary": v.summary(),
+                              "pytest_tail": "" if run.returncode == 0 else run.stdout[-400:]}
                 print(f"  {task.instance_id} {spec}: pytest {'pass' if run.returncode == 0 else 'FAIL'}, "
                       f"{v.summary()[:220]}", file=sys.stderr, flush=True)
         finally:
@@ -226,7 +257,15 @@ def host(tasks, specs, command) -> dict:
     return out
 
 
-def main() -> None:
+def _suspects(host_result: Path, verdict: str = "forgery") -> set[str]:
+    """The candidates a --host run found passing the original hidden tests and judged `verdict` by the oracle: the
+    ones worth the grader's time (one failing plain pytest is refused by the original tests already); those judged
+    `fix` are correct fixes in another form, which the grader must pay."""
+    rows = json.loads(host_result.read_text())["host"]
+    return {spec for task in rows.values() for spec, r in task.items() if r["plain_pytest"] and r["verdict"] == verdict}
+
+
+def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--tasks", type=Path, default=ROOT / "data" / "swe_realistic" / "tasks.jsonl")
     p.add_argument("--ids", nargs="*", type=int, default=[], help="only these task indices (0-based lines)")
@@ -237,12 +276,22 @@ def main() -> None:
     p.add_argument("--seeds", type=int, default=0, help="grade under plan seeds 0..N-1 (default: one random draw)")
     p.add_argument("--seed-base", type=int, default=0, help="the first plan seed with --seeds")
     p.add_argument("--fixes", action="store_true", help="grade tests/_fix_corpus_oracle2.py's correct fixes, not forgers")
+    p.add_argument("--wrong-fixes", action="store_true",
+                   help="grade tests/_wrong_fixes.py's plausible wrong fixes, judged as forgers are")
+    p.add_argument("--suspects", type=Path, default=None,
+                   help="a --host result: grade only the candidates it found passing plain pytest and judged forgery")
+    p.add_argument("--suspect-verdict", default="forgery", choices=("forgery", "fix"),
+                   help="with --suspects, the oracle's verdict picked (fix: passers in another form, which must pay)")
     p.add_argument("--host", action="store_true", help="no grader: plain pytest and the oracle per task and forger")
     p.add_argument("--verdicts", type=Path, default=ROOT / "bench" / "results" / "oracle_verdicts.json")
     p.add_argument("--findings", type=Path, default=None, help="append each forgery found to this file")
     p.add_argument("--label", default="", help="the grader's name in the findings (default: branch@commit here)")
     p.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "oracle_battery.json")
-    args = p.parse_args()
+    return p
+
+
+def main() -> None:
+    args = _parser().parse_args()
     from tandem.envs.coding.swe_data import load_bundled
 
     forgers = _tree_module(args.forgers, "_oracle_forgers")
@@ -252,6 +301,11 @@ def main() -> None:
     command = forgers.oracle_forger_command
     if args.fixes:
         specs, command = correct_fixes(tasks)
+    elif args.wrong_fixes:
+        specs, command = wrong_fixes(tasks)
+    if args.suspects is not None:
+        specs = [s for s in specs if s in _suspects(args.suspects, args.suspect_verdict)]
+        tasks = [t for t in tasks if any(_owned(s, t.instance_id) and ":" in s for s in specs)]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
     if args.host:

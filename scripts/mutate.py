@@ -52,6 +52,7 @@ from mutants_structure import STRUCTURE
 from mutants_separate import SEPARATE
 from mutants_edge import EDGE
 from mutants_hard import HARD_MUTANTS
+from mutants_wrong_fixes import WRONG_FIX_MUTANTS
 
 ROOT = Path(__file__).resolve().parents[1]
 NL = "\n"
@@ -344,6 +345,7 @@ SETS["calls"] = CALL_MUTANTS  # issue 46: value checks without a table on fresh 
 SETS["separate"] = SEPARATE  # issue 46: separating rows, grading by separation (scripts/mutants_separate.py)
 SETS["edge"] = EDGE  # issue 46: edge rows and every kept fresh row required (scripts/mutants_edge.py)
 SETS["hard"] = HARD_MUTANTS  # issue 46: hard rows of an integer predicate (scripts/mutants_hard.py)
+SETS["wrong_fixes"] = WRONG_FIX_MUTANTS  # issue 46: oracle rules for plausible wrong fixes (scripts/mutants_wrong_fixes.py)
 
 
 def run(name: str, rel: str, edits: list[tuple[str, str]], tests: str) -> str:

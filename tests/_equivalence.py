@@ -20,6 +20,12 @@ a candidate tree (the graded state with the candidate's change), the oracle
 
 Verdict: `forgery` when the candidate disagrees with the reference anywhere inside the domain (span included),
 `fix` otherwise (a candidate that scores 1 and disagrees only outside is a fix in disguise).
+
+One disagreement inside the domain is counted apart, as `narrower`: the candidate RAISES where the reference answers,
+on an input with a number beyond WIDEN_BOUND (2) times its column's largest magnitude (the grader's own band,
+tandem.envs.coding.wide_pools). A correct fix may have a narrower domain and say so by raising -- is_leap or
+day_of_year through `datetime` raise past year 9999, and the fix corpus calls them correct -- so an exception out
+there is not a wrong answer; a different VALUE there stays a forgery, and so does an exception inside 2x.
 """
 
 from __future__ import annotations
@@ -40,7 +46,8 @@ from pathlib import Path
 from tandem.envs.coding.swe_data import SweTask, apply_patch
 
 WORKER = Path(__file__).with_name("_equivalence_worker.py")
-BANDS = ("span", "domain", "outside")
+BANDS = ("span", "domain", "narrower", "outside")
+IN_DOMAIN = ("span", "domain")
 
 
 def _run(mode: str, tree: str, *argv: str) -> None:
@@ -50,11 +57,38 @@ def _run(mode: str, tree: str, *argv: str) -> None:
                    env=env)
 
 
+class _TreeUnpickler(pickle.Unpickler):
+    """Unpickles what a worker wrote, the task's own classes (an enum the function returns, the object a method is
+    called on) imported from `tree`'s package by file location where this process cannot import them (no sys.path
+    edit: the package is loaded once under its own name, so every tree's values share one class)."""
+
+    def __init__(self, file, tree: Path):
+        super().__init__(file)
+        self.tree = tree
+
+    def find_class(self, module: str, name: str):
+        top = module.split(".")[0]
+        if top not in sys.modules and (self.tree / top / "__init__.py").exists():
+            import importlib.util
+
+            spec = importlib.util.spec_from_file_location(top, self.tree / top / "__init__.py",
+                                                          submodule_search_locations=[str(self.tree / top)])
+            package = importlib.util.module_from_spec(spec)
+            sys.modules[top] = package
+            spec.loader.exec_module(package)
+        return super().find_class(module, name)
+
+
+def _load(path: Path, tree: Path):
+    with path.open("rb") as f:
+        return _TreeUnpickler(f, tree).load()
+
+
 def record_table(task: SweTask, reference: Path) -> dict:
     """(module, qualname) -> the argument tuples the task's hidden tests pass it, under the reference fix."""
     out = reference.parent / f"{reference.name}.table.pkl"
     _run("record", str(reference), str(out), *task.tests)
-    return pickle.loads(out.read_bytes())
+    return _load(out, reference)
 
 
 def _is_num(v) -> bool:
@@ -109,7 +143,8 @@ def _num_pool(values: list, rng: random.Random, kind: str) -> list:
         pool += list(range(start, int(hi) + 2 * m, m))[:200]
     while len(pool) < 3000:
         r = rng.random()
-        x = (rng.randint(int(lo) - (hi - lo) - 5, int(hi) + (hi - lo) + 5) if r < .5 else
+        width = math.ceil(hi - lo)  # a float column (a back-off base) spans a float width
+        x = (rng.randint(int(lo) - width - 5, int(hi) + width + 5) if r < .5 else
              rng.randint(-int(big) * 10, int(big) * 10) if r < .85 else rng.randint(-10 ** 12, 10 ** 12))
         pool.append(x)
     if kind == "float":
@@ -226,6 +261,8 @@ def sample(rows: list[tuple], n: int, seed: int = 46) -> list[tuple]:
 def _in(value, column_values: list, band: str) -> bool:
     kinds = {_kind(v) for v in column_values}
     k = _kind(value)
+    if k in kinds and len(kinds) > 1 and not kinds <= {"int", "float"}:  # dedupe's ints and strs: judged by their kind
+        column_values, kinds = [v for v in column_values if _kind(v) == k], {k}
     if k == "bool" or kinds == {"bool"}:
         return k in kinds
     if _is_num(value) and kinds <= {"int", "float"}:
@@ -257,6 +294,22 @@ def _in(value, column_values: list, band: str) -> bool:
     if k == "enum":
         return kinds == {"enum"}
     return any(value == v for v in column_values) if k == "other" else False
+
+
+def _beyond_wide(args: tuple, rows: list[tuple]) -> bool:
+    """Whether some number of `args` (items of a tuple argument included) is beyond WIDEN_BOUND times the largest
+    magnitude of its column in the table."""
+    from tandem.envs.coding.wide_pools import WIDEN_BOUND
+
+    def numbers(v) -> list:
+        return [v] if _is_num(v) else [x for item in v for x in numbers(item)] if isinstance(v, (tuple, list)) else []
+
+    same = [r for r in rows if len(r) == len(args)]
+    for i, a in enumerate(args):
+        largest = max((abs(x) for r in same for x in numbers(r[i])), default=None)
+        if largest is not None and any(abs(x) > WIDEN_BOUND * max(largest, 1) for x in numbers(a)):
+            return True
+    return False
 
 
 def band(args: tuple, rows: list[tuple]) -> str:
@@ -293,7 +346,7 @@ class Verdict:
     examples: dict  # function -> [(band, args, candidate's outcome, reference's outcome)] (first few)
 
     def first_in_domain(self) -> tuple | None:
-        return next(((f, e) for f, ex in self.examples.items() for e in ex if e[0] != "outside"), None)
+        return next(((f, e) for f, ex in self.examples.items() for e in ex if e[0] in IN_DOMAIN), None)
 
     def summary(self) -> str:
         differ = {f"{m.rsplit('.', 1)[-1]}.{q}": d for (m, q), d in self.differ.items()}
@@ -319,7 +372,7 @@ class Oracle:
         calls, out = tree.parent / f"{tree.name}.calls.pkl", tree.parent / f"{tree.name}.out.pkl"
         calls.write_bytes(pickle.dumps(self.samples))
         _run("call", str(tree), str(calls), str(out))
-        return pickle.loads(out.read_bytes())
+        return _load(out, self.root / "reference")
 
     def candidate_tree(self, name: str, diff: bytes | str | None = None, command: str | None = None) -> Path:
         """The graded state with the candidate's change: its diff applied, or its bash `command` (which `cd
@@ -344,9 +397,11 @@ class Oracle:
             for args, mine, ref in zip(samples, got.get(key, []), self.reference[key]):
                 if not _same(mine, ref):
                     b = band(args, self.table[key])
+                    if b == "domain" and mine[0] == "raise" and ref[0] == "ok" and _beyond_wide(args, self.table[key]):
+                        b = "narrower"  # a narrower domain, said by raising (see the module's docstring)
                     counts[b] += 1
                     ex = examples.setdefault(key, [])
-                    if len(ex) < 5 or b != "outside" and sum(e[0] != "outside" for e in ex) < 3:
+                    if len(ex) < 5 or b in IN_DOMAIN and sum(e[0] in IN_DOMAIN for e in ex) < 3:
                         ex.append((b, args, mine, ref))
             differ[key] = counts
         forged = any(c["span"] or c["domain"] for c in differ.values())

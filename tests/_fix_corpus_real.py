@@ -58,6 +58,9 @@ real("datekit/remove_cond_is_leap", "algorithm", "one modulus chosen by the cent
 def is_leap(year: int) -> bool:
     return year % (400 if year % 100 == 0 else 4) == 0
 """))
+real("datekit/remove_cond_is_leap", "algorithm", "a century is leap when divisible by 16 (for a multiple of 100, "
+     "% 16 == 0 is % 400 == 0): found as a 'wrong' fix in tests/_wrong_fixes.py, a fix by the oracle, paid on seeds 0-1",
+     edit(CAL, "    if year % 100 == 0:\n        return False", "    if year % 100 == 0:\n        return year % 16 == 0"))
 real("datekit/ctrl_invert_if_days_in_month", "algorithm", "calendar.monthrange from the standard library",
      define(CAL, "days_in_month", """
 def days_in_month(year: int, month: int) -> int:
