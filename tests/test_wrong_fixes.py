@@ -23,7 +23,7 @@ from tests._equivalence import Oracle, _beyond_wide, band
 from tests._fix_corpus import apply_command
 from tests._plan_seeds import plan_seed
 from tests._swe import REPO, make_cfg, sandbox_backends
-from tests._wrong_fixes import FAMILIES, OPEN_HOLES, ORACLE_BLIND, WRONG, by_name
+from tests._wrong_fixes import CLOSED_HOLES, FAMILIES, OPEN_HOLES, ORACLE_BLIND, WRONG, by_name
 
 _, BACKENDS = sandbox_backends()
 REALISTIC_TASKS = REPO / "data" / "swe_realistic" / "tasks.jsonl"
@@ -32,9 +32,12 @@ SEEDS = (0, 1)
 SELECTION = (  # the most instructive wrong fixes: each passes the original hidden tests under plain pytest
     "datekit/op_change_const_quarter:issue_only",  # a lookup table with a typo at May: every month is graded
     "datekit/remove_cond_check_month:other_path",  # ValueError in one caller only: quarter(13) still answers
-    "datekit/remove_cond_is_leap:small_only",  # leap centuries tabled up to 4000: right inside the grader's band
-    "datekit/op_change_const_day_of_year:boundary",  # a leap day counted in February: a record column, never crossed
+    "datekit/remove_cond_is_leap:small_only",  # leap centuries tabled up to 4000: hard rows past the guard catch it
+    "datekit/op_change_const_day_of_year:boundary",  # a leap day counted in February: a kept row the bug got right
+    "textkit/op_swap_truncate:formula",  # the kept text rstripped: a kept fresh row the bug got right
+    "numkit/ctrl_invert_if_sign:formula",  # zero within 0.1: an edge row near zero
     "stockkit/op_change_const_chunk:issue_only",  # the dropped item appended when len % size == 1 (not size 1)
+)
 )
 
 
@@ -51,6 +54,7 @@ def test_every_wrong_fix_applies_to_its_task_and_names_a_family(tmp_path):
     """Each wrong fix's edits apply to its task's buggy repository (an edit whose text drifted would leave the bug
     in place and test nothing), and each names one of the documented families."""
     assert len(WRONG) >= 50 and len(by_name()) == len(WRONG) and set(OPEN_HOLES) | set(ORACLE_BLIND) <= set(by_name())
+    assert set(CLOSED_HOLES) <= set(by_name()) and not set(CLOSED_HOLES) & set(OPEN_HOLES)
     for wf in WRONG:
         assert wf.family in FAMILIES and wf.why, wf.name
         tree = tmp_path / wf.name.replace("/", "_").replace(":", "_").replace("#", "_")

@@ -145,8 +145,8 @@ def hard_values(column: list[int], rng: random.Random, n: int = HARD_ROWS, faili
     own = set(column)
     classes = list(hard_classes(limit).values()) if min(column) <= COUNTING_START else []
     queues = []
-    for values in classes:
-        values = [v for v in values if v not in own]
+    for numbers in classes:
+        values = [v for v in numbers if v not in own]
         rest = values[FIRST_EACH:]
         queues.append(values[:FIRST_EACH] + rng.sample(rest, len(rest)))
     if failing:
