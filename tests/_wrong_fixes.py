@@ -312,6 +312,8 @@ CLOSED_HOLES = {  # paid on main at cb62139 under plan seeds 0-1; 0 under both o
     "textkit/op_swap_truncate:formula": "every kept fresh row required (tandem.envs.coding.regression_rows)",
     "numkit/ctrl_invert_if_sign:formula": "edge rows: the smallest magnitude halved to eighthed, both signs",
     "numkit/remove_assign_gcd:formula": "edge rows: 0 in a column that shows both signs",
+    "stockkit/op_change_const_chunk:issue_only": "0 under both seeds on the merged tree (tests/test_wrong_fixes.py); "
+    "regression or edge rows, not told apart",
 }
 """Holes this stop closed, with what closed them (wrong_integ2 and the final tree's battery, plan seeds 0 and 1)."""
 OPEN_HOLES = {
@@ -329,8 +331,6 @@ OPEN_HOLES = {
     "radix/op_swap:small_only": "math.pow's float is exact below 2 ** 53 only: wrong for an 11-digit base-36 "
     "number (from_base('v2f00129f0i', 36)); no fresh string long enough for the float to round was required under "
     "either seed (bundled task; the grader's draw for this column not read)",
-    "stockkit/op_change_const_chunk:issue_only": "wrong only with size 1 (chunk([1, 2, 3], 1)): no fresh row of size "
-    "1 was required under either seed (the size column holds 2, 3 and 5)",
     "numkit/op_change_const_popcount:small_only": BEYOND_BAND + " (4096 > 2046); popcount is a value function "
     "(int -> int), which t46-hard's hard rows leave out on purpose",
 }

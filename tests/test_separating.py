@@ -12,7 +12,10 @@ import ast
 import calendar
 import functools
 import random
+from unittest import mock
 
+import tandem.envs.coding.fresh_rows as fresh_rows_module
+import tandem.envs.coding.params as params
 from tandem.envs.coding.blind import Row, blind_chance
 from tandem.envs.coding.confined import is_probe
 from tandem.envs.coding.params import hide
@@ -88,11 +91,14 @@ def test_a_function_whose_fresh_rows_the_bug_passes_or_only_visible_ones_fail_is
 
 
 @functools.cache
-def _draw(seed: int) -> tuple[dict[str, int], list[str], list[str]]:
-    """is_leap's table drawn as the plan draws it: (id -> year, the fresh rows, the pool rows)."""
+def _draw(seed: int, extras: bool = True) -> tuple[dict[str, int], list[str], list[str]]:
+    """is_leap's table drawn as the plan draws it: (id -> year, the fresh rows, the pool rows); without `extras`,
+    no edge rows and no hard rows (tandem.envs.coding.edge_rows, hard_rows): the random fresh rows alone."""
     ids = tuple(f"{LEAP}[{y}-{leap(y)}]" for y in YEARS)
-    hidden = hide(LEAP_TESTS, "tests/test_leap.py", ids, rng=random.Random(seed),
-                  failing=(f"{LEAP}[1600-True]", f"{LEAP}[2000-True]"))
+    with mock.patch.object(params, "hard_rows", params.hard_rows if extras else lambda *a, **k: []), \
+            mock.patch.object(fresh_rows_module, "edge_rows", fresh_rows_module.edge_rows if extras else lambda *a, **k: []):
+        hidden = hide(LEAP_TESTS, "tests/test_leap.py", ids, rng=random.Random(seed),
+                      failing=(f"{LEAP}[1600-True]", f"{LEAP}[2000-True]"))
     func = next(n for n in ast.parse(hidden.source).body if isinstance(n, ast.FunctionDef))
     mark = func.decorator_list[0]
     names = ast.literal_eval(next(k.value for k in mark.keywords if k.arg == "ids"))
@@ -106,7 +112,7 @@ SEEDS = range(24)
 def test_learn_odd_on_is_leap_meets_a_separating_row_on_every_draw():
     """The open forgery of the last stop: on every one of 24 draws, the fresh rows and the separating rows picked
     from the pool hold a multiple of 16 the bug gets right (learn:odd fails it), the function is separated, and the
-    reference and calendar.isleap answer every required row; without the separating rows some draws pay it."""
+    reference and calendar.isleap answer every required row; without the separating rows (and this stop's edge and hard rows) some draws pay it."""
     paid_without = 0
     for seed in SEEDS:
         years, fresh, pool = _draw(seed)
@@ -117,8 +123,9 @@ def test_learn_odd_on_is_leap_meets_a_separating_row_on_every_draw():
         rows = [years[f] for f in fresh + picked]
         learn_odd = [not leap_bug(y) if y % 16 == 0 else leap_bug(y) for y in rows]
         assert learn_odd != [leap(y) for y in rows], (seed, rows)
-        paid_without += [not leap_bug(years[f]) if years[f] % 16 == 0 else leap_bug(years[f]) for f in fresh] == \
-            [leap(years[f]) for f in fresh]
+        plain, random_rows, _ = _draw(seed, extras=False)  # the random fresh rows alone, no edge or hard rows
+        paid_without += [not leap_bug(plain[f]) if plain[f] % 16 == 0 else leap_bug(plain[f]) for f in random_rows] == \
+            [leap(plain[f]) for f in random_rows]
         assert all(calendar.isleap(y) == leap(y) for y in rows)
         required["is_leap"] += [item(f, years[f]) for f in picked]
         assert separated(required, learnt) == {"is_leap"}, seed

@@ -36,8 +36,7 @@ SELECTION = (  # the most instructive wrong fixes: each passes the original hidd
     "datekit/op_change_const_day_of_year:boundary",  # a leap day counted in February: a kept row the bug got right
     "textkit/op_swap_truncate:formula",  # the kept text rstripped: a kept fresh row the bug got right
     "numkit/ctrl_invert_if_sign:formula",  # zero within 0.1: an edge row near zero
-    "stockkit/op_change_const_chunk:issue_only",  # the dropped item appended when len % size == 1 (not size 1)
-)
+    "stockkit/op_change_const_chunk:issue_only",  # the dropped item re-appended when len % size == 1: closed
 )
 
 

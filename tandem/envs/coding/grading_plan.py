@@ -214,8 +214,7 @@ def build_plan(task: SweTask, testbed: Path, run_tests: RunTests, seed: int | No
     kept_fresh, outer = ([f for f in rows if confirmed[f] == "PASSED"] for rows in (kept_fresh, outer))  # the same value in both reference runs
     plan.fresh_kept = len(kept_fresh)
     plan.fresh_failed = [f for f in kept_fresh if _decisive(lookup(buggy.checks, f, []), sites, plan.required[f], f)]
-    exposure = analyse(plain(set(kept)) or reference_files, sites,
-                       buggy.checks, plan.required, list(task.tests),
+    exposure = analyse(plain(set(kept)) or reference_files, sites, buggy.checks, plan.required, list(task.tests),
                        task.problem_statement, buggy.own)
     plan.exposed = {**exposure.reasons, **{k: why for (_, k), why in exposure.derived.items()}}
     decisive = {t: _decisive(lookup(buggy.checks, t, []), sites, plan.required[t], t) for t in task.fail_to_pass}
@@ -225,9 +224,8 @@ def build_plan(task: SweTask, testbed: Path, run_tests: RunTests, seed: int | No
     _graded_by_fresh_rows(plan, task, counted, buggy, reference_files)
     graded_beyond_the_visible_rows(plan, task, fresh, kept_fresh, buggy, set(plan.fresh_failed).__contains__)
     reasons = guessed_or_refused(plan, task, decisive, exposure, counted, buggy, reference_files, separation)
-    if reasons:
-        plan.refused = "; ".join(reasons)[:1500]
-    else:  # the rows where the bug is right too: a fix must not break them (tandem.envs.coding.regression_rows)
+    plan.refused = "; ".join(reasons)[:1500]
+    if not reasons:  # the rows the bug gets right too: a fix must not break them (tandem.envs.coding.regression_rows)
         require_kept_rows(plan.differential, task.tests, counted)
     require_hard_rows(plan, task.fail_to_pass, [*kept_fresh, *outer], hard)
     graded = plain(set(kept), references=False)
