@@ -50,7 +50,7 @@ from tandem.envs.coding.differential import expectations, fold, without
 from tandem.envs.coding.regression_rows import require_kept_rows
 from tandem.envs.coding.enum_value import enum_table
 from tandem.envs.coding.expected_sides import eligible, marked, own_side
-from tandem.envs.coding.exposure import analyse
+from tandem.envs.coding.exposure import Exposure, analyse
 from tandem.envs.coding.guess_plan import GUESS_BOUND, _graded_by_guesses, guessed_or_refused  # docs, tests: GUESS_BOUND here
 from tandem.envs.coding.hard_rows import beyond, require_hard_rows
 from tandem.envs.coding.instrument import Candidate, find_sites, rewrite
@@ -173,8 +173,10 @@ def _held_sites(found: list[Candidate], expected: dict[tuple[int, int, str], dic
 
 
 def build_plan(task: SweTask, testbed: Path, run_tests: RunTests, seed: int | None = None) -> GradingPlan:
-    """Split the graded files of `task` (from its graded template's testbed) and run the references; `seed` draws the fresh rows (a new one, held here only, when None)."""
-    rng, pool, hard = random.Random(seed := secrets.randbits(64) if seed is None else seed), list[str](), dict[str, bool]()  # resplit: seed
+    """Split the graded files of `task` (from its graded template's testbed) and run the references;
+    `seed` draws the fresh rows (a new one, held here only, when None)."""
+    rng = random.Random(seed := secrets.randbits(64) if seed is None else seed)  # resplit: the same seed
+    pool, hard = list[str](), dict[str, bool]()
     sources, candidates, aliases, held, fresh = split_files(testbed, task.test_files, task.tests, rng,
                                                           task.fail_to_pass, pool=pool, hard=hard)
     plain = functools.partial(_without_fresh_rows, testbed, task, aliases, task_own(candidates))
@@ -199,7 +201,8 @@ def build_plan(task: SweTask, testbed: Path, run_tests: RunTests, seed: int | No
     for k in kept:
         del sites[k]
     plan.files = {rel: rewrite(sources[rel], candidates[rel], keep=set(kept)) for rel in sources}
-    reference_files = {rel: rewrite(sources[rel], candidates[rel], keep=set(kept), with_references=True) for rel in sources}
+    reference_files = {rel: rewrite(sources[rel], candidates[rel], keep=set(kept), with_references=True)
+                       for rel in sources}
     plan.required = {t: {k for k, _ in lookup(clean.checks, t, []) if k in sites} for t in (*task.tests, *kept_fresh)}
     _, buggy = _reference(run_tests, False, plan.files, sites)
     buggy = _own_sides(plan, sources, candidates, set(kept), buggy, run_tests, task.tests)
@@ -210,16 +213,10 @@ def build_plan(task: SweTask, testbed: Path, run_tests: RunTests, seed: int | No
     if _refuse_failing(plan, task, run, confirm, "the reference fix does not pass the graded copies of its tests",
                        judged=True):
         return plan
-    confirmed = judge([*kept_fresh, *outer], confirm, run.returncode, run.output, plan.sites, plan.required).tests
-    kept_fresh, outer = ([f for f in rows if confirmed[f] == "PASSED"] for rows in (kept_fresh, outer))  # the same value in both reference runs
+    kept_fresh, outer = _alike(plan, run, confirm, kept_fresh, outer)
     plan.fresh_kept = len(kept_fresh)
     plan.fresh_failed = [f for f in kept_fresh if _decisive(lookup(buggy.checks, f, []), sites, plan.required[f], f)]
-    exposure = analyse(plain(set(kept)) or reference_files, sites, buggy.checks, plan.required, list(task.tests),
-                       task.problem_statement, buggy.own)
-    plan.exposed = {**exposure.reasons, **{k: why for (_, k), why in exposure.derived.items()}}
-    decisive = {t: _decisive(lookup(buggy.checks, t, []), sites, plan.required[t], t) for t in task.fail_to_pass}
-    for t in task.fail_to_pass:
-        plan.host_graded[t] = sorted({k for k, nth in decisive[t] if exposure.strong(sites[k], t, nth)})
+    exposure, decisive = _host_graded(plan, task, plain(set(kept)) or reference_files, buggy)
     counted = [f for f in kept_fresh if not is_probe(f)]  # probe rows reach past the domain: guards only
     _graded_by_fresh_rows(plan, task, counted, buggy, reference_files)
     graded_beyond_the_visible_rows(plan, task, fresh, kept_fresh, buggy, set(plan.fresh_failed).__contains__)
@@ -232,6 +229,26 @@ def build_plan(task: SweTask, testbed: Path, run_tests: RunTests, seed: int | No
     if not plan.differential and graded and not any(own_side(s) for s in sites.values()):
         plan.files = graded  # no test requires a fresh row: the graded runs need not pay for them
     return plan
+
+
+def _alike(plan: GradingPlan, run: ExecResult, confirm: Stream, *groups: list[str]) -> tuple[list[str], ...]:
+    """Each group of fresh rows less those the second reference run (`confirm`) did not pass: a row is kept where
+    the reference answered the same in both runs."""
+    confirmed = judge([f for g in groups for f in g], confirm, run.returncode, run.output, plan.sites,
+                      plan.required).tests
+    return tuple([f for f in g if confirmed[f] == "PASSED"] for g in groups)
+
+
+def _host_graded(plan: GradingPlan, task: SweTask, files: dict[str, str], buggy: Stream) -> tuple[Exposure, dict]:
+    """(the exposure of the task's checks in `files`, each failing test's decisive checks): the decisive checks
+    beyond a forger's reach grade their test on the host (plan.host_graded)."""
+    exposure = analyse(files, plan.sites, buggy.checks, plan.required, list(task.tests),
+                       task.problem_statement, buggy.own)
+    plan.exposed = {**exposure.reasons, **{k: why for (_, k), why in exposure.derived.items()}}
+    decisive = {t: _decisive(lookup(buggy.checks, t, []), plan.sites, plan.required[t], t) for t in task.fail_to_pass}
+    for t in task.fail_to_pass:
+        plan.host_graded[t] = sorted({k for k, nth in decisive[t] if exposure.strong(plan.sites[k], t, nth)})
+    return exposure, decisive
 
 
 def _whole_statements(kept: dict[int, str], candidates: dict[str, list[Candidate]]) -> dict[int, str]:
