@@ -13,6 +13,7 @@ Each correct alternative fix below is one the reference did not write; it scores
 
 from __future__ import annotations
 
+import ast
 import json
 import subprocess
 import sys
@@ -401,7 +402,9 @@ def test_parametrized_expectations_are_graded_not_refused(tmp_path, backend):
     finally:
         reset_runtime()
     assert not plan.refused and all(plan.host_graded[plan.graded_id(t)] for t in SUB_F2P), plan.refused
-    assert "15" not in plan.files["tests/test_pkg.py"]
+    table = next(n for n in ast.parse(plan.files["tests/test_pkg.py"]).body if getattr(n, "name", "") == "test_sub")
+    rows = ast.literal_eval(table.decorator_list[0].args[1])  # the graded copy keeps its fresh rows (regression rows)
+    assert not any(15 in row for row in rows[:2]), rows[:2]  # the original rows' expected values are held on the host
     assert fixed.reward == 1.0 and set(fixed.tests) == set(SUB_F2P + SUB_P2P), fixed.info()
     assert bug.reward == 0.0 and bug.tests[SUB_F2P[1]] == "FAILED", bug.info()
     assert forged == [0.0] * 4
