@@ -480,7 +480,7 @@ def test_the_generic_forger_wins_against_a_verdict_that_trusts_the_run(tmp_path,
 
     real_plan = Grader.plan
     monkeypatch.setattr(Grader, "plan", lambda self, task: dataclasses.replace(
-        real_plan(self, task), files={}, sites={}, required={}))
+        real_plan(self, task), files={}, sites={}, required={}, differential={}, narrower=[]))  # no fresh row either
     runtime = runtime_for(tmp_path, "auto")
     try:
         task = runtime.grader.task(row_named("romanum"))
