@@ -6,7 +6,9 @@ from __future__ import annotations
 import ast
 import datetime
 import random
+from unittest import mock
 
+import tandem.envs.coding.fresh_rows as fresh_rows_module
 from tandem.envs.coding.fresh_rows import fresh_rows
 from tandem.envs.coding.params import hide
 from tandem.envs.coding.wide_pools import in_domain, wide_pool, widened
@@ -91,7 +93,8 @@ def test_half_the_fresh_rows_are_a_failing_row_with_one_input_moved():
     does: at least a third of the rows keep 4 or 40."""
     rows = [(k, 10 * k, None) for k in (1, 2, 3, 4)]
     for seed in range(3):
-        drawn = fresh_rows(rows, [2], random.Random(seed), failing=[3])
+        with mock.patch.object(fresh_rows_module, "edge_rows", lambda *a, **k: []):  # the drawn rows alone
+            drawn = fresh_rows(rows, [2], random.Random(seed), failing=[3])
         assert len(drawn) == 24 and sum(r[0] == 4 or r[1] == 40 for r in drawn) >= 10, drawn
         # shuffled: the first rows (fresh0..fresh7) are not where the moved rows are (drawn first)
         assert sum(r[0] == 4 or r[1] == 40 for r in drawn[:8]) < 8, drawn
