@@ -65,9 +65,14 @@ def _structured(own: list[tuple], bases: list[tuple], rng: random.Random, n: int
     way from the other rows (up to n // CONTRAST_SHARE), none in `seen` (which takes them)."""
     failing = {repr(r) for r in bases}
     others = [r for r in own if repr(r) not in failing]
+    return _unseen(structure_rows(own, bases, rng, n // STRUCTURE_SHARE)
+                   + structure_rows(own, others, rng, n // CONTRAST_SHARE), seen)
+
+
+def _unseen(rows: list[tuple], seen: set[str]) -> list[tuple]:
+    """`rows` less those in `seen` (by repr), each once; `seen` takes them."""
     out: list[tuple] = []
-    for row in structure_rows(own, bases, rng, n // STRUCTURE_SHARE) + structure_rows(own, others, rng,
-                                                                                       n // CONTRAST_SHARE):
+    for row in rows:
         if repr(row) not in seen:
             seen.add(repr(row))
             out.append(row)
@@ -105,11 +110,9 @@ def fresh_rows(rows: list[tuple], expected: list[int], rng: random.Random, n: in
     crossed = [tuple(_draw([r[i] for r in rows], rng, pools) for i in inputs) for _ in range(n * 10)]
     # none == a row of the table either: sign's 0.0 is its visible 0 to any lookup ({0: 0}.get(0.0) is 0)
     moved, crossed = [r for r in moved if r not in own], [r for r in crossed if r not in own]
-    picked = _structured(own, [tuple(r[i] for i in inputs) for r in bases], rng, n, seen)  # on top of the n others
-    for row in edge_rows(own, [tuple(r[i] for i in inputs) for r in bases], rng):  # tandem.envs.coding.edge_rows
-        if repr(row) not in seen:
-            seen.add(repr(row))
-            picked.append(row)
+    failing_inputs = [tuple(r[i] for i in inputs) for r in bases]
+    picked = _structured(own, failing_inputs, rng, n, seen)  # on top of the n others, and the edge rows
+    picked += _unseen(edge_rows(own, failing_inputs, rng), seen)  # tandem.envs.coding.edge_rows
     limit = n + len(picked)
     for draws, share in ((rng.sample(joined, min(len(joined), n // 2)), n // 2), (moved, n // 2), (crossed, n),
                          (moved, n)):  # up to half joined, half moved, crossed rows and more moved ones after
