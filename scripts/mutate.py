@@ -166,10 +166,11 @@ DEFENCES = [
   "tests/test_host_checks.py::test_forms_without_twins_are_graded_by_the_host_or_refused[unshare]"),
  ("judged in the grader's process", "tandem/envs/coding/grading.py",
   "        verdict = judge_isolated(plan.judged_ids(task.tests), run.side, run.returncode, run.output," + NL
-  + "                                 plan.sites, plan.required, narrower=plan.narrower)",
+  + "                                 plan.sites, plan.required, narrower=plan.narrower, must_raise=plan.must_raise)",
   "        from tandem.envs.coding.verdict import judge, parse_stream as parse" + NL
   + "        verdict = judge(plan.judged_ids(task.tests), parse(run.side, plan.sites), run.returncode," + NL
-  + "                        run.output, plan.sites, plan.required, narrower=plan.narrower)",
+  + "                        run.output, plan.sites, plan.required, narrower=plan.narrower," + NL
+  + "                        must_raise=plan.must_raise)",
   F + "test_a_hash_flood_costs_the_grading_thread_nothing[unshare]"),
  ("judging child unlimited", "tandem/envs/coding/judging.py", "    resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s))" + NL, "",
   "tests/test_host_checks.py::test_records_are_judged_in_a_child_that_agrees_and_is_bounded"),

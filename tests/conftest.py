@@ -51,6 +51,7 @@ E2E_FILES = {
     "test_edge_plans.py",
     "test_hard_plans.py",
     "test_wrong_fixes.py",
+    "test_raising_values.py",
 }
 """Files whose tests start real processes; every other file's tests are unit tests."""
 TIERS = ("unit", "e2e")
@@ -70,6 +71,7 @@ SANDBOX_FILES = {
     "test_edge_plans.py",
     "test_hard_plans.py",
     "test_wrong_fixes.py",
+    "test_raising_values.py",
 }
 """Files whose tests run sandboxes: they share the host's sandbox uids, cgroups and slot sweeps, so
 under `-n 2` (pytest-xdist, --dist loadgroup) they run one after another on one worker."""

@@ -243,7 +243,7 @@ class Grader:
                 return self._not_run(task, f"the graded test files cannot be written: {err}", dropped, start)
         # judged in a child process: the records are the agent's, and may be built to be slow to read
         verdict = judge_isolated(plan.judged_ids(task.tests), run.side, run.returncode, run.output,
-                                 plan.sites, plan.required, narrower=plan.narrower)
+                                 plan.sites, plan.required, narrower=plan.narrower, must_raise=plan.must_raise)
         verdict = plan.in_task_ids(verdict, task.tests)
         tests, tamper = verdict.tests, verdict.tamper
         f2p_ok = sum(tests[t] == "PASSED" for t in task.fail_to_pass)

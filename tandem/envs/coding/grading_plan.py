@@ -56,6 +56,7 @@ from tandem.envs.coding.hard_rows import beyond, require_hard_rows
 from tandem.envs.coding.instrument import Candidate, find_sites, rewrite
 from tandem.envs.coding.params import hide
 from tandem.envs.coding.raising_rows import GENERATED, add_rows, outcomes, renumber, task_own
+from tandem.envs.coding.raising_values import agreed_with_bug, confirmed, reference_raises
 from tandem.envs.coding.row_rules import graded_beyond_the_visible_rows
 from tandem.envs.coding.separating_plan import keep_separating_rows
 from tandem.envs.coding.sandbox.runner import ExecResult
@@ -106,6 +107,9 @@ class GradingPlan:
     beyond the visible rows (bench.refusal_rate counts them)."""
     fresh_kept: int = 0
     """How many fresh rows the plan kept (the reference's value held in both reference runs): fresh_failed's whole."""
+    must_raise: dict[str, str] = field(default_factory=dict)
+    """Fresh rows where the reference and the bug raise -> the class a run must raise there
+    (tandem.envs.coding.raising_values); required as the kept rows are."""
 
     def graded_id(self, test: str) -> str:
         return self.aliases.get(test, test)
@@ -193,6 +197,7 @@ def build_plan(task: SweTask, testbed: Path, run_tests: RunTests, seed: int | No
     sites.update(_with_references(sites, clean, task.tests))
     fresh_sites, kept_fresh = expectations(clean, fresh, sites)
     raising_sites, kept_raising = outcomes(clean, fresh, sites)
+    raising = reference_raises(clean, fresh, sites, hard)  # value rows where the reference raises
     sites.update({**fresh_sites, **raising_sites})
     kept_fresh += kept_raising
     clean = without(clean, set(fresh) - set(kept_fresh))
@@ -206,6 +211,7 @@ def build_plan(task: SweTask, testbed: Path, run_tests: RunTests, seed: int | No
     plan.required = {t: {k for k, _ in lookup(clean.checks, t, []) if k in sites} for t in (*task.tests, *kept_fresh)}
     _, buggy = _reference(run_tests, False, plan.files, sites)
     buggy = _own_sides(plan, sources, candidates, set(kept), buggy, run_tests, task.tests)
+    must_raise = agreed_with_bug(raising, buggy, sites)
     (kept_fresh, outer), fresh = beyond(hard, kept_fresh), beyond(hard, fresh)[0]  # outer hard rows decide nothing
     separation, reference_files, fresh, kept_fresh = keep_separating_rows(plan, task, pool, fresh, kept_fresh, buggy,
                                                                           reference_files, resplit, candidates, set(kept))
@@ -214,6 +220,7 @@ def build_plan(task: SweTask, testbed: Path, run_tests: RunTests, seed: int | No
                        judged=True):
         return plan
     kept_fresh, outer = _alike(plan, run, confirm, kept_fresh, outer)
+    must_raise = confirmed(must_raise, confirm, sites, fresh)
     plan.fresh_kept = len(kept_fresh)
     plan.fresh_failed = [f for f in kept_fresh if _decisive(lookup(buggy.checks, f, []), sites, plan.required[f], f)]
     exposure, decisive = _host_graded(plan, task, plain(set(kept)) or reference_files, buggy)
@@ -223,7 +230,8 @@ def build_plan(task: SweTask, testbed: Path, run_tests: RunTests, seed: int | No
     reasons = guessed_or_refused(plan, task, decisive, exposure, counted, buggy, reference_files, separation)
     plan.refused = "; ".join(reasons)[:1500]
     if not reasons:  # the rows the bug gets right too: a fix must not break them (tandem.envs.coding.regression_rows)
-        require_kept_rows(plan.differential, task.tests, counted)
+        require_kept_rows(plan.differential, task.tests, [*counted, *must_raise])
+        plan.must_raise = must_raise
     require_hard_rows(plan, task.fail_to_pass, [*kept_fresh, *outer], hard)
     graded = plain(set(kept), references=False)
     if not plan.differential and graded and not any(own_side(s) for s in sites.values()):

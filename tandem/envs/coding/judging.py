@@ -37,12 +37,13 @@ JUDGE_MEMORY_BYTES = 3 << 30
 
 def judge_isolated(expected: list[str], side: bytes, returncode: int, stdout: str, sites: dict[int, Site],
                    required: dict[str, set[int]], cpu_s: int | None = None,
-                   wall_s: float = JUDGE_WALL_S, narrower: list[str] | tuple[str, ...] = ()) -> Verdict:
+                   wall_s: float = JUDGE_WALL_S, narrower: list[str] | tuple[str, ...] = (),
+                   must_raise: dict[str, str] | None = None) -> Verdict:
     """tandem.envs.coding.verdict.judge of a graded run's stream, computed by a limited child process
     (`cpu_s` CPU seconds, JUDGE_CPU_S as it stands when called unless given)."""
     cpu_s = JUDGE_CPU_S if cpu_s is None else cpu_s
     payload = pickle.dumps((expected, side, returncode, stdout, sites, required, cpu_s, JUDGE_MEMORY_BYTES,
-                            frozenset(narrower)))
+                            frozenset(narrower), dict(must_raise or {})))
     try:
         # only tandem's own tree on the path (no site-packages of the user, no environment of the caller)
         done = subprocess.run([sys.executable, "-s", "-m", "tandem.envs.coding.judging"], input=payload, capture_output=True,
@@ -67,10 +68,10 @@ def child_main() -> None:
     import resource
 
     data = sys.stdin.buffer.read()
-    expected, side, returncode, stdout, sites, required, cpu_s, memory, narrower = pickle.loads(data)
+    expected, side, returncode, stdout, sites, required, cpu_s, memory, narrower, must_raise = pickle.loads(data)
     resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s))
     resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
-    verdict = judge(expected, parse_stream(side, sites), returncode, stdout, sites, required, narrower)
+    verdict = judge(expected, parse_stream(side, sites), returncode, stdout, sites, required, narrower, must_raise)
     sys.stdout.write(json.dumps(asdict(verdict)))
 
 

@@ -32,9 +32,9 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import AbstractSet, Any
+from typing import AbstractSet, Any, Mapping
 
-from tandem.envs.coding.checks import Malformed, Site, check_outcome, read_record_value
+from tandem.envs.coding.checks import MAX_RAISED_NAMES, Malformed, Site, check_outcome, read_record_value
 from tandem.envs.coding.expected_sides import agreed, held_note, own_side
 
 STATUSES = ("PASSED", "FAILED", "ERROR", "SKIPPED", "XFAIL", "XPASS")
@@ -49,6 +49,8 @@ class Stream:
     collected: list[str] | None = None
     status: dict[str, str] = field(default_factory=dict)
     raised: dict[str, bool] = field(default_factory=dict)
+    raised_types: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """Test id -> the class names (its MRO) of what its body raised, where it raised."""
     exitstatus: int | None = None
     tamper: list[str] = field(default_factory=list)
     checks: dict[str, list[tuple[int, Any]]] = field(default_factory=dict)
@@ -100,6 +102,12 @@ def _fold(out: Stream, phases: dict, rec, sites: dict[int, Site] | None = None, 
         if str(rec.get("id")) in out.raised:
             out.tamper.append(f"two results for one test call: {rec.get('id')}")
         out.raised[str(rec.get("id"))] = bool(rec.get("raised"))
+        types = rec.get("types", [])
+        if type(types) is not list or len(types) > MAX_RAISED_NAMES or not all(type(n) is str and len(n) <= 200
+                                                                                for n in types):
+            raise Malformed("types: up to 64 class names")
+        if types:
+            out.raised_types[str(rec.get("id"))] = tuple(types)
     elif ev == "report":
         phases.setdefault(str(rec.get("id")), {})[str(rec.get("when"))] = (str(rec.get("outcome")),
                                                                            bool(rec.get("xfail")))
@@ -244,18 +252,32 @@ def host_check(events: list[tuple[int, Any]], sites: dict[int, Site], required: 
     return ""
 
 
+def raised_before_checks(stream: Stream, test: str, sites: dict[int, Site]) -> tuple[str, ...]:
+    """The class names (MRO) of what `test`'s body raised before any host-held check of `sites` ran; () where it
+    did not raise, or reached such a check first (a fresh row where the reference raises,
+    tandem.envs.coding.raising_values)."""
+    if lookup(stream.status, test) != "FAILED" or not lookup(stream.raised, test):
+        return ()
+    if any(k in sites for k, _ in lookup(stream.checks, test, [])):
+        return ()
+    return lookup(stream.raised_types, test, ())
+
+
 def _test_file(node_id: str) -> str:
     return node_id.split("::", 1)[0]
 
 
 def judge(expected: list[str], stream: Stream, returncode: int, stdout: str, sites: dict[int, Site] | None = None,
-          required: dict[str, set[int]] | None = None, narrower: AbstractSet[str] = frozenset()) -> Verdict:
+          required: dict[str, set[int]] | None = None, narrower: AbstractSet[str] = frozenset(),
+          must_raise: Mapping[str, str] | None = None) -> Verdict:
     """Each expected test's status: the stream's, turned FAILED where its host-held checks do not hold.
 
     `sites` are the graded files' check sites, `required` the sites each test reached under the
     reference fix (tandem.envs.coding.grading_plan); a test of `narrower` (hard rows beyond the fresh rows'
-    guard, tandem.envs.coding.hard_rows) passes where its body raised before any host-held check ran."""
-    sites, required = sites or {}, required or {}
+    guard, tandem.envs.coding.hard_rows) passes where its body raised before any host-held check ran; a row of
+    `must_raise` (row -> class name, tandem.envs.coding.raising_values) passes only where it raised an instance of
+    that class so."""
+    sites, required, must_raise = sites or {}, required or {}, must_raise or {}
     tests, failures = {}, {}
     tamper = list(stream.tamper)
     for t in expected:
@@ -263,6 +285,13 @@ def judge(expected: list[str], stream: Stream, returncode: int, stdout: str, sit
         events = lookup(stream.checks, t, [])
         if t in narrower and status == "FAILED" and lookup(stream.raised, t) and not any(k in sites for k, _ in events):
             tests[t] = "PASSED"  # a narrower domain: it raised where the reference answers, it wrote no other value
+            continue
+        if t in must_raise:  # the reference and the bug both raise here: a fix keeps that
+            if must_raise[t] in raised_before_checks(stream, t, sites):
+                tests[t] = "PASSED"
+            else:
+                tests[t] = "FAILED" if status == "PASSED" else status
+                failures[t] = f"the reference fix and the bug raise {must_raise[t]} on this row; the run did not"
             continue
         why = host_check(events, sites, required.get(t, set()), t, lookup(stream.own, t, {}))
         if why:

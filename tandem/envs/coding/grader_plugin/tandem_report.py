@@ -5,8 +5,9 @@ the repository is imported (`python -P` keeps /testbed off sys.path until pytest
 the grader's `pythonpath` ini). It writes one JSON object per line to the pipe whose fd is
 in TANDEM_REPORT_FD; the host reads that pipe, not stdout.
 
-Records: {"ev": "start"}; {"ev": "collected", "ids": [...]}; {"ev": "call", "id", "raised"}
-(did the test body raise, seen around item.runtest, before any report object exists);
+Records: {"ev": "start"}; {"ev": "collected", "ids": [...]}; {"ev": "call", "id", "raised", "types"}
+(did the test body raise, seen around item.runtest, before any report object exists; what it raised, its class
+and bases by name, for the fresh rows where the reference fix raises, tandem.envs.coding.raising_values);
 {"ev": "report", "id", "when", "outcome", "xfail"}; {"ev": "check", "id", "k", "v"} (what a
 hidden check computed, tandem_checks); {"ev": "tamper", "what"} (an audit hook saw a write
 to a protected path); {"ev": "finish", "exitstatus"}.
@@ -108,8 +109,8 @@ def pytest_runtest_protocol(item, nextitem):
 def pytest_runtest_call(item):
     try:
         result = yield
-    except BaseException:
-        emit({"ev": "call", "id": item.nodeid, "raised": True})
+    except BaseException as exc:
+        emit({"ev": "call", "id": item.nodeid, "raised": True, "types": [c.__name__ for c in type(exc).__mro__][:64]})
         raise
     emit({"ev": "call", "id": item.nodeid, "raised": False})
     return result
