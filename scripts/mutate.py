@@ -169,8 +169,7 @@ DEFENCES = [
   + "                                 plan.sites, plan.required, narrower=plan.narrower, must_raise=plan.must_raise)",
   "        from tandem.envs.coding.verdict import judge, parse_stream as parse" + NL
   + "        verdict = judge(plan.judged_ids(task.tests), parse(run.side, plan.sites), run.returncode," + NL
-  + "                        run.output, plan.sites, plan.required, narrower=plan.narrower," + NL
-  + "                        must_raise=plan.must_raise)",
+  + "                        run.output, plan.sites, plan.required, narrower=plan.narrower, must_raise=plan.must_raise)",
   F + "test_a_hash_flood_costs_the_grading_thread_nothing[unshare]"),
  ("judging child unlimited", "tandem/envs/coding/judging.py", "    resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s))" + NL, "",
   "tests/test_host_checks.py::test_records_are_judged_in_a_child_that_agrees_and_is_bounded"),
@@ -347,6 +346,7 @@ SETS["separate"] = SEPARATE  # issue 46: separating rows, grading by separation 
 SETS["edge"] = EDGE  # issue 46: edge rows and every kept fresh row required (scripts/mutants_edge.py)
 SETS["hard"] = HARD_MUTANTS  # issue 46: hard rows of an integer predicate (scripts/mutants_hard.py)
 SETS["wrong_fixes"] = WRONG_FIX_MUTANTS  # issue 46: oracle rules for plausible wrong fixes (scripts/mutants_wrong_fixes.py)
+SETS["raising_values"] = __import__("mutants_raising_values").RAISING_VALUES  # issue 46: value rows where the reference and the bug raise (scripts/mutants_raising_values.py)
 
 
 def run(name: str, rel: str, edits: list[tuple[str, str]], tests: str) -> str:

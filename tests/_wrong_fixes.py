@@ -314,14 +314,14 @@ CLOSED_HOLES = {  # paid on main at cb62139 under plan seeds 0-1; 0 under both o
     "numkit/remove_assign_gcd:formula": "edge rows: 0 in a column that shows both signs",
     "stockkit/op_change_const_chunk:issue_only": "0 under both seeds on the merged tree (tests/test_wrong_fixes.py); "
     "regression or edge rows, not told apart",
+    "numkit/op_swap_clamp:other_path": "was " + RAISING_DROPPED + "; now the fresh rows with lo > hi (drawn under "
+    "both seeds), where the reference and the bug raise ValueError, must raise it (tandem.envs.coding.raising_values)",
+    "httpkit/remove_assign_retry_after:other_path": "was " + RAISING_DROPPED + "; now a joined header (' 30 -5'), "
+    "where the reference and the bug raise ValueError, must raise it (tandem.envs.coding.raising_values)",
 }
 """Holes this stop closed, with what closed them (wrong_integ2 and the final tree's battery, plan seeds 0 and 1)."""
 OPEN_HOLES = {
     "datekit/op_change_const_day_of_year:formula": RECORD_COLUMN + "; wrong at (2100, 3, 1) (a century year)",
-    "numkit/op_swap_clamp:other_path": RAISING_DROPPED + ": a rewrite that drops the lo > hi guard (ValueError) is "
-    "never called on an empty range",
-    "httpkit/remove_assign_retry_after:other_path": RAISING_DROPPED + ": a malformed header ('31 5-00', '') answered "
-    "0 instead of ValueError passes",
     "httpkit/op_swap_backoff:formula": "the parametrized table varies attempt only (base 0.5 and cap 30 are the "
     "defaults), where an exponent clamped at 10 is invisible (0.5 * 2 ** 10 > 30); it shows with a cap above "
     "base * 1024 (backoff(91, 0.57, 831)), and test_backoff_custom_base (cap 100) is not parametrized",

@@ -52,6 +52,9 @@ def test_a_must_raise_row_passes_on_that_class_or_a_subclass_and_fails_on_a_valu
     assert _judged({ROW: ["HeaderError", *MRO], VALUE: 30})[ROW] == "PASSED"  # a subclass, another path
     assert _judged({ROW: 0, VALUE: 30})[ROW] == "FAILED"  # the wrong fix's 0 for a malformed header
     assert _judged({ROW: ["TypeError", "Exception", "BaseException", "object"], VALUE: 30})[ROW] == "FAILED"
+    late = _stream({ROW: MRO, VALUE: 30})
+    late.checks[ROW] = [(0, 0)]  # computed a value at the row's check, then raised: not what the reference did
+    assert judge([ROW], late, 1, "", SITES, {}, must_raise={ROW: "ValueError"}).tests[ROW] == "FAILED"
 
 
 def test_raising_everywhere_fails_the_rows_that_must_not_raise():

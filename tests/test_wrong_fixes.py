@@ -37,6 +37,8 @@ SELECTION = (  # the most instructive wrong fixes: each passes the original hidd
     "textkit/op_swap_truncate:formula",  # the kept text rstripped: a kept fresh row the bug got right
     "numkit/ctrl_invert_if_sign:formula",  # zero within 0.1: an edge row near zero
     "stockkit/op_change_const_chunk:issue_only",  # the dropped item re-appended when len % size == 1: closed
+    "httpkit/remove_assign_retry_after:other_path",  # a malformed header read as 0: a row that must raise
+    "numkit/op_swap_clamp:other_path",  # the lo > hi guard dropped: a row that must raise
 )
 
 

@@ -12,8 +12,9 @@ graded copy, it also appends **fresh rows** (fresh_rows): new inputs inside the 
 span (the columns' values crossed between rows, ints between a column's values, strings of the column
 joined), drawn with a seed the host holds (a new one per plan, never written into a sandbox). Their
 expected values are written nowhere: they are the reference fix's own values, computed in the plan's clean
-run and held on the host (expectations); a fresh row where the reference raises, returns what the host
-cannot judge, or changes between the clean and the confirming run is dropped.
+run and held on the host (expectations); a fresh row where the reference returns what the host cannot judge,
+or changes between the clean and the confirming run is dropped; one where it raises is dropped here, and kept as
+a row that must raise where the bug raises the same class (tandem.envs.coding.raising_values).
 
 A hidden test of the table whose own decisive checks are all within a forger's reach is graded when the
 bug fails fresh rows of it whose values are beyond a forger's reach too (the exposure analysis runs over

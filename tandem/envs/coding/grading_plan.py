@@ -53,10 +53,10 @@ from tandem.envs.coding.expected_sides import eligible, marked, own_side
 from tandem.envs.coding.exposure import Exposure, analyse
 from tandem.envs.coding.guess_plan import GUESS_BOUND, _graded_by_guesses, guessed_or_refused  # docs, tests: GUESS_BOUND here
 from tandem.envs.coding.hard_rows import beyond, require_hard_rows
-from tandem.envs.coding.instrument import Candidate, find_sites, rewrite
+from tandem.envs.coding.instrument import Candidate, find_sites, rewrite, whole_statements
 from tandem.envs.coding.params import hide
 from tandem.envs.coding.raising_rows import GENERATED, add_rows, outcomes, renumber, task_own
-from tandem.envs.coding.raising_values import agreed_with_bug, confirmed, reference_raises
+from tandem.envs.coding.raising_values import must_raise_rows, reference_raises
 from tandem.envs.coding.row_rules import graded_beyond_the_visible_rows
 from tandem.envs.coding.separating_plan import keep_separating_rows
 from tandem.envs.coding.sandbox.runner import ExecResult
@@ -108,8 +108,7 @@ class GradingPlan:
     fresh_kept: int = 0
     """How many fresh rows the plan kept (the reference's value held in both reference runs): fresh_failed's whole."""
     must_raise: dict[str, str] = field(default_factory=dict)
-    """Fresh rows where the reference and the bug raise -> the class a run must raise there
-    (tandem.envs.coding.raising_values); required as the kept rows are."""
+    """Fresh rows the reference and the bug raise on -> the class a run must raise there (raising_values)."""
 
     def graded_id(self, test: str) -> str:
         return self.aliases.get(test, test)
@@ -201,7 +200,7 @@ def build_plan(task: SweTask, testbed: Path, run_tests: RunTests, seed: int | No
     sites.update({**fresh_sites, **raising_sites})
     kept_fresh += kept_raising
     clean = without(clean, set(fresh) - set(kept_fresh))
-    kept = _whole_statements(_unjudgeable(clean, sites), candidates)
+    kept = whole_statements(_unjudgeable(clean, sites), candidates)
     plan.kept_in_sandbox = [f"{sites[k].where} `{sites[k].source}`: {why}" for k, why in sorted(kept.items())]
     for k in kept:
         del sites[k]
@@ -211,7 +210,6 @@ def build_plan(task: SweTask, testbed: Path, run_tests: RunTests, seed: int | No
     plan.required = {t: {k for k, _ in lookup(clean.checks, t, []) if k in sites} for t in (*task.tests, *kept_fresh)}
     _, buggy = _reference(run_tests, False, plan.files, sites)
     buggy = _own_sides(plan, sources, candidates, set(kept), buggy, run_tests, task.tests)
-    must_raise = agreed_with_bug(raising, buggy, sites)
     (kept_fresh, outer), fresh = beyond(hard, kept_fresh), beyond(hard, fresh)[0]  # outer hard rows decide nothing
     separation, reference_files, fresh, kept_fresh = keep_separating_rows(plan, task, pool, fresh, kept_fresh, buggy,
                                                                           reference_files, resplit, candidates, set(kept))
@@ -220,7 +218,6 @@ def build_plan(task: SweTask, testbed: Path, run_tests: RunTests, seed: int | No
                        judged=True):
         return plan
     kept_fresh, outer = _alike(plan, run, confirm, kept_fresh, outer)
-    must_raise = confirmed(must_raise, confirm, sites, fresh)
     plan.fresh_kept = len(kept_fresh)
     plan.fresh_failed = [f for f in kept_fresh if _decisive(lookup(buggy.checks, f, []), sites, plan.required[f], f)]
     exposure, decisive = _host_graded(plan, task, plain(set(kept)) or reference_files, buggy)
@@ -230,8 +227,8 @@ def build_plan(task: SweTask, testbed: Path, run_tests: RunTests, seed: int | No
     reasons = guessed_or_refused(plan, task, decisive, exposure, counted, buggy, reference_files, separation)
     plan.refused = "; ".join(reasons)[:1500]
     if not reasons:  # the rows the bug gets right too: a fix must not break them (tandem.envs.coding.regression_rows)
-        require_kept_rows(plan.differential, task.tests, [*counted, *must_raise])
-        plan.must_raise = must_raise
+        plan.must_raise = must_raise_rows(raising, buggy, confirm, sites, fresh)
+        require_kept_rows(plan.differential, task.tests, [*counted, *plan.must_raise])
     require_hard_rows(plan, task.fail_to_pass, [*kept_fresh, *outer], hard)
     graded = plain(set(kept), references=False)
     if not plan.differential and graded and not any(own_side(s) for s in sites.values()):
@@ -257,16 +254,6 @@ def _host_graded(plan: GradingPlan, task: SweTask, files: dict[str, str], buggy:
     for t in task.fail_to_pass:
         plan.host_graded[t] = sorted({k for k, nth in decisive[t] if exposure.strong(plan.sites[k], t, nth)})
     return exposure, decisive
-
-
-def _whole_statements(kept: dict[int, str], candidates: dict[str, list[Candidate]]) -> dict[int, str]:
-    """`kept` (site -> why it stays in the sandbox) with every other site of a statement it splits: a statement
-    is split whole or not at all."""
-    for found in candidates.values():
-        for c in found:
-            if any(s.k in kept for s in c.sites):
-                kept.update({s.k: kept.get(s.k, "split with a check the host cannot judge") for s in c.sites})
-    return kept
 
 
 def _without_fresh_rows(testbed: Path, task: SweTask, aliases: dict[str, str], candidates: dict[str, list[Candidate]],

@@ -383,3 +383,13 @@ def is_constant(node: ast.expr) -> bool:
 
 def _one_line(text: str) -> str:
     return " ".join(text.split())[:200]
+
+
+def whole_statements(kept: dict[int, str], candidates: dict[str, list[Candidate]]) -> dict[int, str]:
+    """`kept` (site -> why it stays in the sandbox) with every other site of a statement it splits: a statement
+    is split whole or not at all (tandem.envs.coding.grading_plan)."""
+    for found in candidates.values():
+        for c in found:
+            if any(s.k in kept for s in c.sites):
+                kept.update({s.k: kept.get(s.k, "split with a check the host cannot judge") for s in c.sites})
+    return kept

@@ -67,3 +67,10 @@ def confirmed(must_raise: dict[str, str], confirm: Stream, sites: dict[int, Site
     """The rows of `must_raise` still drawn (`fresh`) that the reference's confirming run raised the same way."""
     return {f: name for f, name in must_raise.items()
             if f in fresh and name in raised_before_checks(confirm, f, sites)}
+
+
+def must_raise_rows(raising: dict[str, tuple[str, ...]], buggy: Stream, confirm: Stream, sites: dict[int, Site],
+                    fresh: list[str]) -> dict[str, str]:
+    """The must-raise rows of a plan (row -> class): those of `raising` (reference_raises of the clean run) that the
+    bug raised alike and the confirming run raised again, still drawn."""
+    return confirmed(agreed_with_bug(raising, buggy, sites), confirm, sites, fresh)
