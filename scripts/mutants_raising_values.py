@@ -26,6 +26,8 @@ RAISING_VALUES = [
      "        bug = names", KEPT),
     ("a class every exception shares is required", RULE, "        if common is not None and common not in TOO_WIDE:",
      "        if common is not None:", KEPT),
+    ("a limit of the machine is required", RULE, '"AssertionError", "RecursionError", "MemoryError",',
+     '"AssertionError", "MemoryError",', KEPT),
     ("probe rows kept", RULE, "        if is_probe(f) or hard.get(f) or", "        if hard.get(f) or", KEPT),
     ("the confirming run not asked", RULE, "            if f in fresh and name in raised_before_checks(confirm, f, sites)}",
      "            if f in fresh}", KEPT),

@@ -77,16 +77,18 @@ def test_the_call_record_names_what_the_body_raised_and_a_malformed_one_is_tampe
 
 def test_only_rows_the_reference_and_the_bug_raise_alike_are_kept():
     probe, generated, hard, asserted = T + "[probe0]", T + "__rows[fresh0]", T + "[fresh2]", T + "[fresh3]"
-    other, wide = T + "[fresh4]", T + "[fresh5]"
+    other, wide, deep = T + "[fresh4]", T + "[fresh5]", T + "[fresh6]"
+    recursion = ["RecursionError", "RuntimeError", "Exception", "BaseException", "object"]
     clean = _stream({ROW: ["HeaderError", *MRO], VALUE: 30, probe: MRO, generated: MRO, hard: MRO,
-                     asserted: ["AssertionError", "Exception", "BaseException", "object"], other: MRO, wide: MRO})
-    fresh = [ROW, VALUE, probe, generated, hard, asserted, other, wide]
+                     asserted: ["AssertionError", "Exception", "BaseException", "object"], other: MRO, wide: MRO,
+                     deep: recursion})
+    fresh = [ROW, VALUE, probe, generated, hard, asserted, other, wide, deep]
     raising = reference_raises(clean, fresh, SITES, {hard: True})
-    assert set(raising) == {ROW, asserted, other, wide}  # no probe, generated row, hard row beyond the guard
+    assert set(raising) == {ROW, asserted, other, wide, deep}  # no probe, generated row, hard row beyond the guard
     buggy = _stream({ROW: MRO, other: 7, wide: ["KeyError", "LookupError", "Exception", "BaseException", "object"],
-                     asserted: ["AssertionError", "Exception", "BaseException", "object"]})
+                     asserted: ["AssertionError", "Exception", "BaseException", "object"], deep: recursion})
     kept = agreed_with_bug(raising, buggy, SITES)
-    assert kept == {ROW: "ValueError"}  # the class both raised; a value, an assert or only Exception in common: out
+    assert kept == {ROW: "ValueError"}  # the class both raised; a value, an assert, a limit, Exception alone: out
     assert confirmed(kept, clean, SITES, fresh) == kept
     assert confirmed(kept, clean, SITES, [VALUE]) == {}  # no longer drawn
     assert confirmed(kept, _stream({ROW: 0}), SITES, fresh) == {}  # the confirming run answered

@@ -16,7 +16,8 @@ tandem.envs.coding.regression_rows); a row where the bug answers a value, or rai
 (a correct fix may raise or not there). The row passes where the test body raised an instance of that class (a
 subclass too, by the MRO's names; another path to it too) before any host-held check ran (verdict.judge's
 `must_raise`), never on the message. Not kept: a class every exception shares (Exception, BaseException), an
-AssertionError (an assert the host left in the copy failed), probe rows and hard rows beyond the guard (a
+AssertionError (an assert the host left in the copy failed), a limit of the machine rather than a decision
+(RecursionError, MemoryError, OverflowError: an iterative or integer fix may answer there), probe rows and hard rows beyond the guard (a
 correct fix may answer otherwise there), generated rows of raising_rows and call_rows (judged by their own rule).
 
 A forger raising everywhere fails every kept row that must not raise (their values are required), and one
@@ -32,7 +33,8 @@ from tandem.envs.coding.fresh_rows import owner
 from tandem.envs.coding.raising_rows import ROWS_SUFFIX
 from tandem.envs.coding.verdict import Stream, raised_before_checks
 
-TOO_WIDE = frozenset({"object", "BaseException", "Exception", "AssertionError"})
+TOO_WIDE = frozenset({"object", "BaseException", "Exception", "AssertionError", "RecursionError", "MemoryError",
+                      "OverflowError"})
 """Classes a must-raise row never requires (the module's docstring says why)."""
 
 
