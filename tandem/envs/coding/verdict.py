@@ -49,8 +49,6 @@ class Stream:
     collected: list[str] | None = None
     status: dict[str, str] = field(default_factory=dict)
     raised: dict[str, bool] = field(default_factory=dict)
-    raised_types: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    """Test id -> the class names (its MRO) of what its body raised, where it raised."""
     exitstatus: int | None = None
     tamper: list[str] = field(default_factory=list)
     checks: dict[str, list[tuple[int, Any]]] = field(default_factory=dict)
@@ -62,6 +60,9 @@ class Stream:
     (tandem.envs.coding.expected_sides)."""
     unknown_sites: set[int] = field(default_factory=set)
     """Sites named by records that the graded files do not have (their values never decoded)."""
+    raised_types: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """Test id -> the class names (its MRO) of what its body raised, where it raised (last: positional
+    construction keeps its order)."""
 
 
 def parse_stream(data: bytes, sites: dict[int, Site] | None = None, references: bool = False) -> Stream:
