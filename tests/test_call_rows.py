@@ -20,7 +20,7 @@ from tandem.envs.coding.call_rows import CALLS_SUFFIX, WANT, fixtures_of, held, 
 from tandem.envs.coding.checks import Reference
 from tandem.envs.coding.grading import get_runtime, reset_runtime
 from tandem.envs.coding.instrument import find_sites
-from tandem.envs.coding.raising_rows import add_rows
+from tandem.envs.coding.raising_rows import PYTEST_ALIAS, add_rows
 from tests._swe import make_cfg, sandbox_backends
 from tests.test_confined import _local_task
 from tests.test_param_columns import _diff, forged_rewards, rewards_of
@@ -224,3 +224,84 @@ def test_count_is_graded_by_its_twin_and_only_fixes_score(tmp_path, backend):
     assert plan.differential[C] and all(same_table(r, C) and CALLS_SUFFIX in r for r in plan.differential[C])
     assert rewards == {name: want for name, (_, want) in PROGRAMS.items()}, rewards
     assert forged == [0.0, 0.0]
+
+
+LEAP = '''_MONTH = [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31]
+
+
+def is_leap(year):
+    return year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)
+
+
+def days_in_month(year, month):
+    if not 1 <= month <= 12:
+        raise ValueError(f"bad month {month}")
+    return 29 if month == 2 and is_leap(year) else _MONTH[month - 1]
+'''
+LEAP_BUGGY = LEAP.replace("(year % 100 != 0 or year % 400 == 0)", "year % 100 != 0")
+PLAIN_TESTS = '''from pkg import days_in_month, is_leap
+
+
+def test_century_rules():
+    assert is_leap(2000)
+    assert not is_leap(1900)
+    assert [y for y in (1800, 1900, 1996, 2000) if is_leap(y)] == [1996, 2000]
+
+
+def test_february():
+    assert days_in_month(1900, 2) == 28
+    assert days_in_month(2000, 2) == 29
+
+
+def test_march():
+    assert days_in_month(2023, 3) == 31
+'''
+"""calendarx's hidden tests (data/swe_tasks): plain asserts in a module that never imports pytest."""
+FEB = f"{REL}::test_february"
+LEAP_F2P = [f"{REL}::test_century_rules", FEB]
+LEAPS = "def _leap(year):\n{}\n\n\nis_leap = _leap\n"
+LEAP_PROGRAMS = {
+    "reference": (LEAPS.format("    return year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)"), 1.0),
+    "calendar_isleap": (LEAPS.format("    import calendar\n\n    return calendar.isleap(year)"), 1.0),
+    "by_days_of_the_year": (LEAPS.format(
+        "    import datetime\n\n    return (datetime.date(year, 12, 31) - datetime.date(year, 1, 1)).days == 365"), 1.0),
+    "the_issues_2000_added": (LEAPS.format("    return year % 4 == 0 and (year % 100 != 0 or year == 2000)"), 0.0),
+    "centuries_by_200": (LEAPS.format("    return year % 4 == 0 and (year % 100 != 0 or year % 200 == 0)"), 0.0),
+}
+
+
+def test_a_module_without_import_pytest_gets_its_twin_under_an_alias():
+    """Host only: plain-assert tests seldom import pytest; their twin's decorator names pytest by an alias the copy
+    imports (before, such a module got no twin at all, and calendarx's `or year == 2000` was paid). The module's own
+    names are left alone, and no rows test is written (it would run the module's own `pytest.raises`)."""
+    source, ids = add_rows(PLAIN_TESTS, REL, (*LEAP_F2P, f"{REL}::test_march"), random.Random(0), failing=(FEB,))
+    tail = source[len(PLAIN_TESTS.rstrip("\n")):]
+    assert tail.count(f"import pytest as {PYTEST_ALIAS}\n") == 1 and f"@{PYTEST_ALIAS}.mark.parametrize(" in tail
+    assert "\nimport pytest\n" not in source and "test_century_rules__calls" not in tail  # a check of no call's form
+    assert f"def test_february{CALLS_SUFFIX}(tandem_a0, tandem_a1, {WANT}):" in tail and ids
+    assert all(i.startswith(f"{FEB}{CALLS_SUFFIX}[fresh") for i in ids) and len(ids) == len(_rows(tail))
+    years = {r[0] for r in _rows(tail) if r[1] == 2}
+    assert {1600, 4000} <= years and {2100, 2200} <= years  # centuries the bug and a 2000-only fix tell apart
+    compile(source, REL, "exec")
+    assert add_rows(PLAIN_TESTS, REL, LEAP_F2P, random.Random(0)) == (PLAIN_TESTS, [])  # no failing test: no twin
+    raising = "from pkg import f\n\n\ndef test_r():\n    with pytest.raises(ValueError):\n        f(13)\n"
+    assert add_rows(raising, REL, (f"{REL}::test_r",), random.Random(0)) == (raising, [])
+
+
+@pytest.mark.parametrize("backend", BACKENDS[-1:])
+def test_february_is_graded_by_its_twin_without_import_pytest(tmp_path, backend):
+    """calendarx's form: correct fixes in other forms score 1, the issue's 2000 added to the century rule (wrong at
+    1600, 2400, 4000) and centuries by 200 (wrong at 2200) score 0."""
+    task = _local_task(tmp_path, {"pkg/__init__.py": LEAP.encode(), "tests/test_pkg.py": PLAIN_TESTS.encode()},
+                       _diff("pkg/__init__.py", LEAP, LEAP_BUGGY), LEAP_F2P, [f"{REL}::test_march"],
+                       "`is_leap(2000)` returns False and `days_in_month(2000, 2)` is 28.")
+    reset_runtime()
+    runtime = get_runtime(make_cfg(tmp_path, sandbox={"backend": backend, "pool_size": 2}))
+    try:
+        plan = runtime.grader.plan(task)
+        rewards = rewards_of(runtime, task, LEAP_PROGRAMS)
+    finally:
+        reset_runtime()
+    assert rewards == {name: want for name, (_, want) in LEAP_PROGRAMS.items()}, rewards
+    assert not plan.refused, plan.refused
+    assert plan.differential[FEB] and all(same_table(r, FEB) and CALLS_SUFFIX in r for r in plan.differential[FEB])

@@ -92,9 +92,11 @@ def fixtures_of(tree: ast.Module) -> dict[str, ast.FunctionDef]:
     return out
 
 
-def twin(func: ast.FunctionDef, fixtures: dict[str, ast.FunctionDef], rng: random.Random) -> tuple[str, int] | None:
+def twin(func: ast.FunctionDef, fixtures: dict[str, ast.FunctionDef], rng: random.Random, pytest_name: str = "pytest"
+         ) -> tuple[str, int] | None:
     """The twin test of `func` (its text, to append to the module, and its number of rows), or None where `func` is
-    not eligible."""
+    not eligible. `pytest_name`: the module's name for pytest in the twin's decorator (raising_rows.add_rows imports
+    it under PYTEST_ALIAS where the module has no `import pytest`)."""
     body = _plain_body(func)
     first_check = next((i for i, s in enumerate(body) if isinstance(s, ast.Assert)), len(body))
     setup, found = body[:first_check], [_check(s) for s in body[first_check:]]
@@ -130,7 +132,7 @@ def twin(func: ast.FunctionDef, fixtures: dict[str, ast.FunctionDef], rng: rando
     actual = {"==": actual, "truth": f"bool({actual})", "none": f"({actual} is None)"}[how]
     lines = [f"    {ast.unparse(s)}" for s in statements] + [f"    assert {actual} == {WANT}"]
     ids = [f"{FRESH_ID}{n}" for n in range(len(drawn))]
-    return (f"\n\n@pytest.mark.parametrize(\"{', '.join([*names, WANT])}\", {drawn!r}, ids={ids!r})\n"
+    return (f"\n\n@{pytest_name}.mark.parametrize(\"{', '.join([*names, WANT])}\", {drawn!r}, ids={ids!r})\n"
             f"def {func.name}{CALLS_SUFFIX}({', '.join([*kept, *names, WANT])}):\n" + "\n".join(lines) + "\n", len(drawn))
 
 

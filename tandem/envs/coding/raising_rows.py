@@ -47,6 +47,9 @@ ROWS_SUFFIX = "__rows"
 MAX_ROWS = 60
 MIN_EACH = 3
 """Rows expected to raise, and rows expected not to, that a raising check's fresh rows must hold."""
+PYTEST_ALIAS = "__tandem_pytest__"
+"""pytest's name in a graded copy whose module has no `import pytest` (plain-assert tests seldom import it) and
+gets a twin: an alias, so no name of the module changes (a `pytest` of its own stays what it was)."""
 GENERATED = 1_000_000
 """Site numbers of the generated tests start here: the task's own sites keep the numbers a split without
 them gives (tandem.envs.coding.grading_plan analyses the task's own checks on the files without them)."""
@@ -74,25 +77,26 @@ def add_rows(source: str, rel: str, tests: tuple[str, ...], rng: random.Random, 
              ) -> tuple[str, list[str]]:
     """`source` with a rows test appended for each hidden test of `tests` that is one `pytest.raises`
     block around one call of constant arguments, a twin over fresh arguments for each test of `failing` whose
-    checks are values of one call of constants (tandem.envs.coding.call_rows), and the generated rows' node ids."""
+    checks are values of one call of constants (tandem.envs.coding.call_rows), and the generated rows' node ids. A
+    module without `import pytest` gets twins (under PYTEST_ALIAS), never a rows test."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
         return source, []
-    if not any(isinstance(n, ast.Import) and any(a.name == "pytest" and a.asname is None for a in n.names)
-               for n in tree.body):
-        return source, []
+    imported = any(isinstance(n, ast.Import) and any(a.name == "pytest" and a.asname is None for a in n.names)
+                   for n in tree.body)
     tails, ids = [], []
     fixtures = fixtures_of(tree)
     for func in tree.body:
         if not isinstance(func, ast.FunctionDef) or f"{rel}::{func.name}" not in tests or func.decorator_list:
             continue
         block = _raising_call(func)
-        made = twin(func, fixtures, rng) if block is None and f"{rel}::{func.name}" in failing else None
+        made = twin(func, fixtures, rng, "pytest" if imported else PYTEST_ALIAS) \
+            if block is None and f"{rel}::{func.name}" in failing else None
         if made is not None:
             tails.append(made[0])
             ids += [f"{rel}::{func.name}{CALLS_SUFFIX}[{FRESH_ID}{n}]" for n in range(made[1])]
-        if block is None:
+        if block is None or not imported:  # the rows test runs the block's own `pytest.raises`: the module's pytest
             continue
         with_item, call = block
         rows = _inputs(call, rng)
@@ -106,6 +110,8 @@ def add_rows(source: str, rel: str, tests: tuple[str, ...], rng: random.Random, 
                      f"    with {ast.unparse(with_item)}:\n"
                      f"        {ast.unparse(call.func)}(*tandem_args)\n")
         ids += [f"{rel}::{name}[{FRESH_ID}{n}]" for n in range(len(rows))]
+    if tails and not imported:
+        tails.insert(0, f"\n\nimport pytest as {PYTEST_ALIAS}\n")
     return (source.rstrip("\n") + "\n" + "".join(tails), ids) if tails else (source, [])
 
 
