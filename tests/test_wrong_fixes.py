@@ -37,6 +37,7 @@ SELECTION = (  # the most instructive wrong fixes: each passes the original hidd
     "textkit/op_swap_truncate:formula",  # the kept text rstripped: a kept fresh row the bug got right
     "numkit/ctrl_invert_if_sign:formula",  # zero within 0.1: an edge row near zero
     "stockkit/op_change_const_chunk:issue_only",  # the dropped item re-appended when len % size == 1: closed
+    "radix/op_swap:small_only",  # positional values through math.pow: a row's string joined to itself, past 2 ** 53
 )
 
 
