@@ -299,8 +299,6 @@ wrong("radix/op_swap", "small_only", "wrong", "positional values through math.po
 
 BEYOND_BAND = ("the first wrong input lies beyond the grader's pool band (wide_pools.WIDEN_BOUND: 2x the column's "
                "largest) and inside the oracle's 10x domain")
-RECORD_COLUMN = ("the hidden table's input is a record (a (year, month, day) tuple): fresh_rows._draw takes a record "
-                 "column's own values only, never crossing its positions, so no new date is drawn")
 RAISING_DROPPED = ("a fresh row of a value table where the reference raises is dropped (tandem.envs.coding.differential"
                    "'s docstring), and the table has no pytest.raises test for tandem.envs.coding.raising_rows to vary")
 CLOSED_HOLES = {  # paid on main at cb62139 under plan seeds 0-1; 0 under both on this tree
@@ -316,10 +314,11 @@ CLOSED_HOLES = {  # paid on main at cb62139 under plan seeds 0-1; 0 under both o
     "regression or edge rows, not told apart",
     "radix/op_swap:small_only": "long strings: a row's own string joined to itself as long as the guard admits "
     "(tandem.envs.coding.edge_rows.repeated_rows: from_base('21i3v921i3v9', 36) in test_base36's twin, past 2 ** 53)",
+    "datekit/op_change_const_day_of_year:formula": "record rows: a date's year set to round numbers (1800, 300, "
+    "3000...) in failing rows, judged the reference's value or raised (tandem.envs.coding.record_rows)",
 }
 """Holes this stop closed, with what closed them (wrong_integ2 and the final tree's battery, plan seeds 0 and 1)."""
 OPEN_HOLES = {
-    "datekit/op_change_const_day_of_year:formula": RECORD_COLUMN + "; wrong at (2100, 3, 1) (a century year)",
     "numkit/op_swap_clamp:other_path": RAISING_DROPPED + ": a rewrite that drops the lo > hi guard (ValueError) is "
     "never called on an empty range",
     "httpkit/remove_assign_retry_after:other_path": RAISING_DROPPED + ": a malformed header ('31 5-00', '') answered "

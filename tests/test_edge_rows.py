@@ -96,17 +96,25 @@ def test_the_wrong_fixes_pass_the_original_rows_and_fail_an_edge_row_on_every_dr
             assert any(reference(*r) != wrong(*r) for r in inputs), (wrong.__name__, seed)
 
 
-def _from_base(text, base):  # a correct fix: int() parses the digits it validated
+def _digits(text, base):  # from_base's checks: a base of 2..36, a sign, the base's digits
     sign, text = (-1, text[1:]) if text.startswith("-") else (1, text)
-    if not text or not all(0 <= DIGITS.find(c) < base for c in text):
+    if not 2 <= base <= 36 or not text or not all(0 <= DIGITS.find(c) < base for c in text):
         raise ValueError(text)
+    return sign, text
+
+
+def _from_base(text, base):  # a correct fix: int() parses the digits it validated
+    sign, text = _digits(text, base)
     return sign * int(text, base)
 
 
+def _from_base_exact_powers(text, base):  # another correct fix: the positional sum in ints
+    sign, text = _digits(text, base)
+    return sign * sum(DIGITS.find(c) * base ** i for i, c in enumerate(reversed(text)))
+
+
 def _from_base_math_pow(text, base):  # the wrong fix: a float sum, exact below 2 ** 53 only
-    sign, text = (-1, text[1:]) if text.startswith("-") else (1, text)
-    if not text or not all(0 <= DIGITS.find(c) < base for c in text):
-        raise ValueError(text)
+    sign, text = _digits(text, base)
     return sign * int(sum(DIGITS.find(c) * math.pow(base, i) for i, c in enumerate(reversed(text))))
 
 
@@ -142,3 +150,4 @@ def test_the_math_pow_fix_passes_the_rows_and_fails_a_long_row_on_every_draw_the
     for seed in range(16):
         drawn = [r[:2] for r in fresh_rows(RADIX_ROWS, [2], random.Random(seed), failing=[0, 1, 2])]
         assert any(_answer(_from_base_math_pow, r) != _answer(_from_base, r) for r in drawn), seed
+        assert all(_answer(_from_base_exact_powers, r) == _answer(_from_base, r) for r in drawn), seed

@@ -49,6 +49,7 @@ from typing import Any
 
 from tandem.envs.coding.fresh_rows import owner
 from tandem.envs.coding.pool_rows import fitted_divisors
+from tandem.envs.coding.record_rows import record_rows
 from tandem.envs.coding.wide_pools import WIDEN_BOUND, in_domain
 
 HARD_BAND = 10
@@ -178,7 +179,7 @@ def hard_rows(rows: list[tuple], expected: list[int], rng: random.Random, failin
             if row not in seen:
                 seen.append(row)
                 out.append((row, not in_domain(v, column)))
-    return out
+    return out + record_rows(rows, expected, rng, bases, seen)  # a record's positions (tandem.envs.coding.record_rows)
 
 
 def hard_rng(rng: random.Random, table: str) -> random.Random:
