@@ -7,6 +7,8 @@ Each (name, file, old, new, test): scripts/mutate.py applies `old` -> `new` and 
 Run: python scripts/mutate.py edge ["name" ...]
 """
 
+from mutants_long import LONG
+
 T = "tests/test_edge_rows.py::"
 R = "tests/test_edge_plans.py::"
 W = "tests/test_wrong_fixes.py::test_wrong_fixes_score_zero_unless_the_oracle_finds_them_fixes"
@@ -45,3 +47,4 @@ EDGE = [
     ("only a table's first kept row required", REG, "        extra = [f for f in table if f not in have]",
      "        extra = [f for f in table if f not in have][:1]", W),
 ]
+EDGE += LONG  # the long strings of edge_rows.repeated_rows (scripts/mutants_long.py)

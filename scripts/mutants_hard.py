@@ -6,6 +6,8 @@ Each (name, file, old, new, test): scripts/mutate.py applies `old` -> `new` and 
 Run: python scripts/mutate.py hard ["name" ...]
 """
 
+from mutants_records import RECORD_MUTANTS
+
 H = "tests/test_hard_rows.py::"
 HARD = "tandem/envs/coding/hard_rows.py"
 PARAMS = "tandem/envs/coding/params.py"
@@ -82,3 +84,4 @@ HARD_MUTANTS = [
        "    fresh, pooled = _with_pool(rows, columns, rng, near, fresh, probes, node_prefix)\n"
        "    fresh, pooled = fresh + list(hard), pooled + [False] * len(hard)\n")], None, SHUFFLE),
 ]
+HARD_MUTANTS += RECORD_MUTANTS  # the record rows of hard_rows (scripts/mutants_records.py)

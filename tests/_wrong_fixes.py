@@ -299,8 +299,6 @@ wrong("radix/op_swap", "small_only", "wrong", "positional values through math.po
 
 BEYOND_BAND = ("the first wrong input lies beyond the grader's pool band (wide_pools.WIDEN_BOUND: 2x the column's "
                "largest) and inside the oracle's 10x domain")
-RECORD_COLUMN = ("the hidden table's input is a record (a (year, month, day) tuple): fresh_rows._draw takes a record "
-                 "column's own values only, never crossing its positions, so no new date is drawn")
 RAISING_DROPPED = ("a fresh row of a value table where the reference raises is dropped (tandem.envs.coding.differential"
                    "'s docstring), and the table has no pytest.raises test for tandem.envs.coding.raising_rows to vary")
 CLOSED_HOLES = {  # paid on main at cb62139 under plan seeds 0-1; 0 under both on this tree
@@ -323,16 +321,16 @@ CLOSED_HOLES = {  # paid on main at cb62139 under plan seeds 0-1; 0 under both o
     "(raising_rows.PYTEST_ALIAS), its rows (1600, 4000, 2100, 2200 in February...) every one required",
     "calendarx/drop_clause:formula": "as :issue_only (wrong at 1600, 2400); paid on main 4323b90 under seeds 0-1 "
     "though missing from OPEN_HOLES",
+    "radix/op_swap:small_only": "long strings: a row's own string joined to itself as long as the guard admits "
+    "(tandem.envs.coding.edge_rows.repeated_rows: from_base('21i3v921i3v9', 36) in test_base36's twin, past 2 ** 53)",
+    "datekit/op_change_const_day_of_year:formula": "record rows: a date's year set to round numbers (1800, 300, "
+    "3000...) in failing rows, judged the reference's value or raised (tandem.envs.coding.record_rows)",
 }
 """Holes this stop closed, with what closed them (wrong_integ2 and the final tree's battery, plan seeds 0 and 1)."""
 OPEN_HOLES = {
-    "datekit/op_change_const_day_of_year:formula": RECORD_COLUMN + "; wrong at (2100, 3, 1) (a century year)",
     "httpkit/op_swap_backoff:formula": "the parametrized table varies attempt only (base 0.5 and cap 30 are the "
     "defaults), where an exponent clamped at 10 is invisible (0.5 * 2 ** 10 > 30); it shows with a cap above "
     "base * 1024 (backoff(91, 0.57, 831)), and test_backoff_custom_base (cap 100) is not parametrized",
-    "radix/op_swap:small_only": "math.pow's float is exact below 2 ** 53 only: wrong for an 11-digit base-36 "
-    "number (from_base('v2f00129f0i', 36)); no fresh string long enough for the float to round was required under "
-    "either seed (bundled task; the grader's draw for this column not read)",
     "numkit/op_change_const_popcount:small_only": BEYOND_BAND + " (4096 > 2046); popcount is a value function "
     "(int -> int), which t46-hard's hard rows leave out on purpose",
 }

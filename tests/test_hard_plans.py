@@ -137,3 +137,33 @@ def test_hard_rows_are_required_whatever_else_grades_the_failing_tests(tmp_path,
         assert 341 in required and len(required) >= 40, sorted(required)
         others = {n for n in required if n not in hard and n <= 2 * 49}  # the hard rows (fitted past 98), no other
         assert not others, sorted(others)
+
+
+@pytest.mark.parametrize("backend", BACKENDS[-1:])
+def test_a_dates_year_set_to_a_century_is_required_and_a_fix_rejecting_an_invalid_date_scores_one(tmp_path, backend):
+    """day_of_year's table holds 2023 and 2024 only: its record rows (tandem.envs.coding.record_rows) set a century
+    into a failing row, where the leap day counted for every year divisible by 4 is wrong (tests/_wrong_fixes.py),
+    and so do weekday's; every record row is judged "the reference's value, or raised" (plan.narrower), and every
+    correct fix of the corpora (datetime's tm_yday and isoweekday among them) scores 1."""
+    from tests._wrong_fixes import by_name
+    wrong = by_name()["datekit/op_change_const_day_of_year:formula"]
+    for bug, table in (("op_change_const_day_of_year", "test_day_of_year"), ("op_flip_weekday", "test_weekday")):
+        task = _task(bug)
+        fixes = [fx for fx in (*REALISTIC, *ORACLE2) if fx.task == f"datekit/{bug}"]
+        fixes += [wrong] if wrong.task == f"datekit/{bug}" else []
+
+        def check_plan(plan, table=f"tests/test_ordinal.py::{table}"):
+            text = plan.files["tests/test_ordinal.py"]  # the table above the test's def (two tables share columns)
+            rows = _rows(text[text.rindex("@pytest.mark.parametrize", 0, text.index(f"def {table.split('::')[1]}(")):],
+                         table, "date")
+            years = [d[0] for f, d in rows.items() if "[case" in f]  # other fresh rows keep a year inside their span
+            records = {f for f, d in rows.items() if "[fresh" in f and not min(years) <= d[0] <= max(years)}
+            assert records and records <= set(plan.narrower), (sorted(rows.items()), plan.narrower)
+            for t in (t for t in task.fail_to_pass if t.startswith(table)):
+                required = {rows[f] for f in plan.differential[plan.graded_id(t)] if f in rows}
+                assert any(y % 100 == 0 and y % 400 and m >= 3 for y, m, _ in required), sorted(required)
+
+        scores = _plans_and_scores(tmp_path / bug, backend, task, fixes, check_plan)
+        assert len(fixes) >= 2
+        failed = {k: r.reason for k, r in scores.items() if (r.reward != 1.0) != (k[0] == wrong.name)}
+        assert not failed, failed

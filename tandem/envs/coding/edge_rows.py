@@ -11,7 +11,11 @@ plan: a table row with one input set to an edge value of that input's column:
   eighthed (floats only: an int column has no magnitude between), with each sign the column shows; round numbers
   (multiples of 10, 100, 1000... below the column's largest) inside the band;
 - strings: the value upper-cased, lower-cased and title-cased, and, where the column's strings hold a space, with
-  a space doubled and a space at the end.
+  a space doubled and a space at the end; and each row's own string joined to itself (by a separator every string
+  of the column holds, as fresh_rows joins two) as often as the guard's length admits, the row's other inputs kept:
+  from_base('21i3v9', 36) -> from_base('21i3v921i3v9', 36), past 2 ** 53, where a fix that sums math.pow's floats
+  rounds. The row's own value keeps what its other inputs need (its digits valid in its base); another row's
+  value set in would mostly be an input the reference rejects.
 
 **The guard.** Every edge value passes wide_pools.in_domain for its column (type, sign, zero, magnitude no more
 than WIDEN_BOUND times the largest, the column's characters and their ASCII case partners), the same guard every
@@ -25,10 +29,13 @@ from __future__ import annotations
 
 import random
 from itertools import zip_longest
-from tandem.envs.coding.wide_pools import _distinct, _number, in_domain
+from tandem.envs.coding.wide_pools import WIDEN_BOUND, _distinct, _number, in_domain, shared_separator
 
 EDGE_ROWS = 12
 """Edge rows per table at most (each on top of the fresh rows drawn at random)."""
+LONG_ROWS = 3
+"""Rows with a string joined to itself (repeated_rows) per table at most, the failing rows' first: on top of the
+EDGE_ROWS, so that a table whose columns have many edges still gets its long strings."""
 BASES_PER_EDGE = 2
 """Table rows each edge value is set into: one failing row (where the bug lives) and one row at random."""
 FRACTIONS = (2, 4, 8)
@@ -85,10 +92,37 @@ def column_edges(values: list, rng: random.Random, first: list | None = None) ->
     return [e for e in _distinct(edges) if repr(e) not in own and in_domain(e, values)]
 
 
+def _repeated(value: str, column: list[str]) -> str | None:
+    """`value` joined to itself by the column's shared separator as often as its length stays inside the guard
+    (WIDEN_BOUND times the column's longest string); None where it fits once only."""
+    glue = shared_separator([v for v in column if v])
+    room = WIDEN_BOUND * max(map(len, column))
+    copies = (room + len(glue)) // (len(value) + len(glue)) if value else 0
+    return glue.join([value] * copies) if copies > 1 else None
+
+
+def repeated_rows(own: list[tuple], bases: list[tuple]) -> list[tuple]:
+    """Rows of `bases` (the failing rows), then of `own`, each with one string input joined to itself (_repeated),
+    its other inputs kept (module docstring). Among each, the longest strings
+    first: the fewest copies of the most digits (from_base's '21i3v9' before 'ff': 36 ** 12 passes 2 ** 53, 16 ** 12
+    does not)."""
+    texts = [c for c in range(len(own[0])) if all(type(r[c]) is str for r in own)]
+    failing = {repr(r) for r in bases}
+    out = []
+    for row in _distinct([*bases, *own]):
+        for c in texts:
+            column = [r[c] for r in own]
+            long = _repeated(row[c], column)
+            if long is not None:  # inside the guard: the column's characters, no longer than it admits
+                out.append(((repr(row) not in failing, -len(row[c])), (*row[:c], long, *row[c + 1:])))
+    return [row for _, row in sorted(out, key=lambda o: o[0])]  # sorted() keeps the rows' order among equals
+
+
 def edge_rows(own: list[tuple], bases: list[tuple], rng: random.Random, n: int = EDGE_ROWS) -> list[tuple]:
     """Up to `n` rows (input columns only): a row of `bases` (the failing rows) and one of `own` (every row of the
     table) with one input set to an edge value of its column; none equal to a row of the table. The columns take
-    turns, each in its edges' order (the failing rows' strings first); the rng draws the rows an edge is set into."""
+    turns, each in its edges' order (the failing rows' strings first); the rng draws the rows an edge is set into.
+    Then up to LONG_ROWS rows with a string joined to itself (repeated_rows)."""
     if not own:
         return []
     bases = bases or own
@@ -103,4 +137,10 @@ def edge_rows(own: list[tuple], bases: list[tuple], rng: random.Random, n: int =
         if len(out) < n and repr(row) not in seen and row not in own:  # == too: 0.0 is sign's visible 0 to a lookup
             seen.add(repr(row))
             out.append(row)
-    return out
+    return out + _unseen_first(repeated_rows(own, bases), seen, own, LONG_ROWS)
+
+
+def _unseen_first(rows: list[tuple], seen: set[str], own: list[tuple], n: int) -> list[tuple]:
+    """The first `n` of `rows` neither in `seen` nor equal to a row of `own`."""
+    fresh = [r for r in _distinct(rows) if repr(r) not in seen and r not in own]
+    return fresh[:n]

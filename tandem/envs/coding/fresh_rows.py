@@ -13,7 +13,7 @@ from typing import Any
 
 from tandem.envs.coding.edge_rows import edge_rows
 from tandem.envs.coding.structure_rows import structure_rows
-from tandem.envs.coding.wide_pools import fixed_shape, wide_pool, widened
+from tandem.envs.coding.wide_pools import fixed_shape, shared_separator, wide_pool, widened
 
 FRESH_ROWS = 24
 """Fresh rows drawn per parametrized table whose expected column the host holds (the plan requires only
@@ -45,8 +45,7 @@ def _pool(values: list) -> list:
         numbers = sorted({float(v) for v in values if type(v) in (int, float)})
         out += [(lo + hi) / 2 for lo, hi in zip(numbers, numbers[1:])]
     strings = [v for v in values if type(v) is str and v]
-    shared = [c for c in " .,-/:" if strings and all(c in s for s in strings)]  # a separator every string has
-    glue = shared[0] if shared else ""
+    glue = shared_separator(strings)
     out += [a + glue + b for a in strings for b in strings if a != b]
     return [v for v in out if _plain(v)]
 

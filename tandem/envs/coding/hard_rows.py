@@ -26,7 +26,8 @@ column holds bools (an integer predicate); a row of several inputs is a failing 
 number. The band reaches HARD_BAND = 10 times the column's largest, the domain of the independent equivalence
 oracle (tests/_equivalence.py): wider than the fresh rows' guard (wide_pools.in_domain, twice the largest), which
 also serves records and value functions. Value functions stay out: a correct naive recursive fibonacci answers at
-2x its table's largest and times out at 10x.
+2x its table's largest and times out at 10x. A record column (a date) of any table gets record rows instead
+(tandem.envs.coding.record_rows: its int positions set to round numbers inside the guard, every row beyond).
 
 **How**: hard rows are fresh rows (params appends them under `freshN` ids, in one shuffle with the fresh and pool
 rows, so neither id nor place tells them); a row where the reference raises, or answers differently in the two
@@ -49,6 +50,7 @@ from typing import Any
 
 from tandem.envs.coding.fresh_rows import owner
 from tandem.envs.coding.pool_rows import fitted_divisors
+from tandem.envs.coding.record_rows import record_rows
 from tandem.envs.coding.wide_pools import WIDEN_BOUND, in_domain
 
 HARD_BAND = 10
@@ -178,7 +180,7 @@ def hard_rows(rows: list[tuple], expected: list[int], rng: random.Random, failin
             if row not in seen:
                 seen.append(row)
                 out.append((row, not in_domain(v, column)))
-    return out
+    return out + record_rows(rows, expected, rng, bases, seen)  # a record's positions (tandem.envs.coding.record_rows)
 
 
 def hard_rng(rng: random.Random, table: str) -> random.Random:

@@ -126,6 +126,13 @@ def wide_pool(values: list) -> list:
     return _distinct([c for v in values for c in widened(v, values)])
 
 
+def shared_separator(strings: list[str]) -> str:
+    """A separator every one of `strings` holds (" .,-/:" in that order), or "": two values joined by it read
+    as one value of the column ('1.2' and '3.4' -> '1.2.3.4'; 'ff' and '10' -> 'ff10')."""
+    shared = [c for c in " .,-/:" if strings and all(c in s for s in strings)]
+    return shared[0] if shared else ""
+
+
 def _distinct(values: list) -> list:
     """`values` in order, each once (by repr: 1 and True, 1.0 and 1 stay apart)."""
     first: dict[str, Any] = {}
