@@ -15,7 +15,7 @@ E2E = T + "test_count_is_graded_by_its_twin_and_only_fixes_score[unshare]"
 CALL_MUTANTS = [
  ("twins for passing tests too", RAISE, 'if block is None and f"{rel}::{func.name}" in failing else None',
   "if block is None else None", TWIN),
- ("the twin's rows are not its test's table", CALLS, "return owner(row) in (owner(test), test + CALLS_SUFFIX)",
+ ("the twin's rows are not its test's table", CALLS, "return owner(row) in (owner(test), owner(test) + CALLS_SUFFIX)",
   "return owner(row) == owner(test)", TABLE),
  ("the twin's expectation is not held", CALLS, "if r == WANT and isinstance(s.expected, Reference)}",
   "if r == 'nothing' and isinstance(s.expected, Reference)}", TABLE),

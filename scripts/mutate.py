@@ -26,7 +26,7 @@ from pathlib import Path
 from mutants_baseline import BASELINE
 from mutants_blind import BLIND_MUTANTS
 from mutants_calls import CALL_MUTANTS
-from mutants_calls2 import CALL_IMPORT_MUTANTS
+from mutants_calls2 import CALL_IMPORT_MUTANTS, KEYWORD_MUTANTS
 from mutants_eval import EVAL
 from mutants_expected_sides import EXPECTED_SIDES
 from mutants_first_hour import FIRST_HOUR
@@ -342,8 +342,7 @@ OUTCOME = {0: "MISSED", 1: "CAUGHT"}
 (2 interrupted, 3 internal error, 4 usage error such as a test that does not exist, 5 no tests
 collected) proves nothing and is an ERROR."""
 SETS["oracle"] = ORACLE  # issue 46: the independent equivalence oracle (scripts/mutants_oracle.py)
-SETS["calls"] = CALL_MUTANTS  # issue 46: value checks without a table on fresh arguments (scripts/mutants_calls.py)
-SETS["calls2"] = CALL_IMPORT_MUTANTS  # issue 46: twins in a module without import pytest (scripts/mutants_calls2.py)
+SETS.update(calls=CALL_MUTANTS, calls2=CALL_IMPORT_MUTANTS, keywords=KEYWORD_MUTANTS)  # issue 46: scripts/mutants_calls*.py
 SETS["separate"] = SEPARATE  # issue 46: separating rows, grading by separation (scripts/mutants_separate.py)
 SETS["edge"] = EDGE  # issue 46: edge rows and every kept fresh row required (scripts/mutants_edge.py)
 SETS["hard"] = HARD_MUTANTS  # issue 46: hard rows of an integer predicate (scripts/mutants_hard.py)

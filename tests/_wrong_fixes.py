@@ -325,12 +325,12 @@ CLOSED_HOLES = {  # paid on main at cb62139 under plan seeds 0-1; 0 under both o
     "(tandem.envs.coding.edge_rows.repeated_rows: from_base('21i3v921i3v9', 36) in test_base36's twin, past 2 ** 53)",
     "datekit/op_change_const_day_of_year:formula": "record rows: a date's year set to round numbers (1800, 300, "
     "3000...) in failing rows, judged the reference's value or raised (tandem.envs.coding.record_rows)",
+    "httpkit/op_swap_backoff:formula": "the table's keyword twin (tandem.envs.coding.keyword_rows): backoff(attempt, "
+    "base=0.1, cap=C) with test_backoff_custom_base's keywords, attempts up to 20 and caps up to 200 (a row past "
+    "attempt 10 with cap 200 on every one of 300 host draws)",
 }
 """Holes this stop closed, with what closed them (wrong_integ2 and the final tree's battery, plan seeds 0 and 1)."""
 OPEN_HOLES = {
-    "httpkit/op_swap_backoff:formula": "the parametrized table varies attempt only (base 0.5 and cap 30 are the "
-    "defaults), where an exponent clamped at 10 is invisible (0.5 * 2 ** 10 > 30); it shows with a cap above "
-    "base * 1024 (backoff(91, 0.57, 831)), and test_backoff_custom_base (cap 100) is not parametrized",
     "numkit/op_change_const_popcount:small_only": BEYOND_BAND + " (4096 > 2046); popcount is a value function "
     "(int -> int), which t46-hard's hard rows leave out on purpose",
 }

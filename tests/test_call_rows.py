@@ -295,13 +295,17 @@ def test_february_is_graded_by_its_twin_without_import_pytest(tmp_path, backend)
     task = _local_task(tmp_path, {"pkg/__init__.py": LEAP.encode(), "tests/test_pkg.py": PLAIN_TESTS.encode()},
                        _diff("pkg/__init__.py", LEAP, LEAP_BUGGY), LEAP_F2P, [f"{REL}::test_march"],
                        "`is_leap(2000)` returns False and `days_in_month(2000, 2)` is 28.")
-    reset_runtime()
-    runtime = get_runtime(make_cfg(tmp_path, sandbox={"backend": backend, "pool_size": 2}))
-    try:
-        plan = runtime.grader.plan(task)
-        rewards = rewards_of(runtime, task, LEAP_PROGRAMS)
-    finally:
-        reset_runtime()
+    plan, rewards = plan_and_rewards(tmp_path, backend, task, LEAP_PROGRAMS)
     assert rewards == {name: want for name, (_, want) in LEAP_PROGRAMS.items()}, rewards
     assert not plan.refused, plan.refused
     assert plan.differential[FEB] and all(same_table(r, FEB) and CALLS_SUFFIX in r for r in plan.differential[FEB])
+
+
+def plan_and_rewards(tmp_path, backend: str, task, programs: dict[str, tuple[str, float]]):
+    """(the task's grading plan, each program's reward) in a runtime of its own."""
+    reset_runtime()
+    runtime = get_runtime(make_cfg(tmp_path, sandbox={"backend": backend, "pool_size": 2}))
+    try:
+        return runtime.grader.plan(task), rewards_of(runtime, task, programs)
+    finally:
+        reset_runtime()

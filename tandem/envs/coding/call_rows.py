@@ -70,7 +70,7 @@ _COLUMN_TYPES = (int, str)
 
 def same_table(row: str, test: str) -> bool:
     """Is the fresh row `row` of `test`'s table: its parametrize table's, or its twin's?"""
-    return owner(row) in (owner(test), test + CALLS_SUFFIX)
+    return owner(row) in (owner(test), owner(test) + CALLS_SUFFIX)  # a table's case too (keyword_rows)
 
 
 def held(found: list[Candidate]) -> dict[int, Site]:

@@ -40,6 +40,7 @@ from tandem.envs.coding.checks import Raises, Site, _raised
 from tandem.envs.coding.confined import _around
 from tandem.envs.coding.fresh_rows import FRESH_ID, owner
 from tandem.envs.coding.instrument import Candidate
+from tandem.envs.coding.keyword_rows import table_twin
 from tandem.envs.coding.verdict import Stream, lookup
 
 ROWS_SUFFIX = "__rows"
@@ -88,6 +89,12 @@ def add_rows(source: str, rel: str, tests: tuple[str, ...], rng: random.Random, 
     tails, ids = [], []
     fixtures = fixtures_of(tree)
     for func in tree.body:
+        if isinstance(func, ast.FunctionDef) and func.decorator_list and any(
+                t.startswith(f"{rel}::{func.name}[") for t in failing):  # a failing table: its keyword twin
+            keyed = table_twin(func, tree, random.Random(f"{rng.getstate()!r}:{rel}::{func.name}:keywords"),
+                               "pytest" if imported else PYTEST_ALIAS)  # its own draw: later tables' stay as they were
+            tails += [keyed[0]] if keyed else []
+            ids += [f"{rel}::{func.name}{CALLS_SUFFIX}[{FRESH_ID}{n}]" for n in range(keyed[1] if keyed else 0)]
         if not isinstance(func, ast.FunctionDef) or f"{rel}::{func.name}" not in tests or func.decorator_list:
             continue
         block = _raising_call(func)
