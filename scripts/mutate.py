@@ -343,11 +343,8 @@ OUTCOME = {0: "MISSED", 1: "CAUGHT"}
 collected) proves nothing and is an ERROR."""
 SETS["oracle"] = ORACLE  # issue 46: the independent equivalence oracle (scripts/mutants_oracle.py)
 SETS.update(calls=CALL_MUTANTS, calls2=CALL_IMPORT_MUTANTS, keywords=KEYWORD_MUTANTS)  # issue 46: scripts/mutants_calls*.py
-SETS["separate"] = SEPARATE  # issue 46: separating rows, grading by separation (scripts/mutants_separate.py)
-SETS["edge"] = EDGE  # issue 46: edge rows and every kept fresh row required (scripts/mutants_edge.py)
-SETS["hard"] = HARD_MUTANTS  # issue 46: hard rows of an integer predicate (scripts/mutants_hard.py)
-SETS["wrong_fixes"] = WRONG_FIX_MUTANTS  # issue 46: oracle rules for plausible wrong fixes (scripts/mutants_wrong_fixes.py)
-SETS["raising_values"] = __import__("mutants_raising_values").RAISING_VALUES  # issue 46: value rows where the reference and the bug raise (scripts/mutants_raising_values.py)
+SETS.update(separate=SEPARATE, edge=EDGE, hard=HARD_MUTANTS, wrong_fixes=WRONG_FIX_MUTANTS,  # issue 46, each in
+            raising_values=__import__("mutants_raising_values").RAISING_VALUES)  # scripts/mutants_<set>.py
 
 
 def run(name: str, rel: str, edits: list[tuple[str, str]], tests: str) -> str:
