@@ -301,7 +301,7 @@ BEYOND_BAND = ("the first wrong input lies beyond the grader's pool band (wide_p
                "largest) and inside the oracle's 10x domain")
 RAISING_DROPPED = ("a fresh row of a value table where the reference raises is dropped (tandem.envs.coding.differential"
                    "'s docstring), and the table has no pytest.raises test for tandem.envs.coding.raising_rows to vary")
-CLOSED_HOLES = {  # paid on main at cb62139 under plan seeds 0-1; 0 under both on this tree
+CLOSED_HOLES = {  # paid at cb62139 (the first nine) or 4323b90 (the rest) under plan seeds 0-1; 0 under both now
     "datekit/remove_cond_is_leap:small_only": "hard rows beyond the guard (tandem.envs.coding.hard_rows: 4400..20800)",
     "numkit/op_change_const_is_prime:small_only": "hard rows (121, 143, 169, 341... required)",
     "datekit/op_change_const_day_of_year:boundary": "every kept fresh row required (tandem.envs.coding.regression_rows)",
@@ -329,13 +329,15 @@ CLOSED_HOLES = {  # paid on main at cb62139 under plan seeds 0-1; 0 under both o
     "base=0.1, cap=C) with test_backoff_custom_base's keywords, attempts up to 20 and caps up to 200 (a row past "
     "attempt 10 with cap 200 on every one of 300 host draws)",
 }
-"""Holes this stop closed, with what closed them (wrong_integ2 and the final tree's battery, plan seeds 0 and 1)."""
+"""Holes closed, with what closed them (tests/test_wrong_fixes.py and bench/oracle_battery.py, plan seeds 0 and 1)."""
 OPEN_HOLES = {
     "numkit/op_change_const_popcount:small_only": BEYOND_BAND + " (4096 > 2046); popcount is a value function "
-    "(int -> int), which t46-hard's hard rows leave out on purpose",
+    "(int -> int), which hard rows leave out on purpose: a row at 10x a value table's largest input is where a correct "
+    "fix written naively (fibonacci by plain recursion) runs past the test run's time limit, and a run that times out "
+    "scores 0 (a raise can be allowed beyond the guard, a hang cannot)",
 }
-"""Wrong fixes the grader (main at cb62139) pays under plan seed 0 or 1 where the oracle finds them wrong, each
-with the reason found (bench/oracle_battery.py --wrong-fixes --seeds 2; /work/notes/s8/t46-oracle3.md)."""
+"""Wrong fixes the grader pays under plan seed 0 or 1 where the oracle finds them wrong, each with the reason found
+(bench/oracle_battery.py --wrong-fixes --seeds 2)."""
 
 ORACLE_BLIND = {
     "stockkit/op_change_total:formula": "the sum of the distinct counts is wrong for two items of one count, but the "
