@@ -257,6 +257,9 @@ wrong("httpkit/op_swap_backoff", "formula", "wrong", "the exponent clamped at 10
       edit(STATUS, "return min(cap, attempt * 2 ** base)", "return min(cap, base * 2 ** min(attempt, 10))"))
 wrong("httpkit/op_swap_backoff", "formula", "fails", "(base * 2) ** attempt",
       edit(STATUS, "return min(cap, attempt * 2 ** base)", "return min(cap, (base * 2) ** attempt)"))
+wrong("httpkit/op_swap_backoff", "small_only", "wrong", "the cap taken for every attempt past 10 (the tables' own "
+      "rows are capped from attempt 6 on)", edit(STATUS, "return min(cap, attempt * 2 ** base)",
+                                                "return cap if attempt > 10 else min(cap, base * 2 ** attempt)"))
 
 # ----------------------------------------------------------------------------- stockkit
 wrong("stockkit/op_flip_remove", "other_path", "fix", "a non-positive quantity rejected too",
