@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,13 @@ from tandem.envs.coding.swe_data import BUNDLED_TASKS, read_rows, task_from_row
 
 REPO = Path(__file__).resolve().parents[1]
 SENTINEL = "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
+
+
+def _own_uids() -> dict:
+    """A bench run beside the test suite takes other sandbox uids (TANDEM_TEST_BASE_UID): each slot's uid carries a
+    process limit (RLIMIT_NPROC counts every process of the uid), which two runs on one uid range would share."""
+    base = os.environ.get("TANDEM_TEST_BASE_UID")
+    return {"base_uid": int(base)} if base else {}
 
 
 def make_cfg(tmp_path: Path, *, sandbox: dict | None = None, agent: dict | None = None, **sections: dict) -> TandemConfig:
@@ -25,7 +33,8 @@ def make_cfg(tmp_path: Path, *, sandbox: dict | None = None, agent: dict | None 
         "environment": {"max_turns": 6, "max_context_tokens": 16384, "wall_time_s": 120, "args": {
             "agent": {"output_max_chars": 1000, **(agent or {})},
             "sandbox": {"pool_size": 2, "command_timeout_s": 10, "test_timeout_s": 60, "cpu_time_s": 20,
-                        "memory_mb": 1024, "max_processes": 48, "max_workdir_mb": 64, **(sandbox or {})}}},
+                        "memory_mb": 1024, "max_processes": 48, "max_workdir_mb": 64, **_own_uids(),
+                        **(sandbox or {})}}},
     }
     for name, values in sections.items():
         tree.setdefault(name, {}).update(values)
