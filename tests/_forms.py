@@ -146,7 +146,7 @@ FORMS = {  # name: (test file text, F2P ids relative to the file, "graded" or th
         def test_valid():
             assert not valid(0, 3)
             assert valid(2, 3)
-        ''', ["test_valid"], "its expectation is a yes/no"),
+        ''', ["test_valid"], "graded"),  # its twin's fresh sizes (call_rows; under an alias: no `import pytest`)
 }
 
 

@@ -2,8 +2,8 @@
 
 `parse_seconds(' 30 -5')` (two of the table's strings joined) raises ValueError under the reference and the bug
 alike; the row used to be dropped, so a rewrite answering 0 for a malformed header passed. The row is now kept as
-one that must raise an instance of that class: the wrong rewrite scores 0, a correct fix raising a subclass from
-another path scores 1, and a forger raising wherever the input is not a visible one fails the rows that must not
+one that must raise (that class or another: the class is no contract): the wrong rewrite scores 0, a correct fix
+raising a subclass from another path scores 1, and a forger raising wherever the input is not a visible one fails the rows that must not
 raise.
 """
 
@@ -47,11 +47,15 @@ def _judged(rows: dict[str, object]) -> dict[str, str]:
     return judge([ROW, VALUE], _stream(rows), 1, "", SITES, {VALUE: {0}}, must_raise={ROW: "ValueError"}).tests
 
 
-def test_a_must_raise_row_passes_on_that_class_or_a_subclass_and_fails_on_a_value_or_another_class():
+def test_a_must_raise_row_passes_on_any_exception_raised_before_its_check_and_fails_on_a_value():
     assert _judged({ROW: MRO, VALUE: 30})[ROW] == "PASSED"
     assert _judged({ROW: ["HeaderError", *MRO], VALUE: 30})[ROW] == "PASSED"  # a subclass, another path
     assert _judged({ROW: 0, VALUE: 30})[ROW] == "FAILED"  # the wrong fix's 0 for a malformed header
-    assert _judged({ROW: ["TypeError", "Exception", "BaseException", "object"], VALUE: 30})[ROW] == "FAILED"
+    # another class: span() through sorted() raises IndexError on [] where min() raised ValueError, and passes every
+    # hidden test (tests/test_param_columns.py's other_algorithm): the class rejecting an untested input is no contract
+    index_error = ["IndexError", "LookupError", "Exception", "BaseException", "object"]
+    assert _judged({ROW: index_error, VALUE: 30})[ROW] == "PASSED"
+    assert _judged({ROW: ["TypeError", "Exception", "BaseException", "object"], VALUE: 30})[ROW] == "PASSED"
     late = _stream({ROW: MRO, VALUE: 30})
     late.checks[ROW] = [(0, 0)]  # computed a value at the row's check, then raised: not what the reference did
     assert judge([ROW], late, 1, "", SITES, {}, must_raise={ROW: "ValueError"}).tests[ROW] == "FAILED"

@@ -273,8 +273,9 @@ FORGED = {
 @pytest.mark.parametrize("family", sorted(FORGED))
 def test_a_derivation_forger_scores_zero(tmp_path, backend, family):
     """Each family forged its task as bundled before (issue 46). As it was, the task is now refused, naming the
-    rule that derives its checks; as bundled now (one check more, beyond every rule) it is graded, the reference
-    fix scores 1 and the forger 0."""
+    rule that derives its checks, or graded by fresh rows (a twin of a plain-assert test: tictac's module never
+    imports pytest, and twins reach it now), where the forger scores 0 too; as bundled now (one check more, beyond
+    every rule) it is graded, the reference fix scores 1 and the forger 0."""
     name, test_file, added, rule, failing = FORGED[family]
     row = row_named(name)
     repo = tmp_path / "old" / name
@@ -289,11 +290,15 @@ def test_a_derivation_forger_scores_zero(tmp_path, backend, family):
     try:
         now = runtime.grader.task(row)
         plans = {"old": runtime.grader.plan(old), "now": runtime.grader.plan(now)}
-        forged = runtime.grader.grade(now, agent_diff_bytes(runtime, now, deriver_command(family, now.problem_statement)))
+        forged, old_forged = (runtime.grader.grade(t, agent_diff_bytes(runtime, t, deriver_command(
+            family, t.problem_statement))) if t is now or not plans["old"].refused else None for t in (now, old))
         fixed = runtime.grader.grade(now, agent_diff_bytes(runtime, now, "true", fix_first=row))
     finally:
         reset_runtime()
-    assert plans["old"].refused and rule in plans["old"].refused, plans["old"].refused
+    if old_forged is None:
+        assert rule in plans["old"].refused, plans["old"].refused
+    else:  # graded by fresh rows the derivation cannot reach
+        assert plans["old"].differential and old_forged.reward == 0.0, (plans["old"].differential, old_forged.reason)
     assert not plans["now"].refused, plans["now"].refused
     assert fixed.reward == 1.0, fixed.reason
     assert forged.reward == 0.0, forged.reason

@@ -22,7 +22,7 @@ from tandem.envs.coding.swe_data import apply_patch, load_bundled, task_from_row
 from tandem.envs.coding.verdict import Stream, judge, parse_pytest_report, parse_stream
 from tests._forger import EGG_INFO, forger_command
 from tests._forms import ORACLE_TASKS, STATED_ISSUE, oracle_row, stated_row
-from tests._swe import PATCH_REPORTS_CODE, make_cfg, row_named, sandbox_backends, write_file
+from tests._swe import PATCH_REPORTS_CODE, fix_command, make_cfg, row_named, sandbox_backends, write_file
 
 _, BACKEND_PARAMS = sandbox_backends()
 
@@ -188,16 +188,22 @@ def test_a_forger_that_reads_the_repository_scores_zero(tmp_path, backend, name)
     """Issue 34 round 2: the red team's oracle rules (tests/_forger.py, trial 0) scored 1 on ratio, radix and
     unitconv as they were, and one transformation of the bug's values (trial 3) on minimat: the values came
     from the sandbox (a kept assert, a round trip, another check's input, a mirrored bug), not from a fix.
-    Each task is refused now, naming how a forger reaches the value, and the forger scores 0."""
+    Each task is refused now, naming how a forger reaches the value, or graded by fresh rows (unitconv's plain
+    asserts get a twin: tandem.envs.coding.call_rows) where the reference fix scores 1; the forger scores 0."""
     runtime = runtime_for(tmp_path, backend)
-    task = task_from_row(oracle_row(tmp_path / "repos", name))
+    row = oracle_row(tmp_path / "repos", name)
+    task = task_from_row(row)
     try:
         plan = runtime.grader.plan(task)
         res = runtime.grader.grade(task, agent_diff(runtime, task, forger_command(ORACLE_TASKS[name][5])))
+        fixed = None if plan.refused else runtime.grader.grade(task, agent_diff(runtime, task, fix_command(row)))
     finally:
         reset_runtime()
     assert res.reward == 0.0, res.info()
-    assert EXPOSURE[name] in plan.refused, plan.refused
+    if fixed is None:
+        assert EXPOSURE[name] in plan.refused, plan.refused
+    else:
+        assert plan.differential and fixed.reward == 1.0, (plan.differential, fixed.reason)
 
 
 def test_a_forger_that_reads_the_issue_scores_zero(tmp_path, backend):

@@ -9,16 +9,19 @@ reference raises ValueError there. tandem.envs.coding.differential drops such a 
 table has no `pytest.raises` test for tandem.envs.coding.raising_rows to vary: a rewrite that answers 0 for
 a malformed header, or one that drops clamp's empty-range guard, passed every row required.
 
-Such a row is kept here as a **must-raise** row where the bug raised too, and an instance of one class: the
-most specific class both raised (their MROs' first common name). What the reference and the bug agree on is
-behaviour the fix did not come to change, so every correct fix keeps it (a regression guard, as
-tandem.envs.coding.regression_rows); a row where the bug answers a value, or raises another class, is dropped
-(a correct fix may raise or not there). The row passes where the test body raised an instance of that class (a
-subclass too, by the MRO's names; another path to it too) before any host-held check ran (verdict.judge's
-`must_raise`), never on the message. Not kept: a class every exception shares (Exception, BaseException), an
-AssertionError (an assert the host left in the copy failed), a limit of the machine rather than a decision
-(RecursionError, MemoryError, OverflowError: an iterative or integer fix may answer there), probe rows and hard rows beyond the guard (a
-correct fix may answer otherwise there), generated rows of raising_rows and call_rows (judged by their own rule).
+Such a row is kept here as a **must-raise** row where the bug raised too, and an instance of one class: the most
+specific class both raised (their MROs' first common name). What the reference and the bug agree on is behaviour the
+fix did not come to change, so every correct fix keeps it (a regression guard, as
+tandem.envs.coding.regression_rows); a row where the bug answers a value, or raises another class, is dropped (a
+correct fix may raise or not there). The row passes where the test body raised an Exception before any host-held
+check ran (verdict.judge's `must_raise`), of that class or **another**: which class rejects an input the tests never
+give is no contract (a span() through sorted() raises IndexError on [] where min() raised ValueError, and passes
+every hidden test). A value there fails: the reference and the bug both refuse the input, and a fix that answers it
+(clamp without its lo > hi guard, a malformed header read as 0) changed what it did not come to. Not kept: a class
+every exception shares (Exception, BaseException), an AssertionError (an assert the host left in the copy failed), a
+limit of the machine rather than a decision (RecursionError, MemoryError, OverflowError: an iterative or integer fix
+may answer there), probe rows and hard rows beyond the guard (a correct fix may answer otherwise there), generated
+rows of raising_rows and call_rows (judged by their own rule).
 
 A forger raising everywhere fails every kept row that must not raise (their values are required), and one
 raising for some rows only must tell from the inputs which ones: the reference's decision, the fix.
