@@ -77,12 +77,13 @@ def test_held_out_rows_run_through_the_harness_in_the_run_and_in_tandem_eval(tmp
 @pytest.mark.timeout(1000)  # the run is bounded at 900 s
 def test_harness_calls_in_flight_at_a_sync_are_aborted_and_their_groups_regenerated(tmp_path):
     """As tests/test_launcher.py's abort run: steps 1 and 2 start together, so the first sync meets
-    nothing in flight; step 3's groups start at the first sync, and their second calls of up to 128
-    tokens (over a second of decoding here) are still running when step 2, already rolled out, is
+    nothing in flight; step 3's groups start at the first sync, and their second calls of up to 256
+    tokens (two seconds of decoding here; at 128 tokens a loaded box finished them before the sync in
+    about one run of four) are still running when step 2, already rolled out, is
     trained and synced."""
     run = tmp_path / "run"
     launch = Launch(run, ["--steps", "4", "--engines", "1", "--mode", "async", "--rollout.oversample", "1.5",
-                          "--rollout.staleness.partial_rollout", "abort", "--rollout.sampling.max_new_tokens", "128",
+                          "--rollout.staleness.partial_rollout", "abort", "--rollout.sampling.max_new_tokens", "256",
                           *small(tmp_path)], tag="harness-abort")
     assert launch.wait(900) == 0, launch.describe()
     steps = rows_of(run / "metrics.jsonl")
