@@ -344,8 +344,8 @@ OPEN_HOLES = {
 
 ORACLE_BLIND = {
     "stockkit/op_change_total:formula": "the sum of the distinct counts is wrong for two items of one count, but the "
-    "oracle cannot draw a new Stock (a method's self is one of the table's own objects): judged a fix, paid on both "
-    "seeds",
+    "oracle cannot draw a new Stock (a method's self is one of the table's own objects): judged a fix; paid on both "
+    "seeds at cb62139, 0 on both at 319ec85",
     "numkit/op_swap_compare_versions:small_only": "wrong for four-part versions equal in their first three parts "
     "('1.2.3.4' vs '1.2.3.5'); the oracle's random strings of digits and dots never hold such a pair: judged a fix, "
     "paid under plan seed 0 (seed 1 caught it)",
